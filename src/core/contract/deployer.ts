@@ -1,0 +1,121 @@
+import type { Artifact, Logger, Request, Result, RollbackRequest, TargetRelease } from "./types.js";
+
+/** The contract every plugin implements, built in or external. */
+export interface Deployer {
+  /** The plugin's name, as in manent.yml and `Result.plugin`. */
+  name(): string;
+  /** Whether this plugin can deploy the artifact (used when the envconfig names no plugin). */
+  supports(artifact: Artifact): boolean | Promise<boolean>;
+  /** Checks the request without touching targets and without secrets. */
+  validate(req: Request): Promise<void>;
+  deploy(req: Request): Promise<Result>;
+}
+
+/** Optional: a dry-run that checks everything the deploy would do and changes nothing. */
+export interface DryRunner {
+  dryRun(req: Request): Promise<Result>;
+}
+
+/** Optional: tells the release each target runs now (recorded in the checkpoint). */
+export interface ReleaseInspector {
+  currentRelease(req: Request): Promise<TargetRelease[]>;
+}
+
+/** Optional: returns targets to the releases recorded in the checkpoint. */
+export interface Rollbacker {
+  rollback(req: RollbackRequest): Promise<Result>;
+}
+
+/** Optional: the plugin honours `Request.parallelism`. */
+export interface ParallelDeployer {
+  parallelTargets(): boolean;
+}
+
+/** Optional, percentage rollouts: a second slot beside the running release. */
+export interface SlotDeployer {
+  prepareSlots(req: Request): Promise<Record<string, string>>;
+  deployCandidate(req: Request): Promise<Result>;
+  promoteCandidate(req: Request): Promise<void>;
+  revertCandidate(req: Request): Promise<void>;
+  retirePrevious(req: Request): Promise<void>;
+}
+
+/** Optional, percentage rollouts: moves traffic between the slots (weight 0–100). */
+export interface TrafficRouter {
+  setCandidateWeight(req: Request, weight: number): Promise<void>;
+  candidateWeight(req: Request): Promise<number>;
+}
+
+/** Optional, percentage rollouts: routes testers to the candidate. */
+export interface TesterRouter {
+  routeTesters(req: Request): Promise<Record<string, string>>;
+}
+
+/** Optional, percentage rollouts: scales the candidate with its weight. */
+export interface SlotScaler {
+  scaleCandidate(req: Request, weight: number): Promise<void>;
+}
+
+/** Builds a deployer from its manent.yml configuration. Throws on a bad configuration. */
+export type Factory = (config: Record<string, unknown>, logger: Logger) => Deployer | Promise<Deployer>;
+
+/** Capability names, as announced in the response to Configure. */
+export const Capability = {
+  DryRun: "dry_run",
+  CurrentRelease: "current_release",
+  Rollback: "rollback",
+  Slots: "slots",
+  TrafficRouter: "traffic_router",
+  Testers: "testers",
+  Scale: "scale",
+  ParallelTargets: "parallel_targets",
+} as const;
+export type Capability = (typeof Capability)[keyof typeof Capability];
+export const allCapabilities: readonly Capability[] = Object.values(Capability);
+
+function hasMethods(d: object, ...methods: string[]): boolean {
+  return methods.every((m) => typeof (d as Record<string, unknown>)[m] === "function");
+}
+
+export function isDryRunner(d: Deployer): d is Deployer & DryRunner {
+  return hasMethods(d, "dryRun");
+}
+export function isReleaseInspector(d: Deployer): d is Deployer & ReleaseInspector {
+  return hasMethods(d, "currentRelease");
+}
+export function isRollbacker(d: Deployer): d is Deployer & Rollbacker {
+  return hasMethods(d, "rollback");
+}
+export function isParallelDeployer(d: Deployer): d is Deployer & ParallelDeployer {
+  return hasMethods(d, "parallelTargets") && (d as Deployer & ParallelDeployer).parallelTargets();
+}
+export function isSlotDeployer(d: Deployer): d is Deployer & SlotDeployer {
+  return hasMethods(d, "prepareSlots", "deployCandidate", "promoteCandidate", "revertCandidate", "retirePrevious");
+}
+export function isTrafficRouter(d: Deployer): d is Deployer & TrafficRouter {
+  return hasMethods(d, "setCandidateWeight", "candidateWeight");
+}
+export function isTesterRouter(d: Deployer): d is Deployer & TesterRouter {
+  return hasMethods(d, "routeTesters");
+}
+export function isSlotScaler(d: Deployer): d is Deployer & SlotScaler {
+  return hasMethods(d, "scaleCandidate");
+}
+
+/**
+ * The capabilities a deployer declares, derived from the optional interfaces it implements.
+ * Rollback needs both Rollbacker and ReleaseInspector: without the current release there is
+ * nothing to roll back to.
+ */
+export function capabilitiesOf(d: Deployer): Capability[] {
+  const caps: Capability[] = [];
+  if (isDryRunner(d)) caps.push(Capability.DryRun);
+  if (isReleaseInspector(d)) caps.push(Capability.CurrentRelease);
+  if (isRollbacker(d) && isReleaseInspector(d)) caps.push(Capability.Rollback);
+  if (isSlotDeployer(d)) caps.push(Capability.Slots);
+  if (isTrafficRouter(d)) caps.push(Capability.TrafficRouter);
+  if (isTesterRouter(d)) caps.push(Capability.Testers);
+  if (isSlotScaler(d)) caps.push(Capability.Scale);
+  if (isParallelDeployer(d)) caps.push(Capability.ParallelTargets);
+  return caps;
+}

@@ -1,0 +1,4 @@
+export * from "./types.js";
+export * from "./deployer.js";
+export * from "./targets.js";
+export * from "./result-error.js";

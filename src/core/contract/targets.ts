@@ -1,0 +1,81 @@
+import { Code, ManentError } from "../errors.js";
+import { TargetStatus, type Request, type Target, type TargetResult } from "./types.js";
+
+/** What the per-target function returns; `host` defaults to the target's, `status` to `deployed`. */
+export type TargetOutcome = Partial<TargetResult>;
+export type TargetFn = (target: Target, signal: AbortSignal) => Promise<TargetOutcome>;
+
+export interface TargetsOutcome {
+  /** One result per target, in the order of `req.targets`. */
+  targets: TargetResult[];
+  /** The failure, when any target failed; undefined when all succeeded. */
+  error?: ManentError;
+}
+
+/**
+ * Runs `fn` on each target, `req.parallelism` at a time. After the first error no further target
+ * is started; the running ones finish. Targets never started are reported as `skipped`.
+ */
+export function forEachTarget(req: Pick<Request, "targets" | "parallelism" | "signal">, fn: TargetFn): Promise<TargetsOutcome> {
+  return runTargets(req, fn, true);
+}
+
+/** Like {@link forEachTarget} but runs every target whatever fails (rollbacks, dry-runs). */
+export function forAllTargets(req: Pick<Request, "targets" | "parallelism" | "signal">, fn: TargetFn): Promise<TargetsOutcome> {
+  return runTargets(req, fn, false);
+}
+
+async function runTargets(
+  req: Pick<Request, "targets" | "parallelism" | "signal">,
+  fn: TargetFn,
+  stopOnError: boolean,
+): Promise<TargetsOutcome> {
+  const targets = req.targets;
+  const results: (TargetResult | undefined)[] = new Array<TargetResult | undefined>(targets.length);
+  const errors: ManentError[] = [];
+  let next = 0;
+  let stopped = false;
+
+  const worker = async (): Promise<void> => {
+    while (!stopped && !req.signal.aborted && next < targets.length) {
+      const index = next++;
+      const target = targets[index]!;
+      const started = performance.now();
+      try {
+        const outcome = await fn(target, req.signal);
+        results[index] = {
+          ...outcome,
+          host: outcome.host ?? target.host,
+          status: outcome.status ?? TargetStatus.Deployed,
+          duration_ms: Math.round(performance.now() - started),
+        };
+      } catch (err) {
+        const e = ManentError.from(err);
+        errors.push(e);
+        results[index] = {
+          host: target.host,
+          status: TargetStatus.Failed,
+          error: e.message,
+          duration_ms: Math.round(performance.now() - started),
+        };
+        if (stopOnError) stopped = true;
+      }
+    }
+  };
+
+  const width = Math.max(1, Math.min(req.parallelism || 1, targets.length));
+  await Promise.all(Array.from({ length: width }, worker));
+
+  const out: TargetResult[] = results.map((r, i) => r ?? { host: targets[i]!.host, status: TargetStatus.Skipped });
+  if (errors.length === 0 && req.signal.aborted && out.some((r) => r.status === TargetStatus.Skipped)) {
+    return { targets: out, error: new ManentError(Code.Canceled, "deploy cancelled before every target was started") };
+  }
+  return errors.length === 0 ? { targets: out } : { targets: out, error: combine(errors) };
+}
+
+/** One error for several failed targets; permanent only if every failure is. */
+function combine(errors: ManentError[]): ManentError {
+  if (errors.length === 1) return errors[0]!;
+  const code = errors.every((e) => e.permanent) ? errors[0]!.code : Code.Unavailable;
+  return new ManentError(code, `${errors.length} targets failed: ${errors.map((e) => e.message).join("; ")}`);
+}

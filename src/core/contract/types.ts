@@ -1,0 +1,93 @@
+/** The data a plugin receives and returns. JSON field names match the wire (snake_case). */
+
+/** What to deploy: the descriptor's `artifact`, plus where manent cached the verified bytes. */
+export interface Artifact {
+  type: string;
+  name: string;
+  version: string;
+  /** Where the artifact came from: a local path or an http(s) URL. */
+  source: string;
+  /** Hex sha256 of the bytes, when the descriptor gave one or after manent fetched them. */
+  sha256?: string;
+  /** Local path of the verified, immutable copy under workdir (set after the fetch step). */
+  path?: string;
+}
+
+/** A place a plugin deploys to: a host, a cluster, a region. */
+export interface Target {
+  host: string;
+  port?: number;
+  labels: Record<string, string>;
+}
+
+/** Structured logger handed to plugins; attributes are key/value pairs. */
+export interface Logger {
+  debug(msg: string, attrs?: Record<string, unknown>): void;
+  info(msg: string, attrs?: Record<string, unknown>): void;
+  warn(msg: string, attrs?: Record<string, unknown>): void;
+  error(msg: string, attrs?: Record<string, unknown>): void;
+}
+
+/**
+ * Access to the secrets named in the envconfig. Works only while the call that received it
+ * runs: afterwards every lookup fails with `failed_precondition`.
+ */
+export interface SecretsAccessor {
+  secret(name: string): Promise<string>;
+}
+
+export interface Request {
+  deploymentId: string;
+  tenant: string;
+  application: string;
+  environment: string;
+  artifact: Artifact;
+  targets: Target[];
+  /** Envconfig params after CLI overrides; values are strings, as in the envconfig. */
+  params: Record<string, string>;
+  secrets: SecretsAccessor;
+  /** How many targets the plugin may work on at once (1 unless the plugin declares parallel targets). */
+  parallelism: number;
+  logger: Logger;
+  /** Aborted when the deploy is cancelled or the step times out. */
+  signal: AbortSignal;
+  /** Percentage-rollout state recorded by `prepareSlots`, passed to every later call. */
+  traffic?: Record<string, string>;
+}
+
+/** Target outcomes. `ready` is what a dry-run reports for a target that would deploy. */
+export const TargetStatus = {
+  Deployed: "deployed",
+  Ready: "ready",
+  Failed: "failed",
+  Skipped: "skipped",
+  RolledBack: "rolled_back",
+  Unchanged: "unchanged",
+} as const;
+export type TargetStatus = (typeof TargetStatus)[keyof typeof TargetStatus];
+
+export interface TargetResult {
+  host: string;
+  status: TargetStatus;
+  details?: Record<string, string>;
+  duration_ms?: number;
+  error?: string;
+}
+
+export interface Result {
+  plugin: string;
+  targets: TargetResult[];
+  details?: Record<string, string>;
+}
+
+/** The release a target runs, as the plugin can tell it. `version` is "" when nothing is deployed. */
+export interface TargetRelease {
+  host: string;
+  version: string;
+  details?: Record<string, string>;
+}
+
+export interface RollbackRequest extends Request {
+  /** What each target ran before this deploy, as recorded in the checkpoint. */
+  releases: TargetRelease[];
+}
