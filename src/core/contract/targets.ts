@@ -16,17 +16,17 @@ export interface TargetsOutcome {
  * Runs `fn` on each target, `req.parallelism` at a time. After the first error no further target
  * is started; the running ones finish. Targets never started are reported as `skipped`.
  */
-export function forEachTarget(req: Pick<Request, "targets" | "parallelism" | "signal">, fn: TargetFn): Promise<TargetsOutcome> {
+export function forEachTarget(req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">, fn: TargetFn): Promise<TargetsOutcome> {
   return runTargets(req, fn, true);
 }
 
 /** Like {@link forEachTarget} but runs every target whatever fails (rollbacks, dry-runs). */
-export function forAllTargets(req: Pick<Request, "targets" | "parallelism" | "signal">, fn: TargetFn): Promise<TargetsOutcome> {
+export function forAllTargets(req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">, fn: TargetFn): Promise<TargetsOutcome> {
   return runTargets(req, fn, false);
 }
 
 async function runTargets(
-  req: Pick<Request, "targets" | "parallelism" | "signal">,
+  req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">,
   fn: TargetFn,
   stopOnError: boolean,
 ): Promise<TargetsOutcome> {
@@ -49,6 +49,7 @@ async function runTargets(
           status: outcome.status ?? TargetStatus.Deployed,
           duration_ms: Math.round(performance.now() - started),
         };
+        req.progress?.(results[index]);
       } catch (err) {
         const e = ManentError.from(err);
         errors.push(e);
@@ -58,6 +59,7 @@ async function runTargets(
           error: e.message,
           duration_ms: Math.round(performance.now() - started),
         };
+        req.progress?.(results[index]);
         if (stopOnError) stopped = true;
       }
     }

@@ -53,6 +53,8 @@ export interface Request {
   signal: AbortSignal;
   /** Percentage-rollout state recorded by `prepareSlots`, passed to every later call. */
   traffic?: Record<string, string>;
+  /** Called as each target finishes (by forEachTarget/forAllTargets), for live progress. */
+  progress?: (result: TargetResult) => void;
 }
 
 /** Target outcomes. `ready` is what a dry-run reports for a target that would deploy. */

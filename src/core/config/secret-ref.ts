@@ -1,0 +1,47 @@
+import { access, readFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { z } from "zod";
+import { Code, ManentError } from "../errors.js";
+
+/** A reference to a secret value: `file:/absolute/path` or `env:NAME`. The value is never stored. */
+export type SecretRef = { kind: "file"; path: string } | { kind: "env"; name: string };
+
+const refPattern = /^(file:\/.+|env:[A-Za-z_][A-Za-z0-9_]*)$/;
+
+export const secretRefSchema = z
+  .string()
+  .regex(refPattern, { message: 'must be "file:/absolute/path" or "env:NAME"' })
+  .transform((ref): SecretRef => (ref.startsWith("file:") ? { kind: "file", path: ref.slice(5) } : { kind: "env", name: ref.slice(4) }));
+
+export function formatSecretRef(ref: SecretRef): string {
+  return ref.kind === "file" ? `file:${ref.path}` : `env:${ref.name}`;
+}
+
+/**
+ * Checks that a secret can be read, without reading it: the file exists and is readable, or the
+ * variable is set. Throws `invalid_argument` naming the secret and the reference.
+ */
+export async function checkSecretRef(name: string, ref: SecretRef, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  if (ref.kind === "env") {
+    if (env[ref.name] === undefined) {
+      throw new ManentError(Code.InvalidArgument, `secret "${name}": environment variable ${ref.name} is not set`, {
+        details: { secret: name },
+      });
+    }
+    return;
+  }
+  try {
+    await access(ref.path, constants.R_OK);
+  } catch {
+    throw new ManentError(Code.InvalidArgument, `secret "${name}": file ${ref.path} does not exist or is not readable`, {
+      details: { secret: name },
+    });
+  }
+}
+
+/** Reads a secret's value. Trailing newlines of files are dropped (as `$(cat file)` would). */
+export async function readSecretRef(name: string, ref: SecretRef, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  await checkSecretRef(name, ref, env);
+  if (ref.kind === "env") return env[ref.name]!;
+  return (await readFile(ref.path, "utf8")).replace(/\r?\n$/, "");
+}
