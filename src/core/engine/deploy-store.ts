@@ -1,0 +1,82 @@
+import type { Capability, TargetResult } from "../contract/index.js";
+import type { ErrorJSON } from "../errors.js";
+
+export type DeployKind = "deploy" | "dry_run" | "rollback";
+export type DeployStatus = "queued" | "running" | "succeeded" | "failed" | "rolled_back" | "cancelled";
+export const terminalStatuses: ReadonlySet<DeployStatus> = new Set(["succeeded", "failed", "rolled_back", "cancelled"]);
+export type StepStatus = "running" | "succeeded" | "failed" | "skipped";
+
+export interface DeployKey {
+  tenant: string;
+  application: string;
+  artifact: string;
+  environment: string;
+}
+
+export interface NewDeploy extends DeployKey {
+  id: string;
+  kind: DeployKind;
+  version: string;
+  /** What was submitted (descriptor, overrides, file names); never secret values. */
+  request: Record<string, unknown>;
+  submittedBy?: string;
+}
+
+export interface StepRecord {
+  name: string;
+  status: StepStatus;
+  attempts: number;
+  started_at: string | null;
+  duration_ms: number | null;
+  /** `result` is a JSON string, so `jq '.output.result | fromjson'` works. */
+  output: { result: string } | null;
+  error: ErrorJSON | null;
+}
+
+export interface TargetProgress {
+  phase: string;
+  host: string;
+  status: string;
+  duration_ms: number | null;
+  error: string | null;
+  details: Record<string, string> | null;
+}
+
+export interface DeployRecord extends DeployKey {
+  id: string;
+  kind: DeployKind;
+  version: string;
+  plugin: string | null;
+  status: DeployStatus;
+  request: Record<string, unknown>;
+  error: ErrorJSON | null;
+  submitted_by: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  steps: StepRecord[];
+  targets: TargetProgress[];
+}
+
+export interface ListFilter {
+  tenant?: string;
+  application?: string;
+  environment?: string;
+  artifact?: string;
+  limit?: number;
+}
+
+/** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
+export interface DeployStore {
+  createDeploy(deploy: NewDeploy): Promise<void>;
+  setStatus(id: string, status: DeployStatus, extra?: { error?: ErrorJSON | null; plugin?: string }): Promise<void>;
+  stepStarted(id: string, seq: number, name: string): Promise<void>;
+  stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
+  targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
+  getDeploy(id: string): Promise<DeployRecord | undefined>;
+  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request">[]>;
+  /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
+  lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
+  saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;
+  loadCapabilities(): Promise<Map<string, { capabilities: Capability[]; updated_at: string }>>;
+}

@@ -1,0 +1,162 @@
+import type pg from "pg";
+import type { Capability, TargetResult } from "../core/contract/index.js";
+import type {
+  DeployKey,
+  DeployRecord,
+  DeployStatus,
+  DeployStore,
+  ListFilter,
+  NewDeploy,
+  StepRecord,
+  StepStatus,
+  TargetProgress,
+} from "../core/engine/deploy-store.js";
+import type { ErrorJSON } from "../core/errors.js";
+
+const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
+  submitted_by, created_at, started_at, finished_at`;
+
+export class PgDeployStore implements DeployStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async createDeploy(d: NewDeploy): Promise<void> {
+    await this.pool.query(
+      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by)
+       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9) on conflict (id) do nothing`,
+      [d.id, d.kind, d.tenant, d.application, d.artifact, d.environment, d.version, JSON.stringify(d.request), d.submittedBy ?? null],
+    );
+  }
+
+  async setStatus(id: string, status: DeployStatus, extra: { error?: ErrorJSON | null; plugin?: string } = {}): Promise<void> {
+    await this.pool.query(
+      `update manent.deploys set status = $2,
+         error = case when $3::boolean then $4::jsonb else error end,
+         plugin = coalesce($5, plugin),
+         started_at = case when $2 = 'running' then coalesce(started_at, now()) else started_at end,
+         finished_at = case when $2 in ('succeeded','failed','rolled_back','cancelled') then coalesce(finished_at, now()) else finished_at end
+       where id = $1`,
+      [id, status, extra.error !== undefined, extra.error ? JSON.stringify(extra.error) : null, extra.plugin ?? null],
+    );
+  }
+
+  async stepStarted(id: string, seq: number, name: string): Promise<void> {
+    await this.pool.query(
+      `insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at)
+       values ($1, $2, $3, 'running', 1, now())
+       on conflict (deploy_id, name) do update set status = 'running', attempts = manent.deploy_steps.attempts + 1,
+         error = null, finished_at = null`,
+      [id, seq, name],
+    );
+  }
+
+  async stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void> {
+    await this.pool.query(
+      `update manent.deploy_steps set status = $3, finished_at = now(),
+         duration_ms = (extract(epoch from (now() - started_at)) * 1000)::int,
+         output = $4::jsonb, error = $5::jsonb
+       where deploy_id = $1 and name = $2`,
+      [id, name, status, output === undefined ? null : JSON.stringify({ result: JSON.stringify(output) }), error ? JSON.stringify(error) : null],
+    );
+  }
+
+  async targetProgress(id: string, phase: string, r: TargetResult): Promise<void> {
+    await this.pool.query(
+      `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
+       values ($1, $2, $3, $4, $5, $6, $7, now())
+       on conflict (deploy_id, phase, host) do update set status = excluded.status, duration_ms = excluded.duration_ms,
+         error = excluded.error, details = excluded.details, updated_at = now()`,
+      [id, phase, r.host, r.status, r.duration_ms ?? null, r.error ?? null, r.details ? JSON.stringify(r.details) : null],
+    );
+  }
+
+  async getDeploy(id: string): Promise<DeployRecord | undefined> {
+    const deploy = await this.pool.query(`select ${deployColumns}, request from manent.deploys where id = $1`, [id]);
+    const row = deploy.rows[0] as Record<string, unknown> | undefined;
+    if (!row) return undefined;
+    const steps = await this.pool.query(
+      `select name, status, attempts, started_at, duration_ms, output, error from manent.deploy_steps where deploy_id = $1 order by seq`,
+      [id],
+    );
+    const targets = await this.pool.query(
+      `select phase, host, status, duration_ms, error, details from manent.deploy_targets where deploy_id = $1 order by phase, host`,
+      [id],
+    );
+    return {
+      ...toDeploy(row),
+      request: row.request as Record<string, unknown>,
+      steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
+      targets: targets.rows as TargetProgress[],
+    };
+  }
+
+  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request">[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    for (const key of ["tenant", "application", "environment", "artifact"] as const) {
+      const value = f[key];
+      if (value !== undefined) {
+        args.push(value);
+        where.push(`${key} = $${args.length}`);
+      }
+    }
+    args.push(f.limit ?? 50);
+    const rows = await this.pool.query(
+      `select ${deployColumns} from manent.deploys ${where.length ? `where ${where.join(" and ")}` : ""}
+       order by created_at desc, id desc limit $${args.length}`,
+      args,
+    );
+    return rows.rows.map((r: Record<string, unknown>) => toDeploy(r));
+  }
+
+  async lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined> {
+    const rows = await this.pool.query(
+      `select id, version from manent.deploys
+       where tenant = $1 and application = $2 and artifact = $3 and environment = $4
+         and kind in ('deploy', 'rollback') and status = 'succeeded' and ($5::text is null or version <> $5)
+       order by finished_at desc limit 1`,
+      [key.tenant, key.application, key.artifact, key.environment, exceptVersion ?? null],
+    );
+    return rows.rows[0] as { id: string; version: string } | undefined;
+  }
+
+  async saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void> {
+    await this.pool.query(
+      `insert into manent.plugin_capabilities (name, capabilities, updated_at) values ($1, $2, now())
+       on conflict (name) do update set capabilities = excluded.capabilities, updated_at = now()`,
+      [plugin, JSON.stringify(capabilities)],
+    );
+  }
+
+  async loadCapabilities(): Promise<Map<string, { capabilities: Capability[]; updated_at: string }>> {
+    const rows = await this.pool.query(`select name, capabilities, updated_at from manent.plugin_capabilities`);
+    return new Map(
+      rows.rows.map((r: { name: string; capabilities: Capability[]; updated_at: unknown }) => [
+        r.name,
+        { capabilities: r.capabilities, updated_at: iso(r.updated_at)! },
+      ]),
+    );
+  }
+}
+
+function iso(v: unknown): string | null {
+  return v instanceof Date ? v.toISOString() : v == null ? null : String(v);
+}
+
+function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request"> {
+  return {
+    id: r.id as string,
+    kind: r.kind as DeployRecord["kind"],
+    tenant: r.tenant as string,
+    application: r.application as string,
+    artifact: r.artifact as string,
+    environment: r.environment as string,
+    version: r.version as string,
+    plugin: (r.plugin as string | null) ?? null,
+    status: r.status as DeployStatus,
+    error: (r.error as ErrorJSON | null) ?? null,
+    submitted_by: (r.submitted_by as string | null) ?? null,
+    created_at: iso(r.created_at)!,
+    started_at: iso(r.started_at),
+    finished_at: iso(r.finished_at),
+  };
+}

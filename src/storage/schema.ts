@@ -1,0 +1,72 @@
+import type pg from "pg";
+
+/**
+ * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
+ * checkpoints; these keep what users see: deploy records, step and target progress.
+ * Statements are idempotent and run under an advisory lock, so several servers can start at once.
+ */
+const statements = [
+  `create schema if not exists manent`,
+  `create table if not exists manent.deploys (
+     id text primary key,
+     kind text not null,
+     tenant text not null,
+     application text not null,
+     artifact text not null,
+     environment text not null,
+     version text not null,
+     plugin text,
+     status text not null,
+     request jsonb not null,
+     result jsonb,
+     error jsonb,
+     submitted_by text,
+     created_at timestamptz not null default now(),
+     started_at timestamptz,
+     finished_at timestamptz
+   )`,
+  `create index if not exists deploys_tenant_created on manent.deploys (tenant, created_at desc)`,
+  `create index if not exists deploys_key on manent.deploys (tenant, application, artifact, environment, created_at desc)`,
+  `create table if not exists manent.deploy_steps (
+     deploy_id text not null references manent.deploys(id) on delete cascade,
+     seq integer not null,
+     name text not null,
+     status text not null,
+     attempts integer not null default 0,
+     started_at timestamptz,
+     finished_at timestamptz,
+     duration_ms integer,
+     output jsonb,
+     error jsonb,
+     primary key (deploy_id, name)
+   )`,
+  `create table if not exists manent.deploy_targets (
+     deploy_id text not null references manent.deploys(id) on delete cascade,
+     phase text not null,
+     host text not null,
+     status text not null,
+     duration_ms integer,
+     error text,
+     details jsonb,
+     updated_at timestamptz not null default now(),
+     primary key (deploy_id, phase, host)
+   )`,
+  `create table if not exists manent.plugin_capabilities (
+     name text primary key,
+     capabilities jsonb not null,
+     updated_at timestamptz not null default now()
+   )`,
+];
+
+const migrationLock = 0x6d616e656e74; // "manent"
+
+export async function migrate(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("select pg_advisory_lock($1)", [migrationLock]);
+    for (const sql of statements) await client.query(sql);
+  } finally {
+    await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);
+    client.release();
+  }
+}
