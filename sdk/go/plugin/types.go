@@ -1,0 +1,95 @@
+// Package plugin is the contract between manent and a deployer plugin, built in or external.
+//
+// The JSON form of the types matches the TypeScript contract (src/core/contract) field for
+// field, so a result printed by a Go plugin or host reads the same as one from manent.
+package plugin
+
+import "context"
+
+// Artifact is what to deploy: the descriptor's artifact plus where manent cached the bytes.
+type Artifact struct {
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Source is where the artifact came from: a local path or an http(s) URL.
+	Source string `json:"source"`
+	// SHA256 is the hex sha256 of the bytes, when known.
+	SHA256 string `json:"sha256,omitempty"`
+	// Path is the local path of the verified copy on the host's machine.
+	Path string `json:"path,omitempty"`
+}
+
+// Target is a place a plugin deploys to: a host, a cluster, a region.
+type Target struct {
+	Host   string            `json:"host"`
+	Port   int               `json:"port,omitempty"`
+	Labels map[string]string `json:"labels"`
+}
+
+// Secrets gives access to the secrets named in the envconfig. It works only while the call
+// that received it runs: afterwards every lookup fails with CodeFailedPrecondition.
+type Secrets interface {
+	Secret(ctx context.Context, name string) (string, error)
+}
+
+// Request is what Deploy and the other per-deploy calls receive.
+type Request struct {
+	DeploymentID string   `json:"deployment_id"`
+	Tenant       string   `json:"tenant"`
+	Application  string   `json:"application"`
+	Environment  string   `json:"environment"`
+	Artifact     Artifact `json:"artifact"`
+	Targets      []Target `json:"targets"`
+	// Params are the envconfig params after CLI overrides.
+	Params  map[string]string `json:"params"`
+	Secrets Secrets           `json:"-"`
+	// Parallelism is how many targets the plugin may work on at once: 1 unless the plugin
+	// implements ParallelDeployer.
+	Parallelism int `json:"parallelism"`
+	// Traffic is the percentage-rollout state recorded by PrepareSlots.
+	Traffic map[string]string `json:"traffic,omitempty"`
+}
+
+// Status is the outcome of one target.
+type Status string
+
+const (
+	StatusDeployed Status = "deployed"
+	// StatusReady is what a dry-run reports for a target that would deploy.
+	StatusReady      Status = "ready"
+	StatusFailed     Status = "failed"
+	StatusSkipped    Status = "skipped"
+	StatusRolledBack Status = "rolled_back"
+	StatusUnchanged  Status = "unchanged"
+)
+
+// TargetResult is the outcome of one target.
+type TargetResult struct {
+	Host    string            `json:"host"`
+	Status  Status            `json:"status"`
+	Details map[string]string `json:"details,omitempty"`
+	// DurationMS is the time spent on the target (manent_target_deploy_seconds).
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Result is the outcome of a deploy, dry-run or rollback.
+type Result struct {
+	Plugin  string            `json:"plugin"`
+	Targets []TargetResult    `json:"targets"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// TargetRelease is the release a target runs; Version is "" when nothing is deployed.
+type TargetRelease struct {
+	Host    string            `json:"host"`
+	Version string            `json:"version"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// RollbackRequest returns targets to what they ran before the deploy.
+type RollbackRequest struct {
+	Request
+	// Releases is what each target ran before this deploy, as checkpointed.
+	Releases []TargetRelease `json:"releases"`
+}
