@@ -1,0 +1,156 @@
+import { z } from "zod";
+import { Code, ManentError } from "../../core/errors.js";
+
+const durationPattern = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+const unitMs: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/** Parses "500ms", "60s", "2m", "1h" into milliseconds. */
+export function parseDuration(value: string): number {
+  const m = durationPattern.exec(value.trim());
+  if (!m)
+    throw new Error(
+      `"${value}" is not a duration (use e.g. 500ms, 60s, 2m, 1h)`,
+    );
+  return Math.round(Number(m[1]) * unitMs[m[2]!]!);
+}
+
+const duration = z
+  .string()
+  .refine((v) => durationPattern.test(v.trim()), {
+    message: "must be a duration such as 500ms, 60s, 2m or 1h",
+  })
+  .transform(parseDuration)
+  .refine((ms) => ms > 0, { message: "must be greater than zero" });
+
+const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
+
+/**
+ * Params of the `remote-copy` plugin (envconfig `params`, all strings).
+ *
+ * - `transport`: `local` (the manent worker's own filesystem) or `ssh` (default).
+ * - `base`: absolute directory on each target holding `releases/<version>` and the `current`
+ *   symlink. `{host}` is replaced by the target's host, so several local targets get distinct dirs.
+ * - `keep_releases`: how many releases to keep on each target (default 5, at least 2); the current
+ *   and the previous release are never deleted.
+ * - `activate`: optional shell command run with `sh -c` in the new release dir after `current`
+ *   points to it, with MANENT_VERSION, MANENT_ENVIRONMENT, MANENT_APPLICATION, MANENT_RELEASE_DIR
+ *   set. A non-zero exit fails the target (the engine then rolls back). Also re-run by rollback.
+ * - `activate_timeout`: limit for `activate` (default 60s).
+ *
+ * SSH transport only:
+ * - `user`: login user (required).
+ * - `ssh_key_secret`: name of the secret holding the private key (default `ssh-key`).
+ * - `ssh_passphrase_secret`: name of the secret holding the key's passphrase (optional).
+ * - `known_hosts_secret`: name of a secret holding known_hosts lines, or
+ * - `host_key_fingerprint`: `SHA256:…` fingerprint(s) of the accepted host key, comma-separated
+ *   when the hosts (or a jump host) have different keys. One of the two is required: host keys
+ *   are always verified.
+ * - `jump_host`: `host:port` of a bastion reached with the same user and key; its host key is
+ *   checked the same way.
+ * - `connect_timeout`: TCP connect + SSH handshake + auth limit (default 15s).
+ */
+export const paramsSchema = z
+  .object({
+    transport: z.enum(["local", "ssh"]).default("ssh"),
+    base: z
+      .string()
+      .min(1)
+      .refine((v) => v.startsWith("/"), { message: "must be an absolute path" })
+      .refine((v) => !v.split("/").includes(".."), {
+        message: "must not contain '..'",
+      })
+      .transform((v) => (v.length > 1 ? v.replace(/\/+$/, "") : v)),
+    keep_releases: z
+      .string()
+      .default("5")
+      .refine((v) => /^\d+$/.test(v), { message: "must be a whole number" })
+      .transform(Number)
+      .refine((n) => n >= 2, {
+        message: "must be at least 2 (current and previous are always kept)",
+      }),
+    activate: z.string().min(1).optional(),
+    activate_timeout: duration.default(60_000),
+    user: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_.-]*$/i, "must be a user name")
+      .optional(),
+    ssh_key_secret: z.string().min(1).default("ssh-key"),
+    ssh_passphrase_secret: z.string().min(1).optional(),
+    known_hosts_secret: z.string().min(1).optional(),
+    host_key_fingerprint: z
+      .string()
+      .transform((v) => v.split(/[\s,]+/).filter(Boolean))
+      .refine(
+        (list) => list.length > 0 && list.every((f) => fingerprint.test(f)),
+        {
+          message:
+            "must be one or more SHA256:<base64> fingerprints, comma-separated",
+        },
+      )
+      .optional(),
+    jump_host: z
+      .string()
+      .regex(/^[^\s:]+:\d{1,5}$/, "must be host:port")
+      .optional(),
+    connect_timeout: duration.default(15_000),
+  })
+  .superRefine((p, ctx) => {
+    if (p.transport !== "ssh") return;
+    if (!p.user)
+      ctx.addIssue({
+        code: "custom",
+        path: ["user"],
+        message: "is required with transport ssh",
+      });
+    if (!p.known_hosts_secret && !p.host_key_fingerprint) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["known_hosts_secret"],
+        message:
+          "known_hosts_secret or host_key_fingerprint is required with transport ssh (host keys are always verified)",
+      });
+    }
+  });
+
+/** The durations of {@link paramsSchema} are milliseconds once parsed. */
+export type Params = z.output<typeof paramsSchema>;
+
+/** Parses params; an invalid one is a permanent `invalid_argument` error naming the param. */
+export function parseParams(raw: Record<string, string>): Params {
+  const r = paramsSchema.safeParse(raw);
+  if (r.success) return r.data;
+  const problems = r.error.issues.map(
+    (i) => `param ${i.path.join(".") || "(params)"}: ${i.message}`,
+  );
+  return invalid(
+    `remote-copy: ${problems.join("; ")}`,
+    r.error.issues[0]?.path.join(".") ?? "",
+  );
+}
+
+function invalid(message: string, param: string): never {
+  throw new ManentError(Code.InvalidArgument, message, {
+    details: { plugin: "remote-copy", param },
+  });
+}
+
+/** A version becomes a directory name: it must be one safe path component. */
+export function checkVersion(version: string): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._+-]*$/.test(version) || version.length > 200) {
+    throw new ManentError(
+      Code.InvalidArgument,
+      `remote-copy: artifact version "${version}" cannot name a release directory (letters, digits, '.', '_', '+', '-')`,
+      { details: { plugin: "remote-copy", field: "artifact.version" } },
+    );
+  }
+}
+
+/** The target's base dir, `{host}` replaced. */
+export function baseFor(params: Params, host: string): string {
+  return params.base.replaceAll("{host}", host);
+}
