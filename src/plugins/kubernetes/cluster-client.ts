@@ -1,0 +1,213 @@
+import https from "node:https";
+import { KubeConfig, PatchStrategy, VersionApi } from "@kubernetes/client-node";
+import { Code, ManentError } from "../../core/errors.js";
+import type { Target } from "../../core/contract/index.js";
+import { KubeApiError, type KubeStatus } from "./kube-api-error.js";
+import type { KubeObject } from "./objects.js";
+
+/** One resource of an API group version, as discovery lists it. */
+export interface ApiResource {
+  name: string;
+  kind: string;
+  namespaced: boolean;
+  verbs?: string[];
+}
+
+export interface RequestOptions {
+  query?: Record<string, string | undefined>;
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * A connection to one cluster's API server. client-node builds the TLS and bearer-token setup
+ * from an in-memory kubeconfig (no file, no kubectl); requests go through node:https with that
+ * agent rather than through client-node's typed serializer, because the serializer rewrites
+ * objects of known kinds through its models and drops fields it does not model (for instance
+ * `x-kubernetes-preserve-unknown-fields` in a CRD schema), which server-side apply must never do.
+ */
+export class ClusterClient {
+  readonly server: string;
+  private readonly kc: KubeConfig;
+  private httpsOptions: Promise<https.RequestOptions> | undefined;
+  private readonly resourceCache = new Map<string, Promise<ApiResource[]>>();
+
+  constructor(
+    readonly target: Target,
+    token: string,
+    ca: string | undefined,
+  ) {
+    this.server = `https://${formatHost(target.host)}:${target.port ?? 443}`;
+    this.kc = new KubeConfig();
+    this.kc.loadFromOptions({
+      clusters: [
+        {
+          name: "target",
+          server: this.server,
+          ...(ca ? { caData: Buffer.from(ca).toString("base64") } : {}),
+          skipTLSVerify: false,
+        },
+      ],
+      users: [{ name: "manent", token }],
+      contexts: [{ name: "manent", cluster: "target", user: "manent" }],
+      currentContext: "manent",
+    });
+  }
+
+  /** The API server's version (`v1.31.4+k3s1`), from /version through client-node's VersionApi. */
+  async version(): Promise<string> {
+    try {
+      const info = await this.kc.makeApiClient(VersionApi).getCode();
+      return info.gitVersion;
+    } catch (err) {
+      throw this.wrapTransport(err, "GET /version");
+    }
+  }
+
+  /** Every group/version the server serves (`v1`, `apps/v1`…), for `helm template --api-versions`. */
+  async groupVersions(): Promise<string[]> {
+    const core = (await this.request("GET", "/api")) as { versions?: string[] };
+    const groups = (await this.request("GET", "/apis")) as { groups?: { versions?: { groupVersion: string }[] }[] };
+    const out = [...(core.versions ?? [])];
+    for (const g of groups.groups ?? []) for (const v of g.versions ?? []) out.push(v.groupVersion);
+    return out;
+  }
+
+  /** The resources of one group/version; cached for the life of this client. */
+  resources(apiVersion: string): Promise<ApiResource[]> {
+    let cached = this.resourceCache.get(apiVersion);
+    if (!cached) {
+      const path = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+      cached = this.request("GET", path).then((list) =>
+        ((list as { resources?: ApiResource[] }).resources ?? []).filter((r) => !r.name.includes("/")),
+      );
+      // A failed lookup must not stick: a CRD applied a moment later makes the group appear.
+      cached.catch(() => this.resourceCache.delete(apiVersion));
+      this.resourceCache.set(apiVersion, cached);
+    }
+    return cached;
+  }
+
+  /** Forgets discovery of `apiVersion` (after installing the CRD that serves it). */
+  forget(apiVersion: string): void {
+    this.resourceCache.delete(apiVersion);
+  }
+
+  /** The resource serving `apiVersion`/`kind`, or undefined when the cluster does not know it. */
+  async resourceFor(apiVersion: string, kind: string): Promise<ApiResource | undefined> {
+    try {
+      return (await this.resources(apiVersion)).find((r) => r.kind === kind);
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** The URL path of an object (or of its collection when `name` is omitted). */
+  async pathOf(apiVersion: string, kind: string, namespace: string | undefined, name?: string): Promise<string> {
+    const res = await this.resourceFor(apiVersion, kind);
+    if (!res) {
+      throw new ManentError(Code.FailedPrecondition, `cluster ${this.target.host}: the API server does not serve ${kind} in ${apiVersion}`);
+    }
+    const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+    const ns = res.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : "";
+    return `${base}${ns}/${res.name}${name === undefined ? "" : `/${encodeURIComponent(name)}`}`;
+  }
+
+  /** Server-side apply of `obj` with field manager `manager`. */
+  async apply(obj: KubeObject, opts: { manager: string; force: boolean; dryRun: boolean; signal?: AbortSignal }): Promise<KubeObject> {
+    const path = await this.pathOf(obj.apiVersion, obj.kind, obj.metadata.namespace, obj.metadata.name);
+    return (await this.request("PATCH", path, {
+      query: { fieldManager: opts.manager, force: opts.force ? "true" : undefined, dryRun: opts.dryRun ? "All" : undefined },
+      body: obj,
+      // JSON is YAML, and the apply content type is what makes the server treat it as an apply.
+      contentType: PatchStrategy.ServerSideApply,
+      signal: opts.signal,
+    })) as KubeObject;
+  }
+
+  /** GET an object; undefined when it does not exist. */
+  async get(apiVersion: string, kind: string, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+    const path = await this.pathOf(apiVersion, kind, namespace, name);
+    try {
+      return (await this.request("GET", path, { signal })) as KubeObject;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** DELETE an object (background propagation); false when it was already gone. */
+  async delete(apiVersion: string, kind: string, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<boolean> {
+    const path = await this.pathOf(apiVersion, kind, namespace, name);
+    try {
+      await this.request("DELETE", path, { query: { propagationPolicy: "Background" }, signal });
+      return true;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  /** Sends one request; a non-2xx answer becomes a {@link KubeApiError} carrying the Status. */
+  async request(method: string, path: string, opts: RequestOptions = {}): Promise<unknown> {
+    const base = await this.options();
+    const url = new URL(path, this.server);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
+    const headers: Record<string, string | number> = {
+      ...(base.headers as Record<string, string>),
+      Accept: "application/json",
+    };
+    if (payload) {
+      headers["Content-Type"] = opts.contentType ?? "application/json";
+      headers["Content-Length"] = payload.length;
+    }
+    const what = `${method} ${url.pathname}`;
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = https.request(url, { ...base, method, headers, signal: opts.signal }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end(payload);
+    }).catch((err: unknown) => {
+      throw this.wrapTransport(err, what);
+    });
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : {};
+    } catch {
+      body = { message: text.slice(0, 300) };
+    }
+    if (status < 200 || status > 299) throw new KubeApiError(status, body as KubeStatus, what);
+    return body;
+  }
+
+  private options(): Promise<https.RequestOptions> {
+    this.httpsOptions ??= (async () => {
+      const opts: https.RequestOptions = {};
+      await this.kc.applyToHTTPSOptions(opts);
+      return opts;
+    })();
+    return this.httpsOptions;
+  }
+
+  private wrapTransport(err: unknown, what: string): ManentError {
+    if (err instanceof ManentError) return err;
+    const e = ManentError.from(err, Code.Unavailable);
+    if (e.code === Code.Canceled) return e;
+    const status = (err as { code?: unknown }).code;
+    if (typeof status === "number" && status >= 400) {
+      return new KubeApiError(status, ((err as { body?: unknown }).body ?? {}) as KubeStatus, what);
+    }
+    return new ManentError(Code.Unavailable, `cluster ${this.target.host}: ${what}: ${e.message}`, { cause: err });
+  }
+}
+
+function formatHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}

@@ -1,0 +1,103 @@
+import { z } from "zod";
+import { parse as parseYaml } from "yaml";
+import { Code, ManentError } from "../../core/errors.js";
+
+/** `3m`, `90s`, `1h30m`, `500ms`, `0` → milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  if (text === "0") return 0;
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
+  let total = 0;
+  let consumed = 0;
+  for (const m of text.matchAll(re)) {
+    if (m.index !== consumed) return undefined;
+    consumed += m[0].length;
+    total += Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms" | "s" | "m" | "h"];
+  }
+  return consumed === text.length && consumed > 0 ? total : undefined;
+}
+
+const bool = z.enum(["true", "false"]).default("false").transform((v) => v === "true");
+const duration = z.string().transform((v, ctx) => {
+  const ms = parseDuration(v);
+  if (ms === undefined) {
+    ctx.addIssue({ code: "custom", message: `not a duration like 3m or 90s: ${JSON.stringify(v)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a DNS label (lowercase letters, digits, '-')");
+
+/** The plugin's fixed params; the `var.*` and `helm_value.*` families are read separately. */
+const schema = z.object({
+  namespace: dnsLabel,
+  token_secret: z.string().min(1),
+  ca_secret: z.string().min(1).optional(),
+  wait_timeout: duration.default(300_000),
+  require_image_digest: bool,
+  history_limit: z
+    .string()
+    .regex(/^[1-9]\d*$/, "must be a positive integer")
+    .default("10")
+    .transform(Number),
+  /** Take over fields another field manager owns (otherwise only Helm-owned objects are forced). */
+  force_conflicts: bool,
+  helm_values_files: z.string().optional(),
+  helm_values: z
+    .string()
+    .optional()
+    .refine((v) => {
+      if (v === undefined) return true;
+      try {
+        const parsed: unknown = parseYaml(v);
+        return parsed === null || (typeof parsed === "object" && !Array.isArray(parsed));
+      } catch {
+        return false;
+      }
+    }, "must be a YAML mapping"),
+  helm_include_hooks: bool,
+  helm_release_name: dnsLabel.optional(),
+});
+
+export interface KubernetesParams extends z.output<typeof schema> {
+  /** `var.NAME` params, substituted as `${NAME}` in manifests. */
+  vars: Record<string, string>;
+  /** `helm_value.KEY` params, passed as `--set-string KEY=VALUE`. */
+  helmSet: Record<string, string>;
+  helmValuesFiles: string[];
+}
+
+const knownPrefixes = ["var.", "helm_value."];
+
+/** Validates the params of a request; a bad param is a permanent `invalid_argument`. */
+export function parseParams(params: Record<string, string>): KubernetesParams {
+  const fixed: Record<string, string> = {};
+  const vars: Record<string, string> = {};
+  const helmSet: Record<string, string> = {};
+  const unknown: string[] = [];
+  for (const [k, v] of Object.entries(params)) {
+    if (k.startsWith("var.")) vars[k.slice(4)] = v;
+    else if (k.startsWith("helm_value.")) helmSet[k.slice(11)] = v;
+    else if (k in schema.shape) fixed[k] = v;
+    else unknown.push(k);
+  }
+  if (unknown.length > 0) {
+    throw new ManentError(Code.InvalidArgument, `kubernetes: unknown param ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${Object.keys(schema.shape).join(", ")}, ${knownPrefixes.map((p) => `${p}*`).join(", ")})`);
+  }
+  for (const name of Object.keys(vars)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      throw new ManentError(Code.InvalidArgument, `kubernetes: param "var.${name}": variable names are letters, digits and '_'`);
+    }
+  }
+  const parsed = schema.safeParse(fixed);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ManentError(Code.InvalidArgument, `kubernetes: param "${issue.path.join(".")}": ${issue.message}`, {
+      details: { field: issue.path.join(".") },
+    });
+  }
+  const helmValuesFiles = (parsed.data.helm_values_files ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return { ...parsed.data, vars, helmSet, helmValuesFiles };
+}

@@ -1,0 +1,286 @@
+import { Code, ManentError } from "../../core/errors.js";
+import {
+  forAllTargets,
+  forEachTarget,
+  resultOrThrow,
+  TargetStatus,
+  type Artifact,
+  type Deployer,
+  type DryRunner,
+  type Logger,
+  type ParallelDeployer,
+  type ReleaseInspector,
+  type Request,
+  type Result,
+  type RollbackRequest,
+  type Rollbacker,
+  type Target,
+  type TargetOutcome,
+  type TargetRelease,
+} from "../../core/contract/index.js";
+import { applyAll, deleteAll } from "./apply.js";
+import { loadArtifact, type ArtifactContent } from "./artifact.js";
+import { ClusterClient } from "./cluster-client.js";
+import {
+  deleteRelease,
+  readIndex,
+  readRefs,
+  readRelease,
+  releaseName,
+  writeIndex,
+  writeRelease,
+  type HistoryIndex,
+  type ReleaseEntry,
+} from "./history.js";
+import type { ReleaseContext } from "./labels.js";
+import { refKey, refOf, sortForDelete, type KubeObject, type ObjectRef } from "./objects.js";
+import { parseParams, type KubernetesParams } from "./params.js";
+import { manifestObjects, manifestVars, renderForCluster } from "./render.js";
+import { waitForCrds, waitForRollouts } from "./rollout.js";
+
+export const pluginName = "kubernetes";
+
+/** What one call works with, prepared once for all its targets. */
+interface Prepared {
+  params: KubernetesParams;
+  ctx: ReleaseContext;
+  content: ArtifactContent;
+}
+
+/**
+ * Deploys manifests and Helm charts to Kubernetes clusters (one target per cluster) with
+ * server-side apply, waits for rollouts, and keeps the release history in ConfigMaps next to the
+ * application so that a rollback needs nothing but the cluster.
+ */
+export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer {
+  constructor(private readonly logger: Logger) {}
+
+  name(): string {
+    return pluginName;
+  }
+
+  supports(artifact: Artifact): boolean {
+    return artifact.type === "kubernetes" || artifact.type === "helm";
+  }
+
+  parallelTargets(): boolean {
+    return true;
+  }
+
+  async validate(req: Request): Promise<void> {
+    const params = parseParams(req.params);
+    // Plain manifests can be checked completely here; a chart needs the cluster to render.
+    if (req.artifact.path) {
+      const content = await loadArtifact(req.artifact.path);
+      if (content.kind === "manifests") manifestObjects(content, manifestVars(req, params), params);
+    }
+  }
+
+  async dryRun(req: Request): Promise<Result> {
+    const prep = await this.prepare(req);
+    const out = await forAllTargets(req, (t) => this.dryRunTarget(req, prep, t));
+    return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
+  }
+
+  async deploy(req: Request): Promise<Result> {
+    const prep = await this.prepare(req);
+    const out = await forEachTarget(req, (t) => this.deployTarget(req, prep, t));
+    return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
+  }
+
+  async currentRelease(req: Request): Promise<TargetRelease[]> {
+    const params = parseParams(req.params);
+    const ctx = contextOf(req, params);
+    const releases: TargetRelease[] = new Array<TargetRelease>(req.targets.length);
+    const out = await forAllTargets(req, async (t) => {
+      const client = await connect(req, params, t);
+      const index = await readIndex(client, ctx, req.signal);
+      const cur = index.current;
+      releases[req.targets.indexOf(t)] = {
+        host: t.host,
+        version: cur?.version ?? "",
+        ...(cur ? { details: { configmap: cur.configmap, namespace: ctx.namespace, artifact: cur.artifact } } : {}),
+      };
+      return {};
+    });
+    if (out.error) throw out.error;
+    return releases;
+  }
+
+  async rollback(req: RollbackRequest): Promise<Result> {
+    const params = parseParams(req.params);
+    const ctx = contextOf(req, params);
+    const out = await forAllTargets(req, (t) => this.rollbackTarget(req, params, ctx, t));
+    return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
+  }
+
+  private async prepare(req: Request): Promise<Prepared> {
+    const params = parseParams(req.params);
+    if (!req.artifact.path) {
+      throw new ManentError(Code.FailedPrecondition, `kubernetes: artifact ${req.artifact.name} ${req.artifact.version} has no local path (the fetch step did not run)`);
+    }
+    return { params, ctx: contextOf(req, params), content: await loadArtifact(req.artifact.path) };
+  }
+
+  private async dryRunTarget(req: Request, prep: Prepared, t: Target): Promise<TargetOutcome> {
+    const client = await connect(req, prep.params, t);
+    const version = await client.version();
+    const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
+    const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
+    const errors = await applyAll(client, checkable, { dryRun: true, force: prep.params.force_conflicts, signal: req.signal, collect: true });
+    // The history is written on every deploy: a token that cannot write ConfigMaps must fail here.
+    try {
+      await writeIndex(client, prep.ctx, await readIndex(client, prep.ctx, req.signal), { dryRun: true, signal: req.signal });
+    } catch (err) {
+      const e = ManentError.from(err);
+      errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err }));
+    }
+    if (errors.length > 0) {
+      throw new ManentError(errors[0]!.code, errors.map((e) => e.message).join("; "), { details: errors[0]!.details });
+    }
+    return {
+      status: TargetStatus.Ready,
+      details: {
+        cluster_version: version,
+        namespace: prep.params.namespace,
+        objects_checked: String(checkable.length),
+        objects_skipped: String(r.skipped + (r.objects.length - checkable.length)),
+      },
+    };
+  }
+
+  private async deployTarget(req: Request, prep: Prepared, t: Target): Promise<TargetOutcome> {
+    const { params, ctx } = prep;
+    const client = await connect(req, params, t);
+    const version = await client.version();
+    const r = await renderForCluster(client, prep.content, req, params, ctx, version);
+    const index = await readIndex(client, ctx, req.signal);
+    const refs = r.objects.map(refOf);
+
+    // Record the release before touching anything: a rollback must know what this one added.
+    const entry = await writeRelease(client, ctx, releaseName(ctx, r.objects), r.objects, refs, req.signal);
+    await writeIndex(client, ctx, { ...index, pending: entry }, { signal: req.signal });
+
+    const applyOpts = { dryRun: false, force: params.force_conflicts, signal: req.signal };
+    const crds = r.objects.filter((o) => o.kind === "CustomResourceDefinition");
+    const rest = r.objects.filter((o) => o.kind !== "CustomResourceDefinition");
+    if (crds.length > 0) {
+      throwFirst(await applyAll(client, crds, applyOpts));
+      await waitForCrds(client, crds, params.wait_timeout, req.signal);
+      for (const key of r.pendingCrdKinds) client.forget(key.split("|")[0]!);
+    }
+    throwFirst(await applyAll(client, rest, applyOpts));
+    this.logger.info("kubernetes: objects applied, waiting for rollout", { cluster: t.host, objects: r.objects.length, release: entry.configmap });
+    await waitForRollouts(client, rest, params.wait_timeout, req.signal);
+
+    // Success: drop what the release in service had and this one no longer has.
+    let pruned = 0;
+    if (index.current && index.current.configmap !== entry.configmap) {
+      pruned = await deleteAll(client, dropped(await readRefs(client, ctx, index.current, req.signal), refs), req.signal);
+    }
+    await this.commitHistory(client, ctx, params, index, entry, req.signal);
+    return {
+      status: TargetStatus.Deployed,
+      details: {
+        cluster_version: version,
+        namespace: params.namespace,
+        release: entry.configmap,
+        objects_applied: String(r.objects.length),
+        objects_pruned: String(pruned),
+        objects_skipped: String(r.skipped),
+      },
+    };
+  }
+
+  /** Makes `entry` current, keeps `history_limit` releases and deletes the older ones. */
+  private async commitHistory(client: ClusterClient, ctx: ReleaseContext, params: KubernetesParams, index: HistoryIndex, entry: ReleaseEntry, signal: AbortSignal): Promise<void> {
+    const same = index.current?.configmap === entry.configmap;
+    const all = [entry, ...index.releases.filter((e) => e.configmap !== entry.configmap)];
+    const kept = all.slice(0, params.history_limit);
+    const next: HistoryIndex = { current: entry, releases: kept };
+    const previous = same ? index.previous : index.current;
+    if (previous && kept.some((e) => e.configmap === previous.configmap)) next.previous = previous;
+    await writeIndex(client, ctx, next, { signal });
+    for (const old of all.slice(params.history_limit)) await deleteRelease(client, ctx, old, signal);
+  }
+
+  private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
+    const recorded = req.releases.find((r) => r.host === t.host);
+    if (!recorded) {
+      return { status: TargetStatus.Skipped, details: { reason: "no release recorded for this cluster" } };
+    }
+    const client = await connect(req, params, t);
+    const index = await readIndex(client, ctx, req.signal);
+    const target = recorded.version === "" ? undefined : findEntry(index, recorded);
+    if (recorded.version !== "" && !target) {
+      throw new ManentError(Code.FailedPrecondition, `cluster ${t.host}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`);
+    }
+    // The release that failed: the one being deployed, or the one in service if it got that far.
+    const failed = index.pending ?? (index.current && index.current.configmap !== target?.configmap ? index.current : undefined);
+
+    let keep: ObjectRef[] = [];
+    if (target) {
+      const stored = await readRelease(client, ctx, target, req.signal);
+      keep = stored.refs;
+      // The saved objects are manent's own: force, so whatever the failed release changed goes back.
+      const objs: KubeObject[] = stored.objects;
+      throwFirst(await applyAll(client, objs, { dryRun: false, force: true, signal: req.signal }));
+      await waitForRollouts(client, objs, params.wait_timeout, req.signal);
+    }
+    let removed = 0;
+    if (failed && failed.configmap !== target?.configmap) {
+      removed = await deleteAll(client, dropped(await readRefs(client, ctx, failed, req.signal), keep), req.signal);
+    }
+
+    const releases = index.releases;
+    const next: HistoryIndex = { releases };
+    if (target) {
+      next.current = target;
+      const at = releases.findIndex((e) => e.configmap === target.configmap);
+      const prev = releases[at + 1];
+      if (prev) next.previous = prev;
+    }
+    await writeIndex(client, ctx, next, { signal: req.signal });
+    // A pending release never served: its history entry goes with it.
+    const pending = index.pending;
+    if (pending && pending.configmap !== target?.configmap && !releases.some((e) => e.configmap === pending.configmap)) {
+      await deleteRelease(client, ctx, pending, req.signal);
+    }
+    return {
+      status: TargetStatus.RolledBack,
+      details: { version: recorded.version, release: target?.configmap ?? "", objects_removed: String(removed) },
+    };
+  }
+}
+
+function contextOf(req: Request, params: KubernetesParams): ReleaseContext {
+  return {
+    tenant: req.tenant,
+    application: req.application,
+    environment: req.environment,
+    artifact: req.artifact.name,
+    version: req.artifact.version,
+    namespace: params.namespace,
+  };
+}
+
+async function connect(req: Request, params: KubernetesParams, t: Target): Promise<ClusterClient> {
+  const token = (await req.secrets.secret(params.token_secret)).trim();
+  const ca = params.ca_secret ? await req.secrets.secret(params.ca_secret) : undefined;
+  return new ClusterClient(t, token, ca);
+}
+
+function findEntry(index: HistoryIndex, recorded: TargetRelease): ReleaseEntry | undefined {
+  const byName = recorded.details?.configmap;
+  return (byName ? index.releases.find((e) => e.configmap === byName) : undefined) ?? index.releases.find((e) => e.version === recorded.version);
+}
+
+/** Refs in `old` that `keep` does not have, in delete order. */
+function dropped(old: ObjectRef[], keep: ObjectRef[]): ObjectRef[] {
+  const kept = new Set(keep.map(refKey));
+  return sortForDelete(old.filter((r) => !kept.has(refKey(r))));
+}
+
+function throwFirst(errors: ManentError[]): void {
+  if (errors.length > 0) throw errors[0]!;
+}
