@@ -120,4 +120,3 @@ func toHCLevel(l slog.Level) hclog.Level {
 		return hclog.Error
 	}
 }
-

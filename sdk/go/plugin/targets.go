@@ -77,6 +77,9 @@ func runTargets(ctx context.Context, req *Request, fn TargetFunc, stopOnError bo
 					r.Status = StatusDeployed
 				}
 				results[i] = r
+				if req.Progress != nil {
+					req.Progress(r)
+				}
 			}
 		}()
 	}

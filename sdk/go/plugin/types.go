@@ -48,6 +48,9 @@ type Request struct {
 	Parallelism int `json:"parallelism"`
 	// Traffic is the percentage-rollout state recorded by PrepareSlots.
 	Traffic map[string]string `json:"traffic,omitempty"`
+	// Progress, when set, is called as each target finishes (by ForEachTarget and
+	// ForAllTargets), for live progress. It may be called from several goroutines at once.
+	Progress func(TargetResult) `json:"-"`
 }
 
 // Status is the outcome of one target.
