@@ -1,0 +1,318 @@
+import type { ChildProcess } from "node:child_process";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import type { Registry } from "prom-client";
+import { Code, ManentError } from "../../core/errors.js";
+import type { Capability, Deployer } from "../../core/contract/deployer.js";
+import type { HostedPlugin } from "../../core/contract/hosted-plugin.js";
+import type { Logger } from "../../core/contract/types.js";
+import type { ConfigureResponse } from "../gen/deployer.js";
+import { fromServiceError } from "../protocol/wire-errors.js";
+import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
+import { parseExternalEntry, type ExternalConfig } from "./config.js";
+import { pluginMetrics, type PluginMetrics } from "./metrics.js";
+import { ping, spawnPlugin, type PluginProcess } from "./plugin-process.js";
+import { remoteDeployer } from "./remote-deployer.js";
+import { backoffDelay, defaultSupervision, type SupervisionOptions } from "./supervision.js";
+
+export interface ExternalPluginOptions {
+  /** The name under `plugins` in manent.yml. */
+  name: string;
+  /** The manent.yml entry: `external` plus the plugin's own configuration. */
+  entry: Record<string, unknown>;
+  /** Directory relative commands resolve against (manent's working directory). */
+  baseDir: string;
+  logger: Logger;
+  registry?: Registry;
+  /** Names of built-in plugins, which an external plugin may not shadow. */
+  builtinNames?: readonly string[];
+  supervision?: Partial<SupervisionOptions>;
+  /** Kill the plugin with the host via the kernel's parent-death signal (default true). */
+  parentDeathSignal?: boolean;
+}
+
+interface Live {
+  proc: PluginProcess;
+  staged: StagedBinary;
+  /** Why the supervisor killed it, when it did (a hung plugin). */
+  killReason?: string;
+}
+
+/**
+ * An external plugin as the engine sees it: a go-plugin process started on first use, shared by
+ * every call, supervised (health pings, restart with backoff, a bounded number of attempts) and
+ * stopped by close() after its running calls. Create it with {@link ExternalPlugin.activate}.
+ */
+export class ExternalPlugin implements HostedPlugin {
+  readonly kind = "external" as const;
+  readonly name: string;
+  private readonly ext: ExternalConfig;
+  private readonly config: Record<string, unknown>;
+  private readonly command: string;
+  private readonly opts: SupervisionOptions;
+  private readonly logger: Logger;
+  private readonly metrics: PluginMetrics;
+  private readonly parentDeathSignal: boolean;
+
+  private live: Live | undefined;
+  private starting: Promise<Live> | undefined;
+  private spawning: ChildProcess | undefined;
+  private configured: ConfigureResponse | undefined;
+  private failures = 0;
+  private lastError: string | undefined;
+  private nextStartAt = 0;
+  private gaveUp = false;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+  private readonly stopSignal = new AbortController();
+  private inflight = 0;
+  private idle: (() => void)[] = [];
+  private pingTimer: NodeJS.Timeout | undefined;
+  private healthyPings = 0;
+  private failedPings = 0;
+  private totalRestarts = 0;
+
+  private constructor(o: ExternalPluginOptions, ext: ExternalConfig, config: Record<string, unknown>) {
+    this.name = o.name;
+    this.ext = ext;
+    this.config = config;
+    this.command = path.resolve(o.baseDir, ext.command);
+    this.opts = { ...defaultSupervision, ...o.supervision };
+    this.logger = o.logger;
+    this.metrics = pluginMetrics(o.name, o.registry);
+    this.parentDeathSignal = o.parentDeathSignal ?? true;
+  }
+
+  /**
+   * Validates the entry and checks the binary (exists, executable, sha256) without running it.
+   * Without a sha256 it logs a warning.
+   */
+  static async activate(o: ExternalPluginOptions): Promise<ExternalPlugin> {
+    if (o.builtinNames?.includes(o.name)) {
+      throw new ManentError(Code.InvalidArgument, `plugins.${o.name}: ${o.name} is a built-in plugin; give the external plugin another name (e.g. ${o.name}-ext)`, {
+        details: { plugin: o.name },
+      });
+    }
+    const { external, config } = parseExternalEntry(o.name, o.entry);
+    const p = new ExternalPlugin(o, external, config);
+    await checkBinary(o.name, p.command, external.sha256);
+    if (!external.sha256) o.logger.warn("external plugin has no sha256: its binary is not verified", { plugin: o.name, command: p.command });
+    return p;
+  }
+
+  /** The pid of the running process, if any (tests, diagnostics). */
+  pid(): number | undefined {
+    return this.live && !this.live.proc.hasExited() ? this.live.proc.pid : undefined;
+  }
+
+  /** Lifetime restarts after a crash or a hung process. */
+  restartCount(): number {
+    return this.totalRestarts;
+  }
+
+  async capabilities(): Promise<Capability[]> {
+    await this.acquire();
+    return [...(this.configured?.capabilities ?? [])] as Capability[];
+  }
+
+  async deployer(): Promise<Deployer> {
+    const caps = await this.capabilities();
+    return remoteDeployer(this.name, caps, (call, run) => this.run(call, run));
+  }
+
+  /** Runs a call on the live process, converting failures; a call cut by a crash is Unavailable. */
+  private async run<T>(call: string, fn: (p: PluginProcess) => Promise<T>): Promise<T> {
+    const live = await this.acquire();
+    this.inflight++;
+    try {
+      return await fn(live.proc);
+    } catch (err) {
+      if (!isServiceError(err)) throw err;
+      const converted = fromServiceError(err, this.name, call);
+      if (err.metadata.get("manent-error-bin").length > 0 || converted.code === Code.Unimplemented) throw converted;
+      // The transport failed: if the process died (or is dying), say so; the call can be retried.
+      const how = await Promise.race([live.proc.exited, sleep(500, undefined)]);
+      if (how !== undefined || live.killReason) {
+        throw new ManentError(Code.Unavailable, `plugin ${this.name}: process ${live.killReason ?? how} during ${call}; it is being restarted, retry the call`, {
+          details: { plugin: this.name, call },
+        });
+      }
+      throw converted;
+    } finally {
+      if (--this.inflight === 0) for (const done of this.idle.splice(0)) done();
+    }
+  }
+
+  private acquire(): Promise<Live> {
+    if (this.closed) return Promise.reject(new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } }));
+    if (this.gaveUp) return Promise.reject(this.gaveUpError());
+    if (this.live && !this.live.proc.hasExited()) return Promise.resolve(this.live);
+    this.starting ??= this.start().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private gaveUpError(): ManentError {
+    return new ManentError(
+      Code.FailedPrecondition,
+      `plugin ${this.name}: gave up after ${this.failures} consecutive failures, not restarting it; last error: ${this.lastError ?? "unknown"}`,
+      { details: { plugin: this.name } },
+    );
+  }
+
+  private async start(): Promise<Live> {
+    const wait = this.nextStartAt - Date.now();
+    if (wait > 0) await sleep(wait, undefined, { signal: this.stopSignal.signal }).catch(() => {});
+    if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } });
+    let staged: StagedBinary | undefined;
+    let proc: PluginProcess | undefined;
+    try {
+      staged = await stageBinary(this.name, this.command, this.ext.sha256);
+      proc = await spawnPlugin({
+        plugin: this.name,
+        binary: staged,
+        args: this.ext.args,
+        env: this.ext.env,
+        cwd: path.dirname(this.command),
+        startTimeoutMs: this.ext.startTimeoutMs,
+        logger: this.logger,
+        parentDeathSignal: this.parentDeathSignal,
+        onSpawn: (child) => {
+          this.spawning = child;
+          // A stop that raced the start: the child must not outlive it.
+          if (this.closed) child.kill("SIGKILL");
+        },
+      });
+      this.spawning = undefined;
+      if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} was closed while starting`, { details: { plugin: this.name } });
+      this.configured = await this.configure(proc);
+      const live: Live = { proc, staged };
+      this.live = live;
+      this.metrics.up(true);
+      void proc.exited.then((how) => this.onExit(live, how));
+      this.schedulePing(live);
+      this.logger.info("external plugin started", { plugin: this.name, pid: proc.pid, capabilities: this.configured.capabilities.join(",") });
+      return live;
+    } catch (err) {
+      this.spawning = undefined;
+      proc?.kill();
+      if (proc) await proc.exited;
+      await staged?.remove();
+      const e = ManentError.from(err);
+      if (!this.closed) this.recordFailure(e.message);
+      throw e;
+    }
+  }
+
+  /** Configure: the factory runs in the plugin; its error is the error of this start. */
+  private configure(p: PluginProcess): Promise<ConfigureResponse> {
+    const configJson = Buffer.from(JSON.stringify(this.config));
+    return new Promise((resolve, reject) => {
+      p.deployer.configure({ configJson }, new Metadata(), { deadline: Date.now() + this.ext.startTimeoutMs }, (err, res) =>
+        err ? reject(fromServiceError(err, this.name, "Configure")) : resolve(res),
+      );
+    });
+  }
+
+  private recordFailure(reason: string): void {
+    this.failures++;
+    this.lastError = reason;
+    this.metrics.consecutiveRestarts(this.failures);
+    this.nextStartAt = Date.now() + backoffDelay(this.opts, this.failures);
+    if (this.failures > this.opts.maxRestarts) {
+      this.gaveUp = true;
+      this.metrics.gaveUp(true);
+      this.logger.error("external plugin keeps failing, giving up", { plugin: this.name, failures: this.failures, error: reason });
+    }
+  }
+
+  private onExit(live: Live, how: string): void {
+    if (this.live !== live) {
+      void live.staged.remove();
+      return;
+    }
+    this.live = undefined;
+    this.metrics.up(false);
+    clearTimeout(this.pingTimer);
+    void live.staged.remove();
+    if (this.closed) return;
+    const reason = live.killReason ?? `exited unexpectedly (${how})`;
+    this.logger.error("external plugin process ended", { plugin: this.name, pid: live.proc.pid, reason });
+    live.proc.closeChannel();
+    this.recordFailure(reason);
+    if (this.gaveUp) return;
+    this.totalRestarts++;
+    this.metrics.restarted();
+    // Restart in the background after the backoff; calls meanwhile wait for it.
+    this.acquire().catch((err: unknown) => this.logger.warn("external plugin restart failed", { plugin: this.name, error: ManentError.from(err).message }));
+  }
+
+  private schedulePing(live: Live): void {
+    this.pingTimer = setTimeout(() => {
+      if (this.live !== live || this.closed) return;
+      ping(live.proc, this.opts.pingTimeoutMs).then(
+        () => {
+          this.failedPings = 0;
+          if (++this.healthyPings >= this.opts.healthResetThreshold && this.failures > 0) {
+            this.failures = 0;
+            this.metrics.consecutiveRestarts(0);
+          }
+          this.schedulePing(live);
+        },
+        (err: ServiceError) => {
+          this.healthyPings = 0;
+          this.metrics.healthCheckFailed();
+          if (this.live !== live) return;
+          if (++this.failedPings >= this.opts.pingFailureBudget) {
+            this.failedPings = 0;
+            live.killReason = `was killed after ${this.opts.pingFailureBudget} failed health checks (${err.details || err.message})`;
+            this.logger.error("external plugin does not answer health checks, killing it", { plugin: this.name, pid: live.proc.pid });
+            live.proc.kill();
+            return;
+          }
+          this.schedulePing(live);
+        },
+      );
+    }, this.opts.pingIntervalMs);
+    this.pingTimer.unref();
+  }
+
+  /**
+   * Stops the plugin: no new calls, running calls finish, then GRPCController.Shutdown, then
+   * SIGKILL after the grace period. A start in progress is killed at once.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    this.closed = true;
+    this.stopSignal.abort();
+    clearTimeout(this.pingTimer);
+    this.spawning?.kill("SIGKILL");
+    await this.starting?.catch(() => {});
+    if (this.inflight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    const live = this.live;
+    if (!live) return;
+    const p = live.proc;
+    if (!p.hasExited()) {
+      await new Promise<void>((resolve) =>
+        p.controller.shutdown({}, new Metadata(), { deadline: Date.now() + this.opts.shutdownGraceMs }, () => resolve()),
+      );
+      const exited = await Promise.race([p.exited.then(() => true), sleep(this.opts.shutdownGraceMs, false)]);
+      if (!exited) {
+        this.logger.warn("external plugin did not exit after Shutdown, killing it", { plugin: this.name, pid: p.pid });
+      }
+    }
+    p.kill();
+    await p.exited;
+    this.live = undefined;
+    this.metrics.up(false);
+    await live.staged.remove();
+  }
+}
+
+function isServiceError(err: unknown): err is ServiceError {
+  return typeof err === "object" && err !== null && "code" in err && "metadata" in err && typeof (err as ServiceError).code === "number";
+}

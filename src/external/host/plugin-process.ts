@@ -1,0 +1,169 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { Channel, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { Code, ManentError } from "../../core/errors.js";
+import type { Logger } from "../../core/contract/types.js";
+import { DeployerClient } from "../gen/deployer.js";
+import { GRPCBrokerClient } from "../gen/go-plugin/grpc_broker.js";
+import { GRPCControllerClient } from "../gen/go-plugin/grpc_controller.js";
+import { GRPCStdioClient, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
+import { HealthClient } from "../gen/go-plugin/health.js";
+import { Broker } from "../protocol/broker.js";
+import { HEALTH_SERVICE } from "../protocol/constants.js";
+import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
+import { parseHandshake } from "../protocol/handshake.js";
+import { derToPem, generateIdentity } from "../protocol/mtls.js";
+import type { StagedBinary } from "./activation.js";
+import { pluginEnvironment } from "./environment.js";
+import { forwardStderr } from "./stderr-forwarder.js";
+
+/** Linux: ask the kernel to SIGKILL the plugin when the host dies (util-linux setpriv). */
+const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
+
+export interface SpawnOptions {
+  plugin: string;
+  binary: StagedBinary;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string;
+  startTimeoutMs: number;
+  logger: Logger;
+  /** Kill the plugin with the host through the parent-death signal (default true where available). */
+  parentDeathSignal: boolean;
+  /** Called once the child exists, so a concurrent stop can kill it before the handshake ends. */
+  onSpawn?(child: ChildProcess): void;
+}
+
+/** A started plugin process with its gRPC clients on one mTLS channel. */
+export interface PluginProcess {
+  readonly pid: number;
+  readonly deployer: DeployerClient;
+  readonly health: HealthClient;
+  readonly controller: GRPCControllerClient;
+  readonly broker: Broker;
+  /** Resolves when the process has exited (with its exit code or signal). */
+  readonly exited: Promise<string>;
+  hasExited(): boolean;
+  /** Closes the channel and SIGKILLs the process. */
+  kill(): void;
+  closeChannel(): void;
+}
+
+/**
+ * Spawns the staged binary with a clean environment and a fresh client certificate, reads and
+ * checks the go-plugin handshake, connects over mTLS pinned to the announced server certificate,
+ * opens the broker stream and drains the stdio stream. All within `startTimeoutMs`; on any
+ * failure the process is killed and the error names the plugin.
+ */
+export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
+  const identity = await generateIdentity();
+  const env = pluginEnvironment(process.env, o.env, identity.certPem, o.binary.dir);
+  const [file, argv] = o.parentDeathSignal && setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]] : [o.binary.path, o.args];
+  // stdin is a pipe the host never writes: EOF tells an SDK that the host is gone.
+  const child = spawn(file, argv, { env, cwd: o.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  o.onSpawn?.(child);
+  const stderr = forwardStderr(child.stderr!, o.plugin, o.logger);
+  let exitedFlag = false;
+  const exited = new Promise<string>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exitedFlag = true;
+      resolve(signal ? `signal ${signal}` : `exit code ${code}`);
+    });
+    child.once("error", (err) => {
+      exitedFlag = true;
+      resolve(`spawn error: ${err.message}`);
+    });
+  });
+  const fail = (msg: string, code: Code = Code.Unavailable): ManentError => {
+    const tail = stderr.tail();
+    return new ManentError(code, `plugin ${o.plugin}: ${msg}${tail.length ? `; last stderr: ${tail.slice(-3).join(" | ")}` : ""}`, {
+      details: { plugin: o.plugin },
+    });
+  };
+
+  let channel: Channel | undefined;
+  const timer = new AbortController();
+  const timeout = new Promise<never>((_, reject) => {
+    const t = setTimeout(() => reject(fail(`did not start within ${o.startTimeoutMs} ms (spawn and handshake)`, Code.DeadlineExceeded)), o.startTimeoutMs);
+    timer.signal.addEventListener("abort", () => clearTimeout(t));
+  });
+  try {
+    const lines = createInterface({ input: child.stdout!, crlfDelay: Infinity });
+    const firstLine = new Promise<string>((resolve, reject) => {
+      lines.once("line", resolve);
+      void exited.then((how) => reject(fail(`exited before the handshake (${how})`)));
+    });
+    const line = await Promise.race([firstLine, timeout]);
+    // After the handshake stdout must stay silent; anything there is reported, never parsed.
+    lines.on("line", (l) => o.logger.warn("plugin wrote to stdout, which is reserved for the handshake", { plugin: o.plugin, line: l.slice(0, 200) }));
+    const hs = parseHandshake(line, o.plugin);
+    if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
+    const serverPem = derToPem(hs.serverCert);
+    const target = hs.network === "unix" ? `unix:${hs.address}` : hs.address;
+    channel = new Channel(target, clientCredentials(identity, serverPem, hs.serverCert), tlsChannelOptions);
+    const shared = { channelOverride: channel };
+    const deployer = new DeployerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
+    const health = new HealthClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
+    await Promise.race([
+      new Promise<void>((resolve, reject) =>
+        health.waitForReady(Date.now() + o.startTimeoutMs, (err) => (err ? reject(fail(`cannot connect: ${err.message}`)) : resolve())),
+      ),
+      timeout,
+      exited.then((how) => Promise.reject(fail(`exited during connection (${how})`))),
+    ]);
+    const controller = new GRPCControllerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
+    const broker = new Broker(
+      o.binary.dir,
+      () => serverCredentials(identity, serverPem),
+      () => clientCredentials(identity, serverPem, hs.serverCert!),
+    );
+    broker.attach(new GRPCBrokerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared).startStream());
+    drainStdio(new GRPCStdioClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared), o);
+    timer.abort();
+    const ch = channel;
+    return {
+      pid: child.pid!,
+      deployer,
+      health,
+      controller,
+      broker,
+      exited,
+      hasExited: () => exitedFlag,
+      kill() {
+        broker.close();
+        ch.close();
+        if (!exitedFlag) child.kill("SIGKILL");
+      },
+      closeChannel() {
+        broker.close();
+        ch.close();
+      },
+    };
+  } catch (err) {
+    timer.abort();
+    channel?.close();
+    if (!exitedFlag) child.kill("SIGKILL");
+    await exited;
+    throw err;
+  }
+}
+
+/** go-plugin's StreamStdio: called once, drained into the log (debug: it is not hclog). */
+function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {
+  const stream = client.streamStdio({});
+  stream.on("data", (d: StdioData) => {
+    const text = d.data.toString("utf8").trimEnd();
+    if (text) o.logger.debug(text, { plugin: o.plugin, stream: d.channel === StdioData_Channel.STDOUT ? "stdout" : "stderr" });
+  });
+  stream.on("error", (_err: ServiceError) => {
+    /* ends with the process; an SDK without stdio answers UNIMPLEMENTED */
+  });
+}
+
+/** One health check with a deadline, as go-plugin's Ping. */
+export function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) =>
+    p.health.check({ service: HEALTH_SERVICE }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err) => (err ? reject(err) : resolve())),
+  );
+}

@@ -1,0 +1,128 @@
+import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { Code, ManentError } from "../../core/errors.js";
+import { Capability, type Deployer } from "../../core/contract/deployer.js";
+import type { Artifact, Request, Result, RollbackRequest, TargetRelease } from "../../core/contract/types.js";
+import { SecretsService, type DeployRequest, type SecretRequest, type SecretResponse } from "../gen/deployer.js";
+import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
+import { toStatus } from "../protocol/wire-errors.js";
+import type { PluginProcess } from "./plugin-process.js";
+import type { sendUnaryData, ServerUnaryCall } from "@grpc/grpc-js";
+
+/** Runs one call on the live process (started on demand); supplied by the supervisor. */
+export type CallRunner = <T>(call: string, run: (p: PluginProcess) => Promise<T>) => Promise<T>;
+
+type Unary<Req, Res> = (req: Req, md: Metadata, opts: CallOptions, cb: (err: ServiceError | null, res: Res) => void) => ClientUnaryCall;
+
+/** Validate has no deploy context: it gets a fixed deadline (external-plugins.md). */
+const validateTimeoutMs = 30_000;
+
+/**
+ * The host's Deployer for an external plugin: each method is one gRPC call. The optional
+ * methods exist only for the capabilities the plugin declared at Configure, so the engine's
+ * `capabilitiesOf` sees the same interfaces as the plugin implements.
+ */
+export function remoteDeployer(name: string, caps: readonly string[], run: CallRunner): Deployer {
+  const parallel = caps.includes(Capability.ParallelTargets);
+
+  function unary<Req, Res>(call: string, method: (p: PluginProcess) => Unary<Req, Res>, req: Req, signal?: AbortSignal, timeoutMs?: number): Promise<Res> {
+    return run(call, (p) => unaryOn(name, call, p, method, req, signal, timeoutMs));
+  }
+
+  /** A call with the deploy context: the Secrets service is served on a fresh broker id for its duration. */
+  function withSecrets<Res>(call: string, req: Request, send: (p: PluginProcess, wire: DeployRequest) => Promise<Res>): Promise<Res> {
+    return run(call, async (p) => {
+      const id = p.broker.newId();
+      const closeSecrets = await p.broker.acceptAndServe(id, (server) =>
+        server.addService(SecretsService, {
+          secret(c: ServerUnaryCall<SecretRequest, SecretResponse>, cb: sendUnaryData<SecretResponse>) {
+            req.secrets.secret(c.request.name).then(
+              (value) => cb(null, { value }),
+              (err: unknown) => cb(toStatus(err)),
+            );
+          },
+        }),
+      );
+      try {
+        return await send(p, requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, id));
+      } finally {
+        await closeSecrets();
+      }
+    });
+  }
+
+  const wire = (req: Request): DeployRequest => requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, 0);
+  const direct = <Req, Res>(call: string, p: PluginProcess, m: (p: PluginProcess) => Unary<Req, Res>, r: Req, signal: AbortSignal) =>
+    unaryOn(name, call, p, m, r, signal);
+
+  const d: Record<string, unknown> = {
+    name: () => name,
+    async supports(artifact: Artifact): Promise<boolean> {
+      // A communication error counts as "not supported" (external-plugins.md).
+      try {
+        const res = await unary("Supports", (p) => p.deployer.supports, { artifact: artifactToProto(artifact) });
+        return res.supported;
+      } catch {
+        return false;
+      }
+    },
+    async validate(req: Request): Promise<void> {
+      await unary("Validate", (p) => p.deployer.validate, wire(req), req.signal, validateTimeoutMs);
+    },
+    deploy: (req: Request): Promise<Result> =>
+      withSecrets("Deploy", req, async (p, w) => resultFromProto(await direct("Deploy", p, (q) => q.deployer.deploy, w, req.signal))),
+  };
+  if (caps.includes(Capability.DryRun)) {
+    d.dryRun = (req: Request): Promise<Result> =>
+      withSecrets("DryRun", req, async (p, w) => resultFromProto(await direct("DryRun", p, (q) => q.deployer.dryRun, w, req.signal)));
+  }
+  if (caps.includes(Capability.CurrentRelease) || caps.includes(Capability.Rollback)) {
+    d.currentRelease = (req: Request): Promise<TargetRelease[]> =>
+      withSecrets("CurrentRelease", req, async (p, w) => (await direct("CurrentRelease", p, (q) => q.deployer.currentRelease, w, req.signal)).releases.map(releaseFromProto));
+  }
+  if (caps.includes(Capability.Rollback)) {
+    d.rollback = (req: RollbackRequest): Promise<Result> =>
+      withSecrets("Rollback", req, async (p, w) =>
+        resultFromProto(await direct("Rollback", p, (q) => q.deployer.rollback, { request: w, releases: req.releases.map(releaseToProto) }, req.signal)),
+      );
+  }
+  if (caps.includes(Capability.Slots)) {
+    d.prepareSlots = async (req: Request) => (await unary("PrepareSlots", (p) => p.deployer.prepareSlots, wire(req), req.signal)).state;
+    d.deployCandidate = async (req: Request) => resultFromProto(await unary("DeployCandidate", (p) => p.deployer.deployCandidate, wire(req), req.signal));
+    d.promoteCandidate = async (req: Request) => void (await unary("PromoteCandidate", (p) => p.deployer.promoteCandidate, wire(req), req.signal));
+    d.revertCandidate = async (req: Request) => void (await unary("RevertCandidate", (p) => p.deployer.revertCandidate, wire(req), req.signal));
+    d.retirePrevious = async (req: Request) => void (await unary("RetirePrevious", (p) => p.deployer.retirePrevious, wire(req), req.signal));
+  }
+  if (caps.includes(Capability.TrafficRouter)) {
+    d.setCandidateWeight = async (req: Request, weight: number) =>
+      void (await unary("SetCandidateWeight", (p) => p.deployer.setCandidateWeight, { request: wire(req), weight }, req.signal));
+    d.candidateWeight = async (req: Request) => (await unary("CandidateWeight", (p) => p.deployer.candidateWeight, wire(req), req.signal)).weight;
+  }
+  if (caps.includes(Capability.Testers)) {
+    d.routeTesters = async (req: Request) => (await unary("RouteTesters", (p) => p.deployer.routeTesters, wire(req), req.signal)).details;
+  }
+  if (caps.includes(Capability.Scale)) {
+    d.scaleCandidate = async (req: Request, weight: number) =>
+      void (await unary("ScaleCandidate", (p) => p.deployer.scaleCandidate, { request: wire(req), weight }, req.signal));
+  }
+  if (parallel) d.parallelTargets = () => true;
+  return d as unknown as Deployer;
+}
+
+/**
+ * One unary call on a given process, cancelled with `signal`. A gRPC failure is rejected as the
+ * raw ServiceError: the call runner converts it, knowing whether the process died meanwhile.
+ */
+function unaryOn<Req, Res>(name: string, call: string, p: PluginProcess, method: (p: PluginProcess) => Unary<Req, Res>, req: Req, signal?: AbortSignal, timeoutMs?: number): Promise<Res> {
+  if (signal?.aborted) return Promise.reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
+  return new Promise<Res>((resolve, reject) => {
+    const onAbort = () => handle.cancel();
+    const opts: CallOptions = timeoutMs ? { deadline: Date.now() + timeoutMs } : {};
+    const handle = method(p).call(p.deployer, req, new Metadata(), opts, (err, res) => {
+      signal?.removeEventListener("abort", onAbort);
+      if (!err) return resolve(res);
+      if (err.code === status.CANCELLED && signal?.aborted) return reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
+      reject(err);
+    });
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,2 @@
+export { serve, type ServeOptions } from "./serve.js";
+export { hclogLogger } from "./logger.js";
