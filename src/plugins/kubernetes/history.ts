@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { Code, ManentError } from "../../core/errors.js";
+import { objectError } from "./apply.js";
 import type { ClusterClient } from "./cluster-client.js";
 import { fieldManager, ownershipLabels, type ReleaseContext } from "./labels.js";
-import type { KubeObject, ObjectRef } from "./objects.js";
+import { refOf, type KubeObject, type ObjectRef } from "./objects.js";
 
 /** One release in the history, as the index lists it. */
 export interface ReleaseEntry {
@@ -70,7 +71,20 @@ function configMap(name: string, ctx: ReleaseContext, role: string, content: { d
 
 async function applyOwn(client: ClusterClient, obj: KubeObject, dryRun: boolean, signal?: AbortSignal): Promise<void> {
   // History ConfigMaps are manent's own; force so that a hand edit never blocks a deploy.
-  await client.apply(obj, { manager: fieldManager, force: true, dryRun, signal });
+  try {
+    await client.apply(obj, { manager: fieldManager, force: true, dryRun, signal });
+  } catch (err) {
+    throw objectError(client, refOf(obj), "patch", err);
+  }
+}
+
+/** GET of a history ConfigMap, with errors naming it. */
+async function getConfigMap(client: ClusterClient, ns: string, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+  try {
+    return await client.get("v1", "ConfigMap", ns, name, signal);
+  } catch (err) {
+    throw objectError(client, { apiVersion: "v1", kind: "ConfigMap", namespace: ns, name }, "get", err);
+  }
 }
 
 function parseEntry(text: string | undefined, cm: string, key: string): ReleaseEntry | undefined {
@@ -84,7 +98,7 @@ function parseEntry(text: string | undefined, cm: string, key: string): ReleaseE
 
 export async function readIndex(client: ClusterClient, ctx: ReleaseContext, signal?: AbortSignal): Promise<HistoryIndex> {
   const name = indexName(ctx);
-  const cm = await client.get("v1", "ConfigMap", ctx.namespace, name, signal);
+  const cm = await getConfigMap(client, ctx.namespace, name, signal);
   const data = (cm?.data ?? {}) as Record<string, string>;
   let releases: ReleaseEntry[] = [];
   if (data.releases) {
@@ -149,7 +163,7 @@ export async function writeRelease(client: ClusterClient, ctx: ReleaseContext, n
 }
 
 export async function readRelease(client: ClusterClient, ctx: ReleaseContext, entry: ReleaseEntry, signal?: AbortSignal): Promise<StoredRelease> {
-  const cm = await client.get("v1", "ConfigMap", ctx.namespace, entry.configmap, signal);
+  const cm = await getConfigMap(client, ctx.namespace, entry.configmap, signal);
   if (!cm) {
     throw new ManentError(Code.FailedPrecondition, `kubernetes: cluster ${client.target.host}: release ConfigMap ${ctx.namespace}/${entry.configmap} (version ${entry.version}) is gone from the history`);
   }
@@ -162,7 +176,7 @@ export async function readRelease(client: ClusterClient, ctx: ReleaseContext, en
     const parts = Number(data.parts ?? "0");
     const chunks: string[] = [];
     for (let i = 1; i <= parts; i++) {
-      const part = await client.get("v1", "ConfigMap", ctx.namespace, `${entry.configmap}-part-${i}`, signal);
+      const part = await getConfigMap(client, ctx.namespace, `${entry.configmap}-part-${i}`, signal);
       const chunk = (part?.binaryData as Record<string, string> | undefined)?.chunk;
       if (chunk === undefined) {
         throw new ManentError(Code.DataLoss, `kubernetes: cluster ${client.target.host}: history ConfigMap ${ctx.namespace}/${entry.configmap}-part-${i} is missing`);
@@ -176,12 +190,18 @@ export async function readRelease(client: ClusterClient, ctx: ReleaseContext, en
 
 /** Just the refs of a release (what pruning needs), without decompressing its objects. */
 export async function readRefs(client: ClusterClient, ctx: ReleaseContext, entry: ReleaseEntry, signal?: AbortSignal): Promise<ObjectRef[]> {
-  const cm = await client.get("v1", "ConfigMap", ctx.namespace, entry.configmap, signal);
+  const cm = await getConfigMap(client, ctx.namespace, entry.configmap, signal);
   const refs = (cm?.data as Record<string, string> | undefined)?.refs;
   return refs ? (JSON.parse(refs) as ObjectRef[]) : [];
 }
 
 export async function deleteRelease(client: ClusterClient, ctx: ReleaseContext, entry: ReleaseEntry, signal?: AbortSignal): Promise<void> {
-  for (let i = 1; i <= entry.parts; i++) await client.delete("v1", "ConfigMap", ctx.namespace, `${entry.configmap}-part-${i}`, signal);
-  await client.delete("v1", "ConfigMap", ctx.namespace, entry.configmap, signal);
+  const names = [...Array.from({ length: entry.parts }, (_, i) => `${entry.configmap}-part-${i + 1}`), entry.configmap];
+  for (const name of names) {
+    try {
+      await client.delete("v1", "ConfigMap", ctx.namespace, name, signal);
+    } catch (err) {
+      throw objectError(client, { apiVersion: "v1", kind: "ConfigMap", namespace: ctx.namespace, name }, "delete", err);
+    }
+  }
 }

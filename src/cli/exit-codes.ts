@@ -1,0 +1,26 @@
+import { Code, type ManentError } from "../core/errors.js";
+
+/** The CLI's exit codes. */
+export const Exit = {
+  /** The deploy (or command) succeeded. */
+  Ok: 0,
+  /** The deploy ran and failed, was rolled back or was cancelled. */
+  DeployFailed: 1,
+  /** Bad input: a malformed or invalid file, an unknown flag, a refused submission. */
+  BadInput: 2,
+  /** The server could not be reached, refused the token, or failed. */
+  ServerError: 3,
+} as const;
+
+export function exitCodeFor(err: ManentError): number {
+  switch (err.code) {
+    case Code.InvalidArgument:
+    case Code.NotFound:
+    case Code.FailedPrecondition:
+    case Code.OutOfRange:
+    case Code.AlreadyExists:
+      return Exit.BadInput;
+    default:
+      return Exit.ServerError;
+  }
+}

@@ -1,0 +1,177 @@
+import { readFile } from "node:fs/promises";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { Command, Option } from "commander";
+import { parseYaml, descriptorSchema } from "../core/config/index.js";
+import { isUrl } from "../core/engine/artifact-fetch.js";
+import { terminalStatuses, type DeployRecord } from "../core/engine/deploy-store.js";
+import { Code, ManentError } from "../core/errors.js";
+import { version } from "../version.js";
+import { ApiClient } from "./api-client.js";
+import { Exit, exitCodeFor } from "./exit-codes.js";
+import { ProgressPrinter } from "./progress-printer.js";
+
+type Output = "text" | "json";
+interface GlobalOpts {
+  server: string;
+  token?: string;
+}
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+/** The `manent` command line. Exit codes: see {@link Exit}. */
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command("manent")
+    .version(version)
+    .description("submit deploys to manent-server and follow them")
+    .addOption(new Option("--server <url>", "manent-server's address").env("MANENT_SERVER").default("http://127.0.0.1:8080"))
+    .addOption(new Option("--token <token>", "API token").env("MANENT_TOKEN"))
+    .showHelpAfterError()
+    // Program options only before the subcommand, so `deploy --version V` is the deploy's flag.
+    .enablePositionalOptions()
+    .exitOverride();
+  const client = (): ApiClient => {
+    const g = program.opts<GlobalOpts>();
+    return new ApiClient(g.server, g.token);
+  };
+  const output = () => new Option("-o, --output <format>", "text or json").choices(["text", "json"]).default("text");
+
+  program
+    .command("deploy")
+    .description("deploy what a descriptor describes, and follow it to the end")
+    .requiredOption("-f, --file <descriptor>", "the descriptor (apiVersion: manent/v1)")
+    .option("--dry-run", "resolve, fetch, validate and ask the plugin what it would do; change nothing")
+    .option("--version <version>", "deploy this version instead of the descriptor's")
+    .option("--source <source>", "take the artifact from here instead (path or http(s) URL)")
+    .option("--sha256 <hex>", "expected sha256 of the artifact")
+    .option("--no-wait", "print the deploy id and return at once")
+    .addOption(output())
+    .action(async (o: { file: string; dryRun?: boolean; version?: string; source?: string; sha256?: string; wait: boolean; output: Output }) => {
+      const descriptor = await readDescriptor(o.file);
+      const overrides = {
+        ...(o.version !== undefined && { version: o.version }),
+        ...(o.source !== undefined && { source: absoluteSource(o.source, process.cwd()) }),
+        ...(o.sha256 !== undefined && { sha256: o.sha256 }),
+      };
+      const submitted = await client().submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
+      await follow(client(), submitted, o.wait, o.output);
+    });
+
+  program
+    .command("rollback")
+    .description("return an application's environment to an earlier release, without fetching anything")
+    .requiredOption("-f, --file <descriptor>", "the descriptor naming the application and environment")
+    .option("--to <version>", "the version to return to (default: the last good one before the current)")
+    .option("--no-wait", "print the deploy id and return at once")
+    .addOption(output())
+    .action(async (o: { file: string; to?: string; wait: boolean; output: Output }) => {
+      const descriptor = await readDescriptor(o.file);
+      const submitted = await client().rollback({ descriptor, descriptor_file: o.file, ...(o.to !== undefined && { to: o.to }) });
+      await follow(client(), submitted, o.wait, o.output);
+    });
+
+  program
+    .command("status")
+    .description("show a deploy: its steps, targets and result")
+    .argument("<id>", "deploy id")
+    .option("-w, --watch", "follow it to the end")
+    .addOption(output())
+    .action(async (id: string, o: { watch?: boolean; output: Output }) => {
+      await follow(client(), { id }, o.watch === true, o.output, true);
+    });
+
+  program
+    .command("cancel")
+    .description("cancel a queued or running deploy")
+    .argument("<id>", "deploy id")
+    .action(async (id: string) => {
+      const d = await client().cancel(id);
+      out(`${d.id} ${d.status}`);
+    });
+
+  program
+    .command("history")
+    .description("list deploys, newest first")
+    .option("--tenant <tenant>")
+    .option("--application <application>")
+    .option("--environment <environment>")
+    .option("--artifact <artifact>")
+    .option("--limit <n>", "how many", "20")
+    .addOption(output())
+    .action(async (o: { tenant?: string; application?: string; environment?: string; artifact?: string; limit: string; output: Output }) => {
+      const { deploys } = await client().list({
+        tenant: o.tenant,
+        application: o.application,
+        environment: o.environment,
+        artifact: o.artifact,
+        limit: o.limit,
+      });
+      if (o.output === "json") return out(JSON.stringify(deploys, null, 2));
+      out(["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"].join("\t"));
+      for (const d of deploys) out([d.created_at, d.id, d.kind, d.application, d.environment, d.version, d.status].join("\t"));
+    });
+
+  program
+    .command("plugins")
+    .description("list the server's plugins and their capabilities (external plugins are not started)")
+    .addOption(output())
+    .action(async (o: { output: Output }) => {
+      const { plugins } = await client().plugins();
+      if (o.output === "json") return out(JSON.stringify(plugins, null, 2));
+      for (const p of plugins) {
+        const caps = p.capabilities === null ? "(not started yet: capabilities known after its first use)" : p.capabilities.join(", ") || "(none)";
+        out(`${p.name}\t${p.kind}\t${caps}`);
+      }
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? "";
+    if (code.startsWith("commander.")) {
+      process.exitCode = code === "commander.helpDisplayed" || code === "commander.version" ? Exit.Ok : Exit.BadInput;
+      return;
+    }
+    const e = ManentError.from(err);
+    process.stderr.write(`manent: ${e.message}\n`);
+    process.exitCode = exitCodeFor(e);
+  }
+}
+
+/** Reads and checks a descriptor here, so bad input fails fast; a relative source is made absolute against the file's directory. */
+async function readDescriptor(file: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch {
+    throw new ManentError(Code.InvalidArgument, `${file}: file not found or not readable`);
+  }
+  const descriptor = parseYaml(text, file, descriptorSchema);
+  return { ...descriptor, artifact: { ...descriptor.artifact, source: absoluteSource(descriptor.artifact.source, dirname(resolve(file))) } };
+}
+
+function absoluteSource(source: string, base: string): string {
+  return isUrl(source) || isAbsolute(source) ? source : resolve(base, source);
+}
+
+async function follow(api: ApiClient, submitted: { id: string; queued_behind?: string }, wait: boolean, output: Output, quietStart = false): Promise<void> {
+  if (!wait) {
+    const d = await api.deploy(submitted.id);
+    if (output === "json") out(JSON.stringify(d, null, 2));
+    else if (quietStart) new ProgressPrinter(out).finish(d);
+    else out(submitted.id);
+    process.exitCode = terminalStatuses.has(d.status) && d.status !== "succeeded" ? Exit.DeployFailed : Exit.Ok;
+    return;
+  }
+  const printer = output === "text" ? new ProgressPrinter(out) : undefined;
+  if (submitted.queued_behind && printer) out(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
+  let d: DeployRecord;
+  for (;;) {
+    d = await api.deploy(submitted.id);
+    if (terminalStatuses.has(d.status)) break;
+    printer?.update(d);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  if (printer) printer.finish(d);
+  else out(JSON.stringify(d, null, 2));
+  process.exitCode = d.status === "succeeded" ? Exit.Ok : Exit.DeployFailed;
+}

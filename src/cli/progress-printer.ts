@@ -1,0 +1,51 @@
+import type { DeployRecord, StepRecord } from "../core/engine/deploy-store.js";
+
+const marks: Record<string, string> = { running: "…", succeeded: "✓", failed: "✗", skipped: "-" };
+
+/**
+ * Prints a deploy's progress as it changes: one line per step state and per target result,
+ * each printed once, so a terminal or a CI log reads as a timeline.
+ */
+export class ProgressPrinter {
+  private readonly printed = new Set<string>();
+
+  constructor(private readonly write: (line: string) => void) {}
+
+  update(d: DeployRecord): void {
+    this.once(`head`, `${label(d)}`);
+    for (const step of d.steps) {
+      if (step.status === "running") this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);
+      for (const t of d.targets.filter((t) => phasesOf(step.name).includes(t.phase))) {
+        this.once(`${t.phase}:${t.host}:${t.status}`, `      ${t.host}: ${t.status}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`);
+      }
+      if (step.status !== "running") this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
+    }
+  }
+
+  finish(d: DeployRecord): void {
+    this.update(d);
+    this.write(d.error ? `${d.status}: ${d.error.message}` : d.status);
+  }
+
+  private once(key: string, line: string): void {
+    if (this.printed.has(key)) return;
+    this.printed.add(key);
+    this.write(line);
+  }
+}
+
+function label(d: DeployRecord): string {
+  const what = d.kind === "rollback" ? `rollback of ${d.application} to ${d.version}` : `${d.kind === "dry_run" ? "dry-run" : "deploy"} of ${d.application} ${d.version}`;
+  return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]`;
+}
+
+function stepLine(s: StepRecord): string {
+  const attempts = s.attempts > 1 ? `, ${s.attempts} attempts` : "";
+  const took = s.duration_ms != null ? ` (${s.duration_ms}ms${attempts})` : "";
+  return `  ${marks[s.status] ?? "?"} ${s.name}${took}${s.error ? ` — ${s.error.message}` : ""}`;
+}
+
+/** The plugin calls whose target results belong under a step (a dry-run reports under "deploy"). */
+function phasesOf(step: string): string[] {
+  return step === "deploy" ? ["deploy", "dry_run"] : [step];
+}

@@ -1,0 +1,307 @@
+import type {
+  Capability,
+
+  HostedPlugin,
+  Logger,
+  Request,
+  Result,
+  SecretsAccessor,
+  TargetRelease,
+  TargetResult,
+} from "../contract/index.js";
+import { isDryRunner, isReleaseInspector, isRollbacker, ResultError } from "../contract/index.js";
+import { secretRefSchema, type CallbackEvent, type LoadedConfig, type SecretRef } from "../config/index.js";
+import { Code, ManentError, type ErrorJSON } from "../errors.js";
+import { fetchArtifact } from "./artifact-fetch.js";
+import { noSecrets, openCallSecrets } from "./call-secrets.js";
+import { sendCallback } from "./callbacks.js";
+import type { DeployStatus, DeployStore } from "./deploy-store.js";
+import type { EngineMetrics } from "./engine-metrics.js";
+import type { PluginRegistry } from "./plugin-registry.js";
+import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
+import { runStep, type StepContext } from "./step-runner.js";
+
+export interface DeployWorkflowInput {
+  id: string;
+  submission: Submission;
+}
+
+export interface DeployOutcome {
+  status: DeployStatus;
+  error?: ErrorJSON;
+}
+
+export interface WorkflowDeps {
+  config: LoadedConfig;
+  store: DeployStore;
+  plugins: PluginRegistry;
+  logger: Logger;
+  metrics: EngineMetrics;
+}
+
+/** User-facing order of the steps. */
+const seq = { resolve: 1, started: 2, fetch: 3, validate: 4, checkpoint: 5, deploy: 6, rollback: 7, finished: 8 } as const;
+const once: StepPolicy = { maxRetries: 0, intervalMs: 0 };
+
+interface Checkpoint {
+  releases: TargetRelease[];
+  can_rollback: boolean;
+  /** Why a failed deploy would not be rolled back, when it would not. */
+  no_rollback_reason?: string;
+}
+
+/**
+ * One deploy as a durable workflow: every phase a checkpointed step, so a server killed at any
+ * point resumes after the last completed step. Status changes are idempotent writes, safe to repeat
+ * when the workflow function is replayed after a crash.
+ */
+export class DeployWorkflow {
+  constructor(private readonly deps: WorkflowDeps) {}
+
+  async run({ id, submission }: DeployWorkflowInput): Promise<DeployOutcome> {
+    const { store } = this.deps;
+    const startedAt = Date.now();
+    await store.setStatus(id, "running");
+    let r: ResolvedDeploy;
+    try {
+      r = await this.step(id, seq.resolve, "resolve", once, async () => {
+        const resolved = await resolveSubmission(this.deps.config, this.deps.plugins, submission);
+        return resolved.kind === "rollback" ? { ...resolved, to: await this.rollbackVersion(resolved) } : resolved;
+      });
+    } catch (err) {
+      return this.finish(id, submission.kind, "failed", err, startedAt);
+    }
+    await store.setStatus(id, "running", { plugin: r.plugin });
+    const plugin = this.deps.plugins.get(r.plugin);
+    if (!plugin) {
+      const err = new ManentError(Code.FailedPrecondition, `plugin ${r.plugin} is no longer configured in ${this.deps.config.file}`);
+      return this.finish(id, r.kind, "failed", err, startedAt);
+    }
+    if (r.kind !== "dry_run") await this.callbacks(id, r, "started", "running", null);
+
+    let outcome: { status: DeployStatus; error?: ManentError };
+    try {
+      outcome = r.kind === "rollback" ? await this.rollbackRun(id, r, plugin) : await this.deployRun(id, r, plugin);
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      outcome = { status: "failed", error: ManentError.from(err) };
+    }
+    if (r.kind !== "dry_run") {
+      const event: CallbackEvent = outcome.status === "succeeded" ? "succeeded" : outcome.status === "rolled_back" ? "rolled_back" : "failed";
+      await this.callbacks(id, r, event, outcome.status, outcome.error?.toJSON() ?? null);
+    }
+    return this.finish(id, r.kind, outcome.status, outcome.error, startedAt);
+  }
+
+  private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
+    const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
+      fetchArtifact(r.artifact, this.deps.config.workdirPath, signal),
+    );
+    const resolved = { ...r, artifact };
+    const caps = await this.validate(id, resolved, plugin);
+
+    if (r.kind === "dry_run") {
+      const deployer = await plugin.deployer();
+      if (!caps.includes("dry_run") || !isDryRunner(deployer)) {
+        await this.deps.store.stepStarted(id, seq.deploy, "deploy");
+        await this.deps.store.stepFinished(id, "deploy", "skipped", {
+          plugin: plugin.name,
+          targets: [],
+          details: { dry_run: "the plugin has no dry-run: stopped at validation" },
+        } satisfies Result);
+        return { status: "succeeded" };
+      }
+      await this.step(id, seq.deploy, "deploy", r.steps.deploy, (ctx) =>
+        this.call(id, "dry_run", resolved, caps, ctx, true, (req) => deployer.dryRun(req)),
+      );
+      return { status: "succeeded" };
+    }
+
+    const checkpoint = await this.step(id, seq.checkpoint, "checkpoint", r.steps.checkpoint, async (ctx): Promise<Checkpoint> => {
+      const deployer = await plugin.deployer();
+      const releases =
+        caps.includes("current_release") && isReleaseInspector(deployer)
+          ? await this.call(id, "checkpoint", resolved, caps, ctx, true, (req) => deployer.currentRelease(req))
+          : [];
+      const reason = !r.rollbackEnabled
+        ? "rollback.enabled is false in the envconfig"
+        : !caps.includes("rollback")
+          ? `plugin ${plugin.name} cannot roll back`
+          : undefined;
+      return reason ? { releases, can_rollback: false, no_rollback_reason: reason } : { releases, can_rollback: true };
+    });
+
+    try {
+      await this.step(id, seq.deploy, "deploy", r.steps.deploy, async (ctx) => {
+        const deployer = await plugin.deployer();
+        return this.call(id, "deploy", resolved, caps, ctx, true, (req) => deployer.deploy(req));
+      });
+      return { status: "succeeded" };
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const failure = ManentError.from(err);
+      if (!checkpoint.can_rollback) return { status: "failed", error: failure };
+      try {
+        await this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
+          const deployer = await plugin.deployer();
+          if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
+          return this.call(id, "rollback", resolved, caps, ctx, true, (req) => deployer.rollback({ ...req, releases: checkpoint.releases }));
+        });
+        return { status: "rolled_back", error: new ManentError(failure.code, `${failure.message}; rollback completed`, { details: failure.details }) };
+      } catch (rollbackErr) {
+        if (isCancellation(rollbackErr)) throw rollbackErr;
+        const e = ManentError.from(rollbackErr);
+        return { status: "failed", error: new ManentError(failure.code, `${failure.message}; rollback failed: ${e.message}`, { details: failure.details }) };
+      }
+    }
+  }
+
+  /** A rollback asked for by a user: back to `r.to` on every target, without fetching anything. */
+  private async rollbackRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
+    const to = r.to!;
+    const resolved: ResolvedDeploy = { ...r, artifact: { ...r.artifact, version: to } };
+    const caps = await this.validate(id, resolved, plugin);
+    if (!caps.includes("rollback")) {
+      throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back (it does not declare the rollback capability)`);
+    }
+    await this.step(id, seq.checkpoint, "checkpoint", r.steps.checkpoint, async (ctx): Promise<Checkpoint> => {
+      const deployer = await plugin.deployer();
+      const releases = isReleaseInspector(deployer)
+        ? await this.call(id, "checkpoint", resolved, caps, ctx, true, (req) => deployer.currentRelease(req))
+        : [];
+      return { releases, can_rollback: true };
+    });
+    await this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
+      const deployer = await plugin.deployer();
+      if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
+      const releases = r.targets.map((t) => ({ host: t.host, version: to }));
+      return this.call(id, "rollback", resolved, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }));
+    });
+    return { status: "succeeded" };
+  }
+
+  private async validate(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<Capability[]> {
+    const out = await this.step(id, seq.validate, "validate", r.steps.validate, async (ctx) => {
+      const deployer = await plugin.deployer();
+      const capabilities = await plugin.capabilities();
+      await this.deps.store.saveCapabilities(plugin.name, capabilities);
+      await this.call(id, "validate", r, capabilities, ctx, false, (req) => deployer.validate(req));
+      return { plugin: plugin.name, capabilities };
+    });
+    return out.capabilities;
+  }
+
+  /** The version a user rollback returns to: the one asked for, else the last good one before the current. */
+  private async rollbackVersion(r: ResolvedDeploy): Promise<string> {
+    if (r.to) return r.to;
+    const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
+    const current = await this.deps.store.lastSucceeded(key);
+    const previous = current ? await this.deps.store.lastSucceeded(key, current.version) : undefined;
+    if (!previous) {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `nothing to roll back to: ${r.application}/${r.environment} has no earlier successful release (use --to VERSION)`,
+      );
+    }
+    return previous.version;
+  }
+
+  /** Calls the plugin with a request for this phase; secrets are open only during the call. */
+  private async call<T>(
+    id: string,
+    phase: string,
+    r: ResolvedDeploy,
+    caps: Capability[],
+    ctx: StepContext,
+    withSecrets: boolean,
+    fn: (req: Request) => Promise<T>,
+  ): Promise<T> {
+    const refs = new Map<string, SecretRef>(r.secrets.map((s) => [s.name, secretRefSchema.parse(s.ref)]));
+    const secrets = withSecrets ? openCallSecrets(refs, phase) : undefined;
+    const pending: Promise<void>[] = [];
+    const seen = new Set<string>();
+    const record = (t: TargetResult): void => {
+      seen.add(t.host);
+      this.deps.metrics.targetFinished(r.plugin, phase, t);
+      pending.push(this.deps.store.targetProgress(id, phase, t).catch((e: unknown) => this.deps.logger.warn("target progress not recorded", { error: String(e) })));
+    };
+    const req: Request = {
+      deploymentId: id,
+      tenant: r.tenant,
+      application: r.application,
+      environment: r.environment,
+      artifact: r.artifact,
+      targets: r.targets,
+      params: r.params,
+      secrets: secrets?.accessor ?? (noSecrets(phase) satisfies SecretsAccessor),
+      parallelism: caps.includes("parallel_targets") ? r.parallel : 1,
+      logger: this.deps.logger,
+      signal: ctx.signal,
+      progress: record,
+    };
+    try {
+      const out = await fn(req);
+      if (isResult(out)) for (const t of out.targets) if (!seen.has(t.host)) record(t);
+      return out;
+    } catch (err) {
+      if (err instanceof ResultError) for (const t of err.result.targets) if (!seen.has(t.host)) record(t);
+      throw err;
+    } finally {
+      secrets?.close();
+      await Promise.all(pending);
+    }
+  }
+
+  private async callbacks(id: string, r: ResolvedDeploy, event: CallbackEvent, status: string, error: ErrorJSON | null): Promise<void> {
+    const subscribed = r.callbacks.map((c, i) => ({ c, i })).filter(({ c }) => c.events.includes(event));
+    for (const { c, i } of subscribed) {
+      const payload = {
+        event,
+        deploy: {
+          id,
+          kind: r.kind,
+          tenant: r.tenant,
+          application: r.application,
+          artifact: r.artifact.name,
+          environment: r.environment,
+          version: r.kind === "rollback" ? (r.to ?? r.artifact.version) : r.artifact.version,
+          plugin: r.plugin,
+          status,
+          error,
+        },
+        sent_at: new Date().toISOString(),
+      };
+      try {
+        await this.step(id, event === "started" ? seq.started : seq.finished, `callback:${event}:${i}`, { maxRetries: c.max_retries, intervalMs: r.steps.deploy.intervalMs }, ({ signal }) =>
+          sendCallback(c, payload, signal),
+        );
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        // A receiver that is down must not fail or roll back a deploy; the step record keeps the error.
+        this.deps.logger.warn("callback failed", { deploy: id, url: c.url, event, error: ManentError.from(err).message });
+      }
+    }
+  }
+
+  private step<T>(id: string, n: number, name: string, policy: StepPolicy, fn: (ctx: StepContext) => Promise<T>): Promise<T> {
+    return runStep(this.deps, id, n, name, policy, fn);
+  }
+
+  private async finish(id: string, kind: ResolvedDeploy["kind"], status: DeployStatus, error: unknown, startedAt: number): Promise<DeployOutcome> {
+    const e = error === undefined ? undefined : ManentError.from(error).toJSON();
+    await this.deps.store.setStatus(id, status, { error: e ?? null });
+    this.deps.metrics.deployFinished(kind, status, (Date.now() - startedAt) / 1000);
+    this.deps.logger.info("deploy finished", { deploy: id, kind, status, ...(e && { error: e.message }) });
+    return e ? { status, error: e } : { status };
+  }
+}
+
+function isResult(v: unknown): v is Result {
+  return typeof v === "object" && v !== null && Array.isArray((v as Result).targets);
+}
+
+export function isCancellation(err: unknown): boolean {
+  const name = (err as { name?: string } | null)?.name ?? "";
+  return name === "DBOSWorkflowCancelledError" || name === "DBOSAwaitedWorkflowCancelledError";
+}
+

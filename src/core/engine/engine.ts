@@ -1,0 +1,139 @@
+import { randomUUID } from "node:crypto";
+import { DBOS } from "@dbos-inc/dbos-sdk";
+import type { Logger } from "../contract/index.js";
+import type { LoadedConfig } from "../config/index.js";
+import { Code, ManentError } from "../errors.js";
+import type { DeployStore } from "./deploy-store.js";
+import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
+import type { PluginRegistry } from "./plugin-registry.js";
+import { resolveSubmission, type Submission } from "./resolve.js";
+import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
+import { version as manentVersion } from "../../version.js";
+
+export interface EngineOptions {
+  config: LoadedConfig;
+  store: DeployStore;
+  plugins: PluginRegistry;
+  logger: Logger;
+  metrics?: EngineMetrics;
+  /** The Postgres DBOS keeps its checkpoints in (the same database as the deploy records). */
+  databaseUrl: string;
+}
+
+const deployQueue = "manent-deploys";
+const dryRunQueue = "manent-dry-runs";
+
+/*
+ * DBOS keeps its registry in process-wide statics: a workflow function is registered once per
+ * process, before launch, and dispatches to the engine started in this process.
+ */
+let active: DeployWorkflow | undefined;
+const deployWorkflow = DBOS.registerWorkflow(
+  async (input: DeployWorkflowInput): Promise<DeployOutcome> => {
+    if (!active) throw new ManentError(Code.Unavailable, "the deploy engine is not started in this process");
+    return active.run(input);
+  },
+  { name: "manent.deploy", maxRecoveryAttempts: 1000 },
+);
+
+/**
+ * The deploy engine of one server: DBOS launched on Postgres, one workflow per deploy on a queue
+ * partitioned by tenant/application/artifact/environment with one running deploy per partition,
+ * so two deploys of the same thing never overlap and several servers share the work.
+ */
+export class Engine {
+  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics }) {}
+
+  static async start(opts: EngineOptions): Promise<Engine> {
+    if (active) throw new ManentError(Code.FailedPrecondition, "an engine is already running in this process");
+    const engine = new Engine({ ...opts, metrics: opts.metrics ?? noMetrics });
+    active = new DeployWorkflow(engine.opts);
+    DBOS.setConfig({
+      name: "manent",
+      systemDatabaseUrl: opts.databaseUrl,
+      applicationVersion: manentVersion,
+      executorID: opts.config.dbos.executor_id ?? "local",
+      logger: dbosLogger(opts.logger),
+    });
+    try {
+      await DBOS.launch();
+      const concurrency = opts.config.concurrency;
+      await DBOS.registerQueue(deployQueue, {
+        partitionConcurrency: 1,
+        workerConcurrency: concurrency,
+        minPollingIntervalMs: 100,
+        onConflict: "always_update",
+      });
+      await DBOS.registerQueue(dryRunQueue, { workerConcurrency: concurrency, minPollingIntervalMs: 100, onConflict: "always_update" });
+    } catch (err) {
+      active = undefined;
+      await DBOS.shutdown().catch(() => undefined);
+      throw new ManentError(Code.Unavailable, `cannot start the deploy engine on Postgres: ${ManentError.from(err).message}`, { cause: err });
+    }
+    return engine;
+  }
+
+  /**
+   * Validates a submission and starts its workflow. Bad input throws `invalid_argument` and records
+   * nothing; once recorded, a deploy is never lost: if its workflow cannot start it is marked failed.
+   */
+  async submit(submission: Submission, submittedBy?: string): Promise<{ id: string; queued_behind?: string }> {
+    const { config, plugins, store } = this.opts;
+    const r = await resolveSubmission(config, plugins, submission);
+    const id = randomUUID();
+    const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
+    await store.createDeploy({
+      id,
+      kind: r.kind,
+      ...key,
+      version: r.kind === "rollback" ? (r.to ?? "previous") : r.artifact.version,
+      request: { ...submission },
+      ...(submittedBy !== undefined && { submittedBy }),
+    });
+    const running = r.kind === "dry_run" ? undefined : await this.runningDeploy(key, id);
+    try {
+      await DBOS.startWorkflow(deployWorkflow, {
+        workflowID: id,
+        queueName: r.kind === "dry_run" ? dryRunQueue : deployQueue,
+        ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: `${key.tenant}/${key.application}/${key.artifact}/${key.environment}` } }),
+      })({ id, submission });
+    } catch (err) {
+      const e = new ManentError(Code.Unavailable, `deploy ${id} could not be queued: ${ManentError.from(err).message}`, { cause: err });
+      await store.setStatus(id, "failed", { error: e.toJSON() });
+      throw e;
+    }
+    return running ? { id, queued_behind: running } : { id };
+  }
+
+  /** Cancels a deploy: its running plugin call is cancelled and no further step runs. */
+  async cancel(id: string): Promise<void> {
+    const deploy = await this.opts.store.getDeploy(id);
+    if (!deploy) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+    if (["succeeded", "failed", "rolled_back", "cancelled"].includes(deploy.status)) {
+      throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
+    }
+    await DBOS.cancelWorkflow(id);
+    await this.opts.store.setStatus(id, "cancelled", { error: { code: "canceled", message: "cancelled by a user" } });
+  }
+
+  /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */
+  async shutdown(timeoutMs: number): Promise<void> {
+    await DBOS.shutdown({ workflowCompletionTimeoutMS: timeoutMs });
+    active = undefined;
+  }
+
+  private async runningDeploy(key: { tenant: string; application: string; artifact: string; environment: string }, except: string) {
+    const recent = await this.opts.store.listDeploys({ ...key, limit: 20 });
+    return recent.find((d) => d.id !== except && d.kind !== "dry_run" && (d.status === "running" || d.status === "queued"))?.id;
+  }
+}
+
+function dbosLogger(logger: Logger) {
+  const text = (entry: unknown): string => (entry instanceof Error ? entry.message : typeof entry === "string" ? entry : JSON.stringify(entry));
+  return {
+    info: (e: unknown) => logger.debug(text(e), { component: "dbos" }),
+    debug: (e: unknown) => logger.debug(text(e), { component: "dbos" }),
+    warn: (e: unknown) => logger.warn(text(e), { component: "dbos" }),
+    error: (e: unknown) => logger.error(text(e), { component: "dbos" }),
+  };
+}

@@ -1,0 +1,128 @@
+import type { Artifact, Target } from "../contract/index.js";
+import {
+  artifactSchema,
+  checkSecretRef,
+  descriptorSchema,
+  findEnvconfig,
+  formatSecretRef,
+  validate,
+  type Callback,
+  type LoadedConfig,
+  type RetryableStep,
+} from "../config/index.js";
+import { Code, ManentError } from "../errors.js";
+import { checkArtifactSource } from "./artifact-fetch.js";
+import type { DeployKind } from "./deploy-store.js";
+import type { PluginRegistry } from "./plugin-registry.js";
+
+/** What a client submits: the descriptor as parsed from its file, and the CLI's overrides. */
+export interface Submission {
+  kind: DeployKind;
+  descriptor: unknown;
+  /** The descriptor's file name, for messages. */
+  descriptorFile: string;
+  overrides?: { version?: string; source?: string; sha256?: string };
+  /** Rollback only: the version to return to (default: the one before the current). */
+  to?: string;
+}
+
+export interface StepPolicy {
+  maxRetries: number;
+  intervalMs: number;
+  timeoutMs?: number;
+}
+
+/** Everything a deploy needs, fixed at the resolve step and checkpointed. Holds secret references, never values. */
+export interface ResolvedDeploy {
+  kind: DeployKind;
+  tenant: string;
+  application: string;
+  environment: string;
+  artifact: Artifact;
+  plugin: string;
+  targets: Target[];
+  params: Record<string, string>;
+  secrets: { name: string; ref: string }[];
+  rollbackEnabled: boolean;
+  parallel: number;
+  steps: Record<RetryableStep, StepPolicy>;
+  callbacks: Callback[];
+  descriptorFile: string;
+  envconfigFile: string | null;
+  /** Rollback only: the version to return to, when the client named one. */
+  to?: string;
+}
+
+const validateTimeoutMs = 30_000;
+
+/**
+ * Turns a submission into a {@link ResolvedDeploy}: descriptor and overrides validated, envconfig
+ * found and validated, plugin selected, secret references and the local artifact checked. Every
+ * problem is `invalid_argument` naming file, field and reason; nothing is recorded before this passes.
+ */
+export async function resolveSubmission(config: LoadedConfig, plugins: PluginRegistry, s: Submission): Promise<ResolvedDeploy> {
+  const descriptor = validate(s.descriptor, s.descriptorFile, descriptorSchema);
+  const artifact = validate(
+    {
+      ...descriptor.artifact,
+      ...(s.overrides?.version !== undefined && { version: s.overrides.version }),
+      ...(s.overrides?.source !== undefined && { source: s.overrides.source, sha256: undefined }),
+      ...(s.overrides?.sha256 !== undefined && { sha256: s.overrides.sha256 }),
+    },
+    `${s.descriptorFile} (with --version/--source)`,
+    artifactSchema,
+  );
+  if (s.kind !== "rollback") await checkArtifactSource(artifact).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
+
+  const key = { tenant: descriptor.tenant, application: descriptor.application, artifact: artifact.name, environment: descriptor.environment };
+  const { envconfig, file } = await findEnvconfig(config, key);
+  const where = file ?? config.file;
+  for (const [i, secret] of envconfig.secrets.entries()) {
+    await checkSecretRef(secret.name, secret.ref).catch((err: unknown) => {
+      throw new ManentError(Code.InvalidArgument, `${where}: secrets.${i}.ref: ${ManentError.from(err).message}`, {
+        details: { file: where, field: `secrets.${i}.ref` },
+      });
+    });
+  }
+  const plugin = await plugins.select(envconfig.plugin, artifact, where);
+
+  const policy = (step: RetryableStep): StepPolicy => ({
+    maxRetries: envconfig.steps[step]?.max_retries ?? envconfig.max_retries,
+    intervalMs: envconfig.retry_interval,
+    ...(envconfig.steps[step]?.timeout !== undefined
+      ? { timeoutMs: envconfig.steps[step]!.timeout }
+      : step === "validate"
+        ? { timeoutMs: validateTimeoutMs }
+        : {}),
+  });
+
+  return {
+    kind: s.kind,
+    tenant: descriptor.tenant,
+    application: descriptor.application,
+    environment: descriptor.environment,
+    artifact,
+    plugin: plugin.name,
+    targets: envconfig.targets.map((t) => ({ host: t.host, ...(t.port !== undefined && { port: t.port }), labels: t.labels })),
+    params: envconfig.params,
+    secrets: envconfig.secrets.map((x) => ({ name: x.name, ref: formatSecretRef(x.ref) })),
+    rollbackEnabled: envconfig.rollback.enabled,
+    parallel: envconfig.parallel,
+    steps: {
+      fetch: policy("fetch"),
+      validate: policy("validate"),
+      checkpoint: policy("checkpoint"),
+      deploy: policy("deploy"),
+      rollback: policy("rollback"),
+    },
+    callbacks: envconfig.callbacks,
+    descriptorFile: s.descriptorFile,
+    envconfigFile: file ?? null,
+    ...(s.to !== undefined && { to: s.to }),
+  };
+}
+
+function rethrowIn(file: string, err: unknown): never {
+  const e = ManentError.from(err);
+  throw new ManentError(e.code, `${file}: ${e.message}`, { cause: err, details: { file, ...e.details } });
+}

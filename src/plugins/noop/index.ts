@@ -1,0 +1,1 @@
+export { noopFactory } from "./noop-plugin.js";

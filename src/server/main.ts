@@ -1,0 +1,53 @@
+import { Command } from "commander";
+import { ManentError } from "../core/errors.js";
+import { version } from "../version.js";
+import { createLogger } from "./logger.js";
+import { serve } from "./server.js";
+import { externalPluginFactory } from "./external-plugins.js";
+
+/** `manent-server -c manent.yml serve` */
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command("manent-server")
+    .version(version)
+    .option("-c, --config <file>", "the server's configuration", "manent.yml")
+    .showHelpAfterError();
+  program
+    .command("serve")
+    .description("run the deploy engine and its HTTP API")
+    .option("--listen <host:port>", "override listen from manent.yml")
+    .action(async (opts: { listen?: string }) => {
+      const logger = createLogger();
+      let server;
+      try {
+        server = await serve(program.opts<{ config: string }>().config, {
+          logger,
+          external: externalPluginFactory,
+          ...(opts.listen !== undefined && { listen: opts.listen }),
+        });
+      } catch (err) {
+        const e = ManentError.from(err);
+        logger.error(e.message, { code: e.toJSON().code });
+        process.stderr.write(`manent-server: ${e.message}\n`);
+        process.exitCode = e.permanent ? 2 : 1;
+        return;
+      }
+      // Printed for scripts and tests that started the server on port 0.
+      process.stdout.write(`manent-server listening on ${server.url}\n`);
+      let stopping = false;
+      const stop = (signal: string): void => {
+        if (stopping) return;
+        stopping = true;
+        logger.info("signal received", { signal });
+        server.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            logger.error("shutdown failed", { error: String(err) });
+            process.exit(1);
+          },
+        );
+      };
+      process.on("SIGTERM", () => stop("SIGTERM"));
+      process.on("SIGINT", () => stop("SIGINT"));
+    });
+  await program.parseAsync(argv);
+}

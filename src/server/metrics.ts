@@ -1,0 +1,49 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { EngineMetrics } from "../core/engine/engine-metrics.js";
+
+/** The Prometheus metrics of one server, on its own registry (no global state). */
+export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "manent_process_" });
+  const deploys = new Counter({
+    name: "manent_deploys_total",
+    help: "Deploys finished, by kind and final status.",
+    labelNames: ["kind", "status"],
+    registers: [registry],
+  });
+  const deploySeconds = new Histogram({
+    name: "manent_deploy_seconds",
+    help: "Wall time of a deploy, from start of its workflow to its end.",
+    labelNames: ["kind", "status"],
+    buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 180, 600, 1800],
+    registers: [registry],
+  });
+  const targetSeconds = new Histogram({
+    name: "manent_target_deploy_seconds",
+    help: "Time spent on each target by a plugin call, by plugin, phase and target status.",
+    labelNames: ["plugin", "phase", "status"],
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300],
+    registers: [registry],
+  });
+  const stepAttempts = new Counter({
+    name: "manent_step_attempts_total",
+    help: "Attempts of deploy steps, by step and outcome.",
+    labelNames: ["step", "outcome"],
+    registers: [registry],
+  });
+  return {
+    registry,
+    engine: {
+      deployFinished(kind, status, seconds) {
+        deploys.inc({ kind, status });
+        deploySeconds.observe({ kind, status }, seconds);
+      },
+      targetFinished(plugin, phase, result) {
+        if (result.duration_ms !== undefined) targetSeconds.observe({ plugin, phase, status: result.status }, result.duration_ms / 1000);
+      },
+      stepAttempt(step, outcome) {
+        stepAttempts.inc({ step: step.startsWith("callback:") ? "callback" : step, outcome });
+      },
+    },
+  };
+}

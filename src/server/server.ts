@@ -1,0 +1,93 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import pg from "pg";
+import type { Logger } from "../core/contract/index.js";
+import { loadManentConfig, type LoadedConfig } from "../core/config/index.js";
+import { Engine } from "../core/engine/engine.js";
+import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
+import { Code, ManentError } from "../core/errors.js";
+import { builtinPlugins } from "../plugins/builtin.js";
+import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
+import { PgDeployStore } from "../storage/pg-deploy-store.js";
+import { migrate } from "../storage/schema.js";
+import { createAuthenticator } from "./auth.js";
+import { createApiHandler } from "./http-api.js";
+import { createMetrics } from "./metrics.js";
+
+export interface RunningServer {
+  /** Base URL of the API, e.g. http://127.0.0.1:8080. */
+  url: string;
+  config: LoadedConfig;
+  /** Graceful stop: no new requests, running steps finish (up to shutdown_timeout), then everything closes. */
+  close(): Promise<void>;
+}
+
+export interface ServeOptions {
+  logger: Logger;
+  /** Overrides `listen` from manent.yml (e.g. 127.0.0.1:0 in tests). */
+  listen?: string;
+  external?: ExternalPluginFactory;
+}
+
+/** Starts manent-server: database (embedded unless database_url), engine, HTTP API. */
+export async function serve(configFile: string, opts: ServeOptions): Promise<RunningServer> {
+  const { logger } = opts;
+  const loaded = await loadManentConfig(configFile);
+  const config: LoadedConfig = opts.listen ? { ...loaded, listen: opts.listen } : loaded;
+  const auth = await createAuthenticator(config);
+  const plugins = PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external);
+
+  const embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
+  const databaseUrl = config.dbos.database_url ?? embedded!.url;
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
+  pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
+  const cleanup = async (): Promise<void> => {
+    await plugins.close();
+    await pool.end().catch(() => undefined);
+    await embedded?.stop();
+  };
+  let engine: Engine;
+  try {
+    await migrate(pool);
+    const store = new PgDeployStore(pool);
+    const metrics = createMetrics();
+    engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
+    const http = createServer(
+      createApiHandler({ engine, store, plugins, auth, metrics: metrics.registry, logger, ping: async () => void (await pool.query("select 1")) }),
+    );
+    const address = await listen(http, config.listen);
+    const url = `http://${address.address.includes(":") ? `[${address.address}]` : address.address}:${address.port}`;
+    logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
+    let closing: Promise<void> | undefined;
+    return {
+      url,
+      config,
+      close: () =>
+        (closing ??= (async () => {
+          logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
+          await new Promise<void>((r) => {
+            http.close(() => r());
+            http.closeIdleConnections();
+          });
+          await engine.shutdown(config.shutdown_timeout);
+          await cleanup();
+          logger.info("manent-server stopped");
+        })()),
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}
+
+function listen(http: Server, listenAt: string): Promise<AddressInfo> {
+  const i = listenAt.lastIndexOf(":");
+  const host = listenAt.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0";
+  const port = Number(listenAt.slice(i + 1));
+  return new Promise((resolve, reject) => {
+    http.once("error", (err: NodeJS.ErrnoException) =>
+      reject(new ManentError(Code.Unavailable, `cannot listen on ${listenAt}: ${err.code ?? err.message}`, { cause: err })),
+    );
+    http.listen(port, host, () => resolve(http.address() as AddressInfo));
+  });
+}
