@@ -68,7 +68,8 @@ async function runTargets(
   const width = Math.max(1, Math.min(req.parallelism || 1, targets.length));
   await Promise.all(Array.from({ length: width }, worker));
 
-  const out: TargetResult[] = results.map((r, i) => r ?? { host: targets[i]!.host, status: TargetStatus.Skipped });
+  // Array.from, not map: map skips the holes that never-started targets leave.
+  const out: TargetResult[] = Array.from(results, (r, i) => r ?? { host: targets[i]!.host, status: TargetStatus.Skipped });
   if (errors.length === 0 && req.signal.aborted && out.some((r) => r.status === TargetStatus.Skipped)) {
     return { targets: out, error: new ManentError(Code.Canceled, "deploy cancelled before every target was started") };
   }

@@ -1,0 +1,20 @@
+import path from "node:path";
+import { exists, repoRoot } from "./go-tools.js";
+
+const entry = path.join(repoRoot, "examples/ts-plugin/main.ts");
+const bundler = path.join(repoRoot, "examples/ts-plugin/bundle.ts");
+
+/** Why the TS sample plugin cannot be built yet, or undefined when it can. */
+export async function tsSampleMissing(): Promise<string | undefined> {
+  if (!(await exists(entry)) || !(await exists(bundler))) return "the TypeScript sample plugin (examples/ts-plugin/main.ts, bundle.ts) does not exist yet";
+  return undefined;
+}
+
+/**
+ * Bundles the TS sample plugin into one executable file in `dir`, as the TS helper's own tests
+ * do: a plugin command must be self-contained.
+ */
+export async function buildTsSample(dir: string): Promise<string> {
+  const { bundlePlugin } = (await import(bundler)) as { bundlePlugin(entry: string, outfile: string): Promise<string> };
+  return bundlePlugin(entry, path.join(dir, "manent-ts-sample-plugin"));
+}

@@ -1,0 +1,89 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { ApiClient } from "../../src/cli/api-client.js";
+
+export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+export const serverBin = `${repoRoot}bin/manent-server.js`;
+export const cliBin = `${repoRoot}bin/manent.js`;
+
+export interface ServerProcess {
+  url: string;
+  api: ApiClient;
+  child: ChildProcess;
+  /** Everything the server wrote to stderr (its JSON log). */
+  logs(): string;
+  /** Resolves with the exit code or signal when the process ends. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM and wait (graceful shutdown). */
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts a real `manent-server serve` process on a free port and resolves when it prints its
+ * address. Rejects with the server's stderr if it exits before listening.
+ */
+export async function startServer(
+  configFile: string,
+  opts: { cwd: string; env?: Record<string, string>; token?: string } = { cwd: process.cwd() },
+): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [serverBin, "-c", configFile, "serve", "--listen", "127.0.0.1:0"], {
+    cwd: opts.cwd,
+    env: { ...process.env, MANENT_LOG_LEVEL: process.env.MANENT_LOG_LEVEL ?? "debug", ...opts.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = once(child, "exit").then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
+  const url = await new Promise<string>((resolve, reject) => {
+    let stdout = "";
+    child.stdout!.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(stdout);
+      if (m) resolve(m[1]!);
+    });
+    void exited.then(({ code, signal }) => reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)));
+  });
+  return {
+    url,
+    api: new ApiClient(url, opts.token),
+    child,
+    logs: () => stderr,
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `manent` CLI. */
+export async function runCli(args: string[], opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> }): Promise<CliResult> {
+  const child = spawn(process.execPath, [cliBin, ...args], {
+    cwd: opts.cwd,
+    env: {
+      ...process.env,
+      ...(opts.server && { MANENT_SERVER: opts.server }),
+      ...(opts.token && { MANENT_TOKEN: opts.token }),
+      ...opts.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const [code] = (await once(child, "exit")) as [number | null];
+  return { code: code ?? -1, stdout, stderr };
+}
