@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/manent-deployer/manent/sdk/go/plugin"
 )
@@ -49,6 +51,8 @@ type params struct {
 	base string // absolute directory the targets live under
 	// failHost makes the deploy of that target fail (a transient error), to show partial results.
 	failHost string
+	// delay is waited on each target (param delay_ms), so a test can interrupt a deploy.
+	delay time.Duration
 }
 
 // parseParams rejects a request no retry can fix with a permanent error naming the param.
@@ -56,6 +60,13 @@ func parseParams(p map[string]string) (params, error) {
 	out := params{base: p["base"], failHost: p["fail_host"]}
 	if out.base == "" || !filepath.IsAbs(out.base) {
 		return out, plugin.Permanent(fmt.Errorf("param base: want an absolute directory, got %q", out.base))
+	}
+	if raw, ok := p["delay_ms"]; ok {
+		ms, err := strconv.Atoi(raw)
+		if err != nil || ms < 0 || ms > 600_000 {
+			return out, plugin.Permanent(fmt.Errorf("param delay_ms: want an integer from 0 to 600000, got %q", raw))
+		}
+		out.delay = time.Duration(ms) * time.Millisecond
 	}
 	return out, nil
 }
@@ -83,8 +94,9 @@ func (s *sample) Validate(_ context.Context, req *plugin.Request) error {
 	return nil
 }
 
-// Deploy writes, for each target, releases/<version>/artifact (the artifact's bytes when the
-// host gave a path, else its name), key.sha256 (the secret's hash) and current (the version).
+// Deploy writes, for each target under <base>/<host>/: releases/<version>/artifact (the
+// artifact's bytes when the host gave a path, else its name), key.sha256 (the secret's hash)
+// and current (the version). The TypeScript sample writes the same.
 func (s *sample) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result, error) {
 	p, err := parseParams(req.Params)
 	if err != nil {
@@ -105,6 +117,9 @@ func (s *sample) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Resul
 	targets, err := plugin.ForEachTarget(ctx, req, func(ctx context.Context, t plugin.Target) (plugin.TargetResult, error) {
 		dir, err := targetDir(p.base, t)
 		if err != nil {
+			return plugin.TargetResult{}, err
+		}
+		if err := sleep(ctx, p.delay); err != nil {
 			return plugin.TargetResult{}, err
 		}
 		if t.Host == p.failHost {
@@ -239,4 +254,19 @@ func (s *sample) Rollback(ctx context.Context, req *plugin.RollbackRequest) (*pl
 		return plugin.TargetResult{Status: plugin.StatusRolledBack, Details: map[string]string{"version": version}}, nil
 	})
 	return &plugin.Result{Plugin: s.name, Targets: targets}, err
+}
+
+// sleep waits d, or less when the deploy is cancelled.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

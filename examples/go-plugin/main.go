@@ -4,7 +4,7 @@
 // error, parallel targets and logging. The TypeScript sample (examples/ts-plugin) behaves the
 // same, and test/interop checks both.
 //
-//	go build -o .tools/bin/manent-plugin-go-sample ./examples/go-plugin
+//	cd examples/go-plugin && go build -o ../../.tools/bin/manent-plugin-go-sample .
 package main
 
 import "github.com/manent-deployer/manent/sdk/go/external"

@@ -21,7 +21,7 @@ import (
 )
 
 func main() {
-	base := flag.String("base", "", "directory the sample plugin deploys under (required)")
+	base := flag.String("base", "", "directory the sample plugin deploys under: its param base (required)")
 	secret := flag.String("secret", "s3cr3t-value", "value of the deploy-key secret")
 	config := flag.String("config", "{}", "the plugin's configuration, as JSON")
 	logLevel := flag.String("log-level", "warn", "level of the plugin's log lines forwarded to stderr")
@@ -37,6 +37,9 @@ func main() {
 	var cfg map[string]any
 	if err := json.Unmarshal([]byte(*config), &cfg); err != nil {
 		fail("flag -config: %v", err)
+	}
+	if cfg == nil {
+		cfg = map[string]any{}
 	}
 
 	p, err := host.Start(host.Config{

@@ -55,24 +55,34 @@ func (s *recordingSecrets) names() []string {
 	return out
 }
 
-// run is the script: Configure; a Deploy of v1 with a secret; CurrentRelease; a DryRun of v2
-// (nothing changes); the checkpoint and a Deploy of v2; a Rollback to the checkpoint; a Deploy
-// with a missing param (permanent); a Deploy whose secret is not defined; a Deploy that fails on
-// one target (partial results); an UNIMPLEMENTED call (PrepareSlots).
+// run is the script. Every step has a fresh request; the steps after Configure are:
+//
+//	validate, validate_bad_param        Validate ok, then a bad param (permanent: aborted)
+//	deploy_v1, current_after_v1         a Deploy reading a secret, and what the targets run
+//	dry_run_v2, current_after_dry_run   a DryRun changes nothing; the latter is the checkpoint
+//	deploy_v2, rollback, current_after_rollback
+//	deploy_bad_param                    permanent error: aborted
+//	deploy_missing_secret               the host has no deploy-key: not_found
+//	deploy_fail_beta                    one target fails: the per-target results survive the error
+//	deploy_no_targets                   a no-op round trip that reads no secret
+//	prepare_slots                       a call the sample lacks: unimplemented
 func run(ctx context.Context, d *host.Remote, cfg map[string]any, base, secret string) Report {
 	var report Report
 	name, caps, err := d.Configure(ctx, cfg)
 	if err != nil {
-		report.Steps = append(report.Steps, Step{Name: "configure", Error: errorJSON(err, nil)})
+		report.Steps = append(report.Steps, Step{Name: "configure", Error: errorJSON(err, nil), SecretsRead: []string{}})
 		return report
 	}
 	report.Plugin, report.Capabilities = name, caps
 
-	targets := []plugin.Target{
+	all := []plugin.Target{
 		{Host: "alpha", Labels: map[string]string{}},
 		{Host: "beta", Labels: map[string]string{}},
 		{Host: "gamma", Labels: map[string]string{}},
 	}
+	secrets := map[string]string{"deploy-key": secret}
+	good := map[string]string{"base": base}
+	bad := map[string]string{"base": "relative/dir"}
 	request := func(version string, params map[string]string, secrets map[string]string) (*plugin.Request, *recordingSecrets) {
 		rs := &recordingSecrets{values: secrets}
 		return &plugin.Request{
@@ -80,17 +90,14 @@ func run(ctx context.Context, d *host.Remote, cfg map[string]any, base, secret s
 			Tenant:       "acme",
 			Application:  "web",
 			Environment:  "staging",
-			Artifact:     plugin.Artifact{Type: "file", Name: "web", Version: version, Source: "/dev/null"},
-			Targets:      targets,
+			Artifact:     plugin.Artifact{Type: "file", Name: "web", Version: version, Source: "inline"},
+			Targets:      all,
 			Params:       params,
 			Secrets:      rs,
 			Parallelism:  2,
 		}, rs
 	}
-	good := map[string]string{"base": base}
-	secrets := map[string]string{"deploy-key": secret}
-
-	step := func(name string, call func() (any, error), rs *recordingSecrets) {
+	step := func(name string, rs *recordingSecrets, call func() (any, error)) {
 		res, err := call()
 		s := Step{Name: name, SecretsRead: rs.names()}
 		if err != nil {
@@ -101,40 +108,45 @@ func run(ctx context.Context, d *host.Remote, cfg map[string]any, base, secret s
 		}
 		report.Steps = append(report.Steps, s)
 	}
-	deploy := func(req *plugin.Request) func() (any, error) {
-		return func() (any, error) { return d.Deploy(ctx, req) }
+	deploy := func(name, version string, params, secrets map[string]string, edit func(*plugin.Request)) {
+		req, rs := request(version, params, secrets)
+		if edit != nil {
+			edit(req)
+		}
+		step(name, rs, func() (any, error) { return d.Deploy(ctx, req) })
 	}
-	current := func(req *plugin.Request) func() (any, error) {
-		return func() (any, error) { return d.CurrentRelease(ctx, req) }
+	current := func(name string) []plugin.TargetRelease {
+		req, rs := request("", good, secrets)
+		var releases []plugin.TargetRelease
+		step(name, rs, func() (any, error) {
+			var err error
+			releases, err = d.CurrentRelease(ctx, req)
+			return releases, err
+		})
+		return releases
 	}
 
 	req, rs := request("v1", good, secrets)
-	step("validate", func() (any, error) { return nil, d.Validate(ctx, req) }, rs)
-	step("deploy_v1", deploy(req), rs)
-	req, rs = request("v1", good, secrets)
-	step("current_after_v1", current(req), rs)
+	step("validate", rs, func() (any, error) { return nil, d.Validate(ctx, req) })
+	req, rs = request("v1", bad, secrets)
+	step("validate_bad_param", rs, func() (any, error) { return nil, d.Validate(ctx, req) })
+	deploy("deploy_v1", "v1", good, secrets, nil)
+	current("current_after_v1")
 	req, rs = request("v2", good, secrets)
-	step("dry_run_v2", func() (any, error) { return d.DryRun(ctx, req) }, rs)
+	step("dry_run_v2", rs, func() (any, error) { return d.DryRun(ctx, req) })
+	checkpoint := current("current_after_dry_run")
+	deploy("deploy_v2", "v2", good, secrets, nil)
 	req, rs = request("v2", good, secrets)
-	checkpoint, cerr := d.CurrentRelease(ctx, req)
-	step("current_after_dry_run", func() (any, error) { return checkpoint, cerr }, rs)
-	req, rs = request("v2", good, secrets)
-	step("deploy_v2", deploy(req), rs)
-	req, rs = request("v2", good, secrets)
-	step("rollback", func() (any, error) {
+	step("rollback", rs, func() (any, error) {
 		return d.Rollback(ctx, &plugin.RollbackRequest{Request: *req, Releases: checkpoint})
-	}, rs)
-	req, rs = request("v2", good, secrets)
-	step("current_after_rollback", current(req), rs)
-	req, rs = request("v3", map[string]string{}, secrets)
-	step("deploy_missing_base", deploy(req), rs)
-	req, rs = request("v3", good, map[string]string{})
-	step("deploy_missing_secret", deploy(req), rs)
-	req, rs = request("v3", map[string]string{"base": base, "fail_host": "beta"}, secrets)
-	req.Parallelism = 1
-	step("deploy_fail_beta", deploy(req), rs)
+	})
+	current("current_after_rollback")
+	deploy("deploy_bad_param", "v3", bad, secrets, nil)
+	deploy("deploy_missing_secret", "v3", good, map[string]string{}, nil)
+	deploy("deploy_fail_beta", "v3", map[string]string{"base": base, "fail_host": "beta"}, secrets, func(r *plugin.Request) { r.Parallelism = 1 })
+	deploy("deploy_no_targets", "v3", good, secrets, func(r *plugin.Request) { r.Targets = []plugin.Target{} })
 	req, rs = request("v3", good, secrets)
-	step("prepare_slots", func() (any, error) { return d.PrepareSlots(ctx, req) }, rs)
+	step("prepare_slots", rs, func() (any, error) { return d.PrepareSlots(ctx, req) })
 	return report
 }
 
