@@ -106,6 +106,12 @@ export class ExternalPlugin implements HostedPlugin {
     return this.live && !this.live.proc.hasExited() ? this.live.proc.pid : undefined;
   }
 
+  /** Where the running process serves gRPC, if it runs (diagnostics, tests). */
+  endpoint(): { pid: number; target: string } | undefined {
+    const p = this.live?.proc;
+    return p && !p.hasExited() ? { pid: p.pid, target: p.target } : undefined;
+  }
+
   /** Lifetime restarts after a crash or a hung process. */
   restartCount(): number {
     return this.totalRestarts;

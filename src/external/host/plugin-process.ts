@@ -38,6 +38,8 @@ export interface SpawnOptions {
 /** A started plugin process with its gRPC clients on one mTLS channel. */
 export interface PluginProcess {
   readonly pid: number;
+  /** The gRPC target the plugin announced (`unix:/path` or `host:port`). */
+  readonly target: string;
   readonly deployer: DeployerClient;
   readonly health: HealthClient;
   readonly controller: GRPCControllerClient;
@@ -124,6 +126,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     const ch = channel;
     return {
       pid: child.pid!,
+      target,
       deployer,
       health,
       controller,

@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import { describe, it } from "node:test";
+import { Code, ManentError } from "../../src/plugin.js";
+import { ResultError } from "../../src/core/contract/result-error.js";
+import { parseExternalEntry, parseDuration } from "../../src/external/host/config.js";
+import { pluginEnvironment } from "../../src/external/host/environment.js";
+import { formatHandshake, parseHandshake } from "../../src/external/protocol/handshake.js";
+import { formatHclogLine, parseHclogLine } from "../../src/external/protocol/hclog.js";
+import { decodeRawBase64, encodeRawBase64, generateIdentity } from "../../src/external/protocol/mtls.js";
+import { fromServiceError, toStatus } from "../../src/external/protocol/wire-errors.js";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
+
+describe("handshake line", () => {
+  it("round-trips a go-plugin line with a raw base64 certificate", async () => {
+    const id = await generateIdentity();
+    const raw = encodeRawBase64(id.der);
+    assert.ok(!raw.endsWith("="), "no padding, like base64.RawStdEncoding");
+    const line = formatHandshake({ network: "unix", address: "/tmp/p.sock", serverCertRaw64: raw });
+    assert.match(line, /^1\|1\|unix\|\/tmp\/p\.sock\|grpc\|[A-Za-z0-9+/]+\n$/);
+    const hs = parseHandshake(line, "p");
+    assert.equal(hs.network, "unix");
+    assert.equal(hs.address, "/tmp/p.sock");
+    assert.deepEqual(hs.serverCert, id.der);
+  });
+
+  it("generates certificates like go-plugin: P-521, localhost, CA, client and server auth", async () => {
+    const id = await generateIdentity();
+    const cert = new X509Certificate(id.certPem);
+    assert.equal(cert.ca, true);
+    assert.match(cert.subjectAltName ?? "", /DNS:localhost/);
+    assert.equal(cert.publicKey.asymmetricKeyDetails?.namedCurve, "secp521r1");
+    assert.deepEqual(new Set(cert.keyUsage), new Set(["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]));
+    assert.ok(cert.checkPrivateKey(createPrivateKey(id.keyPem)));
+  });
+
+  const bad: [string, string, RegExp][] = [
+    ["junk", "hello world", /plugin p: unrecognized handshake on stdout: "hello world"/],
+    ["core version", "2|1|unix|/x|grpc", /incompatible go-plugin core protocol version 2/],
+    ["app version", "1|2|unix|/x|grpc", /plugin p: incompatible protocol version: plugin speaks 2, manent speaks 1/],
+    ["non-numeric version", "1|x|unix|/x|grpc", /protocol version "x" is not a number/],
+    ["network", "1|1|udp|/x|grpc", /unknown network "udp"/],
+    ["net/rpc (no protocol field)", "1|1|unix|/x", /unsupported plugin protocol "netrpc"/],
+    ["net/rpc", "1|1|tcp|127.0.0.1:1|netrpc", /unsupported plugin protocol "netrpc"/],
+  ];
+  for (const [what, line, re] of bad) {
+    it(`refuses ${what} with an error naming the plugin`, () => {
+      assert.throws(() => parseHandshake(line, "p"), (err: unknown) => err instanceof ManentError && re.test(err.message) && err.details.plugin === "p");
+    });
+  }
+
+  it("ignores a short sixth field, as go-plugin does for old plugins", () => {
+    assert.equal(parseHandshake("1|1|tcp|127.0.0.1:1234|grpc|", "p").serverCert, undefined);
+  });
+
+  it("rejects a certificate field that is not base64", () => {
+    assert.throws(() => decodeRawBase64("not*base64"));
+  });
+});
+
+describe("hclog lines", () => {
+  it("parses level, message and attributes", () => {
+    const line = formatHclogLine("warn", "disk low", { host: "web1", free: 3 });
+    const parsed = parseHclogLine(line.trimEnd());
+    assert.deepEqual(parsed, { level: "warn", message: "disk low", attrs: { host: "web1", free: 3 } });
+    assert.match(JSON.parse(line)["@timestamp"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+  });
+
+  it("leaves non-hclog lines alone", () => {
+    assert.equal(parseHclogLine("panic: boom"), undefined);
+    assert.equal(parseHclogLine('{"msg":"pino style"}'), undefined);
+    assert.equal(parseHclogLine("{not json"), undefined);
+  });
+});
+
+describe("failure converter", () => {
+  const roundTrip = (err: unknown): ManentError => {
+    const st = toStatus(err);
+    const se = Object.assign(new Error(st.details), { code: st.code!, details: st.details!, metadata: st.metadata! }) as ServiceError;
+    return fromServiceError(se, "p", "Deploy");
+  };
+
+  it("keeps a permanent error permanent (ABORTED) with its details", () => {
+    const e = roundTrip(new ManentError(Code.Aborted, "max_destroy exceeded", { details: { field: "max_destroy" } }));
+    assert.equal(e.code, Code.Aborted);
+    assert.equal(e.permanent, true);
+    assert.deepEqual(e.details, { field: "max_destroy", plugin: "p" });
+    assert.equal(toStatus(new ManentError(Code.Aborted, "x")).code, status.ABORTED);
+  });
+
+  it("carries per-target results of a failed deploy", () => {
+    const result = { plugin: "p", targets: [{ host: "a", status: "deployed" as const, duration_ms: 5 }, { host: "b", status: "failed" as const, error: "boom" }] };
+    const e = roundTrip(new ResultError(new ManentError(Code.Unavailable, "boom"), result));
+    assert.ok(e instanceof ResultError);
+    assert.equal(e.code, Code.Unavailable);
+    assert.deepEqual(e.result, result);
+  });
+
+  it("maps a bare UNIMPLEMENTED to an absent capability and keeps other codes", () => {
+    const bare = (code: status) => Object.assign(new Error("x"), { code, details: "x", metadata: new Metadata() }) as ServiceError;
+    const u = fromServiceError(bare(status.UNIMPLEMENTED), "p", "DryRun");
+    assert.equal(u.code, Code.Unimplemented);
+    assert.match(u.message, /plugin p does not implement DryRun/);
+    assert.equal(fromServiceError(bare(status.RESOURCE_EXHAUSTED), "p", "Deploy").code, Code.ResourceExhausted);
+  });
+});
+
+describe("external configuration", () => {
+  it("splits external settings from the plugin configuration", () => {
+    const { external, config } = parseExternalEntry("my", {
+      external: { command: "./bin/p", sha256: "A".repeat(64), env: { KUBECONFIG: "/k" }, start_timeout: "30s" },
+      namespace_prefix: "team-a-",
+    });
+    assert.deepEqual(external, { command: "./bin/p", args: [], sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, startTimeoutMs: 30_000 });
+    assert.deepEqual(config, { namespace_prefix: "team-a-" });
+    assert.equal(parseExternalEntry("my", { external: { command: "p" } }).external.startTimeoutMs, 60_000);
+  });
+
+  it("names the field of a bad entry", () => {
+    assert.throws(() => parseExternalEntry("my", { external: { command: "p", sha256: "xyz" } }), /plugins\.my\.external\.sha256: must be 64 hex/);
+    assert.throws(() => parseExternalEntry("my", { external: { command: "p", bogus: 1 } }), /plugins\.my\.external/);
+    assert.throws(() => parseDuration("soon", "f"), /f: "soon" is not a duration/);
+  });
+
+  it("builds the environment from the allow-list, external.env and go-plugin's variables", () => {
+    const env = pluginEnvironment({ PATH: "/bin", HOME: "/root", AWS_SECRET_ACCESS_KEY: "no", LANG: "C" }, { KUBECONFIG: "/k", MANENT_PLUGIN: "spoof" }, "PEM", "/d");
+    assert.deepEqual(env, {
+      PATH: "/bin",
+      HOME: "/root",
+      LANG: "C",
+      KUBECONFIG: "/k",
+      MANENT_PLUGIN: "manent-deployer-plugin-6c1e0b",
+      PLUGIN_PROTOCOL_VERSIONS: "1",
+      PLUGIN_MIN_PORT: "10000",
+      PLUGIN_MAX_PORT: "25000",
+      PLUGIN_CLIENT_CERT: "PEM",
+      PLUGIN_UNIX_SOCKET_DIR: "/d",
+    });
+  });
+});
