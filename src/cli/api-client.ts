@@ -16,8 +16,9 @@ export class ApiClient {
     return this.request("POST", "/api/v1/rollbacks", body);
   }
 
-  deploy(id: string): Promise<DeployRecord> {
-    return this.request("GET", `/api/v1/deploys/${encodeURIComponent(id)}`);
+  /** A deploy; with `waitSeconds`, the server answers once it has ended (or when the wait is over). */
+  deploy(id: string, waitSeconds = 0): Promise<DeployRecord> {
+    return this.request("GET", `/api/v1/deploys/${encodeURIComponent(id)}${waitSeconds ? `?wait=${waitSeconds}` : ""}`);
   }
 
   cancel(id: string): Promise<DeployRecord> {

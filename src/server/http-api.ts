@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Registry } from "prom-client";
 import { capabilitiesOf } from "../core/contract/index.js";
 import { validate } from "../core/config/index.js";
-import type { DeployStore } from "../core/engine/deploy-store.js";
+import { terminalStatuses, type DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import type { Submission } from "../core/engine/resolve.js";
@@ -112,8 +112,17 @@ async function handle(deps: ApiDeps, req: IncomingMessage, res: ServerResponse):
   const one = /^\/api\/v1\/deploys\/([0-9a-f-]{36})(\/cancel)?$/.exec(path);
   if (one) {
     const id = one[1]!;
-    const deploy = await visibleDeploy(deps, caller, id);
-    if (!one[2] && method === "GET") return send(res, 200, deploy);
+    let deploy = await visibleDeploy(deps, caller, id);
+    if (!one[2] && method === "GET") {
+      // ?wait=N: answer when the deploy has ended, or after N seconds (long poll).
+      const waitMs = Math.min(Number(url.searchParams.get("wait") ?? 0) || 0, 300) * 1000;
+      const deadline = Date.now() + waitMs;
+      while (!terminalStatuses.has(deploy.status) && Date.now() < deadline && !req.socket.destroyed) {
+        await new Promise((r) => setTimeout(r, 100));
+        deploy = (await deps.store.getDeploy(id)) ?? deploy;
+      }
+      return send(res, 200, deploy);
+    }
     if (one[2] && method === "POST") {
       await deps.engine.cancel(id);
       return send(res, 200, await deps.store.getDeploy(id));

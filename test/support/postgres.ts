@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -20,6 +20,7 @@ export class TestPostgres {
   static async start(): Promise<TestPostgres> {
     if (process.env.TEST_DATABASE_URL) return new TestPostgres(process.env.TEST_DATABASE_URL, async () => {});
     const dir = await mkdtemp(join(tmpdir(), "manent-pg-"));
+    await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user
     const db = await EmbeddedDatabase.start(dir, quiet);
     return new TestPostgres(db.url, async () => {
       await db.stop();

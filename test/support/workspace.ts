@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { stringify } from "yaml";
@@ -13,6 +13,7 @@ export interface Workspace {
 /** A temporary directory holding a manent.yml, envconfigs, descriptors and artifacts for one test. */
 export async function createWorkspace(prefix = "manent-test-"): Promise<Workspace> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
+  await chmod(dir, 0o755); // reachable by the postgres user when a test uses the embedded default
   return {
     dir,
     path: (...parts) => join(dir, ...parts),

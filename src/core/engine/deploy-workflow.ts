@@ -19,6 +19,7 @@ import type { DeployStatus, DeployStore } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
+import { rollbackTarget } from "./rollback-target.js";
 import { runStep, type StepContext } from "./step-runner.js";
 
 export interface DeployWorkflowInput {
@@ -66,7 +67,7 @@ export class DeployWorkflow {
     try {
       r = await this.step(id, seq.resolve, "resolve", once, async () => {
         const resolved = await resolveSubmission(this.deps.config, this.deps.plugins, submission);
-        return resolved.kind === "rollback" ? { ...resolved, to: await this.rollbackVersion(resolved) } : resolved;
+        return resolved.kind === "rollback" ? { ...resolved, to: await rollbackTarget(this.deps.store, resolved) } : resolved;
       });
     } catch (err) {
       return this.finish(id, submission.kind, "failed", err, startedAt);
@@ -189,21 +190,6 @@ export class DeployWorkflow {
       return { plugin: plugin.name, capabilities };
     });
     return out.capabilities;
-  }
-
-  /** The version a user rollback returns to: the one asked for, else the last good one before the current. */
-  private async rollbackVersion(r: ResolvedDeploy): Promise<string> {
-    if (r.to) return r.to;
-    const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
-    const current = await this.deps.store.lastSucceeded(key);
-    const previous = current ? await this.deps.store.lastSucceeded(key, current.version) : undefined;
-    if (!previous) {
-      throw new ManentError(
-        Code.FailedPrecondition,
-        `nothing to roll back to: ${r.application}/${r.environment} has no earlier successful release (use --to VERSION)`,
-      );
-    }
-    return previous.version;
   }
 
   /** Calls the plugin with a request for this phase; secrets are open only during the call. */

@@ -7,6 +7,7 @@ import type { DeployStore } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
+import { rollbackTarget } from "./rollback-target.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
 
@@ -80,13 +81,18 @@ export class Engine {
   async submit(submission: Submission, submittedBy?: string): Promise<{ id: string; queued_behind?: string }> {
     const { config, plugins, store } = this.opts;
     const r = await resolveSubmission(config, plugins, submission);
+    if (r.kind === "rollback") {
+      // Fixed now, so the record names the version and a later deploy cannot change the target.
+      r.to = await rollbackTarget(store, r);
+      submission = { ...submission, to: r.to };
+    }
     const id = randomUUID();
     const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
     await store.createDeploy({
       id,
       kind: r.kind,
       ...key,
-      version: r.kind === "rollback" ? (r.to ?? "previous") : r.artifact.version,
+      version: r.kind === "rollback" ? r.to! : r.artifact.version,
       request: { ...submission },
       ...(submittedBy !== undefined && { submittedBy }),
     });

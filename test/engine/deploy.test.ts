@@ -1,0 +1,168 @@
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { after, before, describe, it } from "node:test";
+import { startServer, type ServerProcess } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+/** Deploys through a real manent-server on real Postgres, with the noop plugin recording every call. */
+describe("deploy workflow", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let server: ServerProcess;
+  let artifact: string;
+
+  const envconfig = (app: string, env: string, body: Record<string, unknown>) => ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, body);
+  const journal = async (): Promise<{ call: string; deployment: string; version: string }[]> =>
+    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { call: string; deployment: string; version: string });
+  const params = (extra: Record<string, string> = {}) => ({ state_dir: ws.path("state"), journal: ws.path("journal"), ...extra });
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifact = await ws.write("dist/app.txt", "hello\n");
+    const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+    server = await startServer(config, { cwd: ws.dir });
+  });
+  after(async () => {
+    await server?.stop();
+    await pg?.stop();
+  });
+
+  it("runs every step, deploys every target and records the result", async () => {
+    await envconfig("alpha", "test", { plugin: "noop", targets: [{ host: "a" }, { host: "b" }], params: params() });
+    const { id } = await server.api.submit({ descriptor: descriptor("alpha", "test", artifact), descriptor_file: "alpha.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.deepEqual(d.steps.map((s) => `${s.name}:${s.status}:${s.attempts}`), [
+      "resolve:succeeded:1",
+      "fetch:succeeded:1",
+      "validate:succeeded:1",
+      "checkpoint:succeeded:1",
+      "deploy:succeeded:1",
+    ]);
+    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { plugin: string; targets: { host: string; status: string }[] };
+    assert.equal(result.plugin, "noop");
+    assert.deepEqual(result.targets.map((t) => `${t.host}:${t.status}`), ["a:deployed", "b:deployed"]);
+    assert.deepEqual(d.targets.map((t) => `${t.phase}:${t.host}:${t.status}`), ["deploy:a:deployed", "deploy:b:deployed"]);
+    assert.equal(await readFile(ws.path("state", "a.release"), "utf8"), "1.0.0");
+  });
+
+  it("retries a transient failure and succeeds on the next attempt", async () => {
+    await envconfig("beta", "test", {
+      plugin: "noop",
+      targets: [{ host: "b1" }],
+      params: params({ fail_hosts: "b1", fail_mode: "transient", fail_times: "2" }),
+      max_retries: 3,
+      retry_interval: "10ms",
+    });
+    const { id } = await server.api.submit({ descriptor: descriptor("beta", "test", artifact), descriptor_file: "beta.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 3);
+    assert.equal((await journal()).filter((j) => j.deployment === id && j.call === "deploy").length, 3);
+  });
+
+  it("fails a permanent error at once, without retries", async () => {
+    await envconfig("gamma", "test", {
+      plugin: "noop",
+      targets: [{ host: "g1" }],
+      params: params({ fail_hosts: "g1", fail_mode: "permanent" }),
+      max_retries: 5,
+      retry_interval: "10ms",
+    });
+    const { id } = await server.api.submit({ descriptor: descriptor("gamma", "test", artifact), descriptor_file: "gamma.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "failed");
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1);
+    assert.equal(d.error?.code, "aborted");
+    assert.match(d.error!.message, /target g1: failing as configured/);
+    assert.equal((await journal()).filter((j) => j.deployment === id).length, 1);
+  });
+
+  it("gives up after max_retries on a failure that does not pass", async () => {
+    await envconfig("delta", "test", {
+      plugin: "noop",
+      targets: [{ host: "d1" }],
+      params: params({ fail_hosts: "d1", fail_mode: "transient" }),
+      steps: { deploy: { max_retries: 2 } },
+      retry_interval: "10ms",
+    });
+    const { id } = await server.api.submit({ descriptor: descriptor("delta", "test", artifact), descriptor_file: "delta.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "failed");
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 3);
+    assert.match(d.error!.message, /failing as configured .*\(after 3 attempts\)/);
+  });
+
+  it("rolls a failed deploy back to the checkpointed release of every target", async () => {
+    await envconfig("eps", "test", { plugin: "noop", targets: [{ host: "e1" }, { host: "e2" }], params: params(), rollback: { enabled: true } });
+    const first = await server.api.submit({ descriptor: descriptor("eps", "test", artifact, "1.0.0"), descriptor_file: "eps.yml" });
+    assert.equal((await server.api.deploy(first.id, 60)).status, "succeeded");
+    await envconfig("eps", "test", { plugin: "noop", targets: [{ host: "e1" }, { host: "e2" }], params: params({ fail_hosts: "e2" }), rollback: { enabled: true } });
+    const second = await server.api.submit({ descriptor: descriptor("eps", "test", artifact, "2.0.0"), descriptor_file: "eps.yml" });
+    const d = await server.api.deploy(second.id, 60);
+    assert.equal(d.status, "rolled_back");
+    assert.match(d.error!.message, /target e2: failing as configured.*; rollback completed$/);
+    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as { releases: { host: string; version: string }[] };
+    assert.deepEqual(checkpoint.releases, [
+      { host: "e1", version: "1.0.0" },
+      { host: "e2", version: "1.0.0" },
+    ]);
+    assert.equal(await readFile(ws.path("state", "e1.release"), "utf8"), "1.0.0");
+    assert.equal(await readFile(ws.path("state", "e2.release"), "utf8"), "1.0.0");
+  });
+
+  it("does not roll back when rollback is not enabled, and says why in the checkpoint", async () => {
+    await envconfig("zeta", "test", { plugin: "noop", targets: [{ host: "z1" }], params: params({ fail_hosts: "z1" }) });
+    const { id } = await server.api.submit({ descriptor: descriptor("zeta", "test", artifact), descriptor_file: "zeta.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "failed");
+    assert.equal(d.steps.some((s) => s.name === "rollback"), false);
+    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as { can_rollback: boolean; no_rollback_reason: string };
+    assert.equal(checkpoint.can_rollback, false);
+    assert.match(checkpoint.no_rollback_reason, /rollback.enabled is false/);
+  });
+
+  it("dry-runs through the plugin and changes nothing", async () => {
+    await envconfig("eta", "test", { plugin: "noop", targets: [{ host: "h1" }], params: params() });
+    const { id } = await server.api.submit({ descriptor: descriptor("eta", "test", artifact), descriptor_file: "eta.yml", dry_run: true });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded");
+    assert.equal(d.kind, "dry_run");
+    assert.deepEqual(d.steps.map((s) => s.name), ["resolve", "fetch", "validate", "deploy"]);
+    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { targets: { status: string }[] };
+    assert.equal(result.targets[0]!.status, "ready");
+    await assert.rejects(readFile(ws.path("state", "h1.release"), "utf8"), /ENOENT/);
+  });
+
+  it("never runs two deploys of the same application and environment at once: the second waits", async () => {
+    await envconfig("theta", "test", { plugin: "noop", targets: [{ host: "t1" }], params: params({ delay: "400ms" }) });
+    const a = await server.api.submit({ descriptor: descriptor("theta", "test", artifact, "1.0.0"), descriptor_file: "theta.yml" });
+    const b = await server.api.submit({ descriptor: descriptor("theta", "test", artifact, "2.0.0"), descriptor_file: "theta.yml" });
+    assert.equal(b.queued_behind, a.id);
+    const [da, db] = [await server.api.deploy(a.id, 60), await server.api.deploy(b.id, 60)];
+    assert.equal(da.status, "succeeded");
+    assert.equal(db.status, "succeeded");
+    assert.ok(Date.parse(db.started_at!) >= Date.parse(da.finished_at!), `second started ${db.started_at} before first finished ${da.finished_at}`);
+    assert.equal(await readFile(ws.path("state", "t1.release"), "utf8"), "2.0.0");
+  });
+
+  it("rolls back on request to the release before the current one, without fetching", async () => {
+    await envconfig("iota", "test", { plugin: "noop", targets: [{ host: "i1" }], params: params() });
+    for (const v of ["1.0.0", "1.1.0"]) {
+      const { id } = await server.api.submit({ descriptor: descriptor("iota", "test", artifact, v), descriptor_file: "iota.yml" });
+      assert.equal((await server.api.deploy(id, 60)).status, "succeeded");
+    }
+    const { id } = await server.api.rollback({ descriptor: descriptor("iota", "test", artifact), descriptor_file: "iota.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.equal(d.kind, "rollback");
+    assert.equal(d.version, "1.0.0");
+    assert.equal(d.steps.some((s) => s.name === "fetch"), false);
+    assert.equal(await readFile(ws.path("state", "i1.release"), "utf8"), "1.0.0");
+  });
+});
