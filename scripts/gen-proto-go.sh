@@ -19,7 +19,8 @@ if [ "$(installed_version protoc-gen-go-grpc)" != "${PROTOC_GEN_GO_GRPC_VERSION#
   go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
 fi
 
-out=sdk/go/proto
+# GEN_PROTO_GO_OUT redirects the output (scripts/ci/go.sh checks the checked-in code is current).
+out=${GEN_PROTO_GO_OUT:-sdk/go/proto}
 mkdir -p "$out"
 if [ -x node_modules/.bin/buf ]; then
   # buf's built-in compiler; the template is inline so no buf.gen.yaml is added at the root.

@@ -1,0 +1,106 @@
+// Command gohost is the external-plugin benchmark on hashicorp/go-plugin's own client (package
+// sdk/go/host): cold start to the first Configure for the Go and the TS sample plugins, and the
+// round trip of a no-op Deploy on the Go sample. It prints figures; run it with
+// bench/external-go.sh, which builds the plugins first.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/manent-deployer/manent/sdk/go/host"
+	"github.com/manent-deployer/manent/sdk/go/plugin"
+)
+
+func main() {
+	goPlugin := flag.String("go-plugin", "", "the Go sample plugin binary (required)")
+	tsPlugin := flag.String("ts-plugin", "", "the TS sample plugin bundle (optional)")
+	starts := flag.Int("starts", 15, "cold starts per plugin")
+	deploys := flag.Int("deploys", 2000, "no-op deploys measured")
+	flag.Parse()
+	if *goPlugin == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	base, err := os.MkdirTemp("", "manent-bench-gohost-")
+	check(err)
+	defer os.RemoveAll(base)
+
+	fmt.Printf("external plugins, Go host (hashicorp/go-plugin client, AutoMTLS), %d cold starts, %d deploys\n", *starts, *deploys)
+	coldStart("Go sample", *goPlugin, *starts)
+	if *tsPlugin != "" {
+		coldStart("TS sample", *tsPlugin, *starts)
+	}
+	roundTrip(*goPlugin, base, *deploys)
+}
+
+// coldStart measures process start + go-plugin handshake + mTLS connection + the first
+// Configure, which is what the first deploy that uses a plugin waits for.
+func coldStart(label, command string, n int) {
+	samples := make([]time.Duration, 0, n)
+	for range n {
+		begin := time.Now()
+		p, err := host.Start(host.Config{Command: command, StartTimeout: time.Minute})
+		check(err)
+		_, _, err = p.Configure(context.Background(), map[string]any{})
+		check(err)
+		samples = append(samples, time.Since(begin))
+		p.Kill()
+	}
+	fmt.Printf("cold start to first Configure, %s: median %s, min %s, max %s\n", label, ms(pct(samples, 50)), ms(slices.Min(samples)), ms(slices.Max(samples)))
+}
+
+// roundTrip measures a Deploy with no targets: the plugin does no work, so the figure is the
+// protocol's cost. With secrets, the host also serves the Secrets service on a fresh broker id
+// for the call (the real Deploy path; the plugin does not dial it without targets).
+func roundTrip(command, base string, n int) {
+	p, err := host.Start(host.Config{Command: command, StartTimeout: time.Minute})
+	check(err)
+	defer p.Kill()
+	ctx := context.Background()
+	_, _, err = p.Configure(ctx, map[string]any{})
+	check(err)
+	for _, withSecrets := range []bool{false, true} {
+		req := &plugin.Request{
+			DeploymentID: "bench", Artifact: plugin.Artifact{Type: "file", Name: "web", Version: "v1"},
+			Targets: []plugin.Target{}, Params: map[string]string{"base": base}, Parallelism: 1,
+		}
+		label := "no-op Deploy round trip, Go sample"
+		if withSecrets {
+			req.Secrets = host.StaticSecrets{"deploy-key": "x"}
+			label += ", Secrets served on the broker"
+		}
+		for range n / 10 { // warm up connections and the runtime
+			_, err := p.Deploy(ctx, req)
+			check(err)
+		}
+		samples := make([]time.Duration, 0, n)
+		for range n {
+			begin := time.Now()
+			_, err := p.Deploy(ctx, req)
+			samples = append(samples, time.Since(begin))
+			check(err)
+		}
+		fmt.Printf("%s: median %s, p99 %s\n", label, ms(pct(samples, 50)), ms(pct(samples, 99)))
+	}
+}
+
+func pct(samples []time.Duration, p int) time.Duration {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000) }
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
