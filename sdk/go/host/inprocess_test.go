@@ -165,3 +165,43 @@ func TestInProcessProtocol(t *testing.T) {
 		}
 	})
 }
+
+func TestInProcessCancellationReachesThePlugin(t *testing.T) {
+	d := connect(t)
+	if _, _, err := d.Configure(context.Background(), map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Deploy(ctx, request(map[string]string{"mode": "block"}, host.StaticSecrets{}, "a"))
+		done <- err
+	}()
+	<-blocked.started
+	cancel()
+	if err := <-blocked.ended; err != context.Canceled {
+		t.Fatalf("the plugin's context ended with %v, want context.Canceled", err)
+	}
+	if err := <-done; plugin.CodeOf(err) != plugin.CodeCanceled {
+		t.Fatalf("the host's call ended with %v (%v), want canceled", err, plugin.CodeOf(err))
+	}
+}
+
+func TestInProcessSerialDeployerGetsParallelismOne(t *testing.T) {
+	d := connect(t)
+	_, caps, err := d.Configure(context.Background(), map[string]any{"serial": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(caps) != 0 {
+		t.Fatalf("capabilities %v, want none", caps)
+	}
+	res, err := d.Deploy(context.Background(), request(nil, host.StaticSecrets{"token": "x"}, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Details["parallelism"] != "1" {
+		t.Fatalf("a deployer without parallel_targets got parallelism %s", res.Details["parallelism"])
+	}
+}

@@ -13,7 +13,8 @@ import (
 // probe is the deployer the SDK tests serve: it reads a secret, fails on request with a
 // partial result, and keeps the last call's Secrets to show it dies with the call.
 type probe struct {
-	log *slog.Logger
+	log    *slog.Logger
+	serial bool // ParallelTargets() false
 
 	mu    sync.Mutex
 	stale plugin.Secrets
@@ -23,12 +24,19 @@ func probeFactory(cfg map[string]any, log *slog.Logger) (plugin.Deployer, error)
 	if cfg["broken"] == true {
 		return nil, errors.New("config field broken: the probe refuses it")
 	}
-	return &probe{log: log}, nil
+	return &probe{log: log, serial: cfg["serial"] == true}, nil
 }
+
+// blocked reports, for the cancellation test, that a "block" deploy started and then how its
+// context ended (the test and the in-process plugin share the address space).
+var blocked = struct {
+	started chan struct{}
+	ended   chan error
+}{make(chan struct{}, 1), make(chan error, 1)}
 
 func (p *probe) Name() string                    { return "probe" }
 func (p *probe) Supports(a plugin.Artifact) bool { return a.Type == "file" }
-func (p *probe) ParallelTargets() bool           { return true }
+func (p *probe) ParallelTargets() bool           { return !p.serial }
 
 func (p *probe) Validate(_ context.Context, req *plugin.Request) error {
 	if req.Params["mode"] == "invalid" {
@@ -49,6 +57,11 @@ func (p *probe) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result
 		p.mu.Unlock()
 		_, err := stale.Secret(ctx, "token")
 		return nil, fmt.Errorf("stale secrets: %w", err)
+	case "block":
+		blocked.started <- struct{}{}
+		<-ctx.Done()
+		blocked.ended <- ctx.Err()
+		return nil, ctx.Err()
 	case "permanent":
 		return nil, plugin.Permanent(errors.New("param mode: permanent failure asked"))
 	}
