@@ -24,6 +24,15 @@ const targets: { key: keyof GoBinaries; module: string; pkg: string; out: string
 
 let built: Promise<GoBinaries> | undefined;
 
+/** `go` from PATH, else the official tarball's place (a CI shell may not have it on PATH). */
+async function goCommand(): Promise<string> {
+  if (process.env.GO) return process.env.GO;
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (dir && (await exists(path.join(dir, "go")))) return "go";
+  }
+  return (await exists("/usr/local/go/bin/go")) ? "/usr/local/go/bin/go" : "go";
+}
+
 /**
  * Builds the Go binaries once per test process with `go build` (Go's build cache makes the
  * second process's build a relink). Each binary is built to a private name and renamed into
@@ -32,11 +41,12 @@ let built: Promise<GoBinaries> | undefined;
 export function buildGoBinaries(): Promise<GoBinaries> {
   built ??= (async () => {
     const out = {} as GoBinaries;
+    const go = await goCommand();
     for (const t of targets) {
       const dest = path.join(toolsBin, t.out);
       const tmp = `${dest}.tmp-${process.pid}`;
       try {
-        await run("go", ["build", "-o", tmp, t.pkg], { cwd: path.join(repoRoot, t.module), maxBuffer: 16 << 20 });
+        await run(go, ["build", "-o", tmp, t.pkg], { cwd: path.join(repoRoot, t.module), maxBuffer: 16 << 20 });
       } catch (err) {
         const e = err as { stderr?: string; message: string };
         throw new Error(`go build ${t.pkg} in ${t.module} failed (run scripts/ci/go.sh): ${e.stderr || e.message}`);
