@@ -1,0 +1,100 @@
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { after, before, describe, it } from "node:test";
+import { startServer } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+const steps = ["resolve", "fetch", "validate", "checkpoint", "deploy"] as const;
+const points = ["before", "after", "checkpointed"] as const;
+
+/**
+ * A server killed with SIGKILL at every step boundary of a deploy, in turn, and started again:
+ * the deploy completes, steps checkpointed before the kill are not run again, and only the step
+ * whose effect was done but not yet checkpointed runs twice.
+ */
+describe("crash and resume", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let config: string;
+  let artifact: string;
+
+  const journal = async (): Promise<{ call: string; deployment: string }[]> =>
+    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { call: string; deployment: string });
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifact = await ws.write("dist/app.txt", "payload\n");
+    config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+  });
+  after(async () => pg?.stop());
+
+  for (const step of steps) {
+    for (const point of points) {
+      it(`completes a deploy after a kill at ${step}:${point}`, async () => {
+        const app = `crash-${step}-${point}`;
+        await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
+          plugin: "noop",
+          targets: [{ host: `${app}-1` }, { host: `${app}-2` }],
+          params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+          rollback: { enabled: true },
+        });
+        const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: `${step}:${point}` } });
+        const { id } = await doomed.api.submit({ descriptor: descriptor(app, "prod", artifact, "3.1.4"), descriptor_file: `${app}.yml` });
+        const exit = await doomed.exited;
+        assert.equal(exit.signal, "SIGKILL", `server was not killed at ${step}:${point}:\n${doomed.logs().slice(-2000)}`);
+
+        const server = await startServer(config, { cwd: ws.dir });
+        try {
+          const d = await server.api.deploy(id, 120);
+          assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+          const attempts = Object.fromEntries(d.steps.map((s) => [s.name, s.attempts]));
+          for (const s of steps) assert.equal(attempts[s], s === step && point === "after" ? 2 : 1, `${s} attempts after a kill at ${step}:${point}`);
+          const deployCalls = (await journal()).filter((j) => j.deployment === id && j.call === "deploy").length;
+          assert.equal(deployCalls, step === "deploy" && point === "after" ? 2 : 1);
+          for (const host of [`${app}-1`, `${app}-2`]) assert.equal(await readFile(ws.path("state", `${host}.release`), "utf8"), "3.1.4");
+        } finally {
+          await server.stop();
+        }
+      });
+    }
+  }
+
+  it("completes 20 deploys in flight when the server is killed", async () => {
+    const apps = Array.from({ length: 20 }, (_, i) => `fleet-${i}`);
+    for (const app of apps) {
+      await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
+        plugin: "noop",
+        targets: [{ host: `${app}-a` }, { host: `${app}-b` }, { host: `${app}-c` }],
+        params: { state_dir: ws.path("state"), journal: ws.path("journal"), delay: "400ms" },
+      });
+    }
+    // The first deploy to finish its effect kills the server; the others are at every other stage.
+    const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: "deploy:after" } });
+    // Submitted at once: the first deploy needs over a second to reach the kill, all are accepted well before.
+    const ids = (
+      await Promise.all(apps.map((app) => doomed.api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` })))
+    ).map((s) => s.id);
+    assert.equal((await doomed.exited).signal, "SIGKILL");
+
+    const server = await startServer(config, { cwd: ws.dir });
+    try {
+      const deploys = await Promise.all(ids.map((id) => server.api.deploy(id, 120)));
+      assert.deepEqual(deploys.map((d) => d.status), apps.map(() => "succeeded"));
+      const calls = await journal();
+      for (const id of ids) {
+        const n = calls.filter((j) => j.deployment === id && j.call === "deploy").length;
+        assert.ok(n >= 1 && n <= 2, `deploy ${id} ran ${n} times`);
+      }
+      for (const app of apps) {
+        for (const t of ["a", "b", "c"]) assert.equal(await readFile(ws.path("state", `${app}-${t}.release`), "utf8"), "2.0.0");
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+});
