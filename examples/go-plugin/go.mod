@@ -1,6 +1,6 @@
 module github.com/manent-deployer/manent/examples/go-plugin
 
-go 1.26.8
+go 1.26.0
 
 require github.com/manent-deployer/manent/sdk/go v0.0.0
 

@@ -33,7 +33,7 @@ else
 fi
 
 if [ "${1:-}" != "--no-test" ]; then
-  (cd sdk/go && go vet ./... && go test -count=1 ./...)
+  (cd sdk/go && go vet ./... && go test -race -count=1 ./...)
   (cd examples/go-plugin && go vet ./...)
   (cd bench/gohost && go vet ./...)
 fi
