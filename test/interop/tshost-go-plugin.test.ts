@@ -55,6 +55,9 @@ test("TS host runs the conformance script against the Go sample plugin", { skip:
     const deployed = logger.entries.find((e) => e.msg === "target deployed" && e.attrs.host === "alpha" && e.attrs.version === "v1");
     assert.ok(deployed, `the plugin's "target deployed" log line for alpha was not forwarded: ${JSON.stringify(logger.entries.map((e) => e.msg))}`);
     assert.equal(deployed.level, "info");
+    // parallel_targets declared: the host's parallelism reaches the plugin's Request.
+    const started = logger.entries.find((e) => e.msg === "deploy started" && e.attrs.deployment === "dep-v1");
+    assert.equal(started?.attrs.parallelism, 2, "Request.parallelism as the Go plugin saw it");
   } finally {
     await plugin.close();
   }
