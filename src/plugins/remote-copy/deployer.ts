@@ -152,7 +152,7 @@ export class RemoteCopyDeployer
     );
     return resultOrThrow(
       { plugin: pluginName, targets: complete(req, outcome.targets) },
-      outcome.error,
+      failure(req, outcome.error),
     );
   }
 
@@ -219,7 +219,7 @@ export class RemoteCopyDeployer
     );
     return resultOrThrow(
       { plugin: pluginName, targets: complete(req, outcome.targets) },
-      outcome.error,
+      failure(req, outcome.error),
     );
   }
 
@@ -247,7 +247,7 @@ export class RemoteCopyDeployer
         },
       ),
     );
-    if (outcome.error) throw outcome.error;
+    if (outcome.error) throw failure(req, outcome.error);
     return req.targets.map((t) => releases.get(t.host)!);
   }
 
@@ -276,7 +276,7 @@ export class RemoteCopyDeployer
     });
     return resultOrThrow(
       { plugin: pluginName, targets: complete(req, outcome.targets) },
-      outcome.error,
+      failure(req, outcome.error),
     );
   }
 
@@ -393,4 +393,13 @@ function complete(req: Request, results: TargetResult[]): TargetResult[] {
     req.targets,
     (t, i) => results[i] ?? { host: t.host, status: TargetStatus.Skipped },
   );
+}
+
+/**
+ * Several failed targets are combined as `unavailable`; when the call was cancelled, what the
+ * caller must see is `canceled`.
+ */
+function failure(req: Request, error: ManentError | undefined): ManentError | undefined {
+  if (!error || !req.signal.aborted || error.code === Code.Canceled) return error;
+  return new ManentError(Code.Canceled, `cancelled: ${error.message}`, { cause: error, details: error.details });
 }

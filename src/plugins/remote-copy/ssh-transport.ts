@@ -36,6 +36,11 @@ export class SshTransport implements Transport {
   private readonly onAbort = (): void => {
     this.destroy();
   };
+  /**
+   * Rejects when the connection goes away. ssh2 leaves a running fastPut pending forever when
+   * the socket dies, so every operation races against this.
+   */
+  private readonly gone: Promise<never>;
 
   private constructor(
     private readonly client: Client,
@@ -44,6 +49,18 @@ export class SshTransport implements Transport {
     private readonly signal: AbortSignal,
   ) {
     signal.addEventListener("abort", this.onAbort, { once: true });
+    this.gone = new Promise<never>((_, reject) => {
+      const onGone = (): void =>
+        reject(
+          this.signal.aborted
+            ? cancelled(label)
+            : lost(label, "working on the host"),
+        );
+      client.once("close", onGone);
+      jumpClient?.once("close", onGone);
+    });
+    // Nobody may be waiting when the connection closes normally.
+    this.gone.catch(() => undefined);
   }
 
   /** Connects and authenticates; errors are classified (see {@link classifyConnectError}). */
@@ -71,52 +88,59 @@ export class SshTransport implements Transport {
 
   exec(script: string, options?: { timeoutMs?: number }): Promise<ExecResult> {
     if (this.signal.aborted) return Promise.reject(cancelled(this.label));
-    return new Promise((resolve, reject) => {
-      const onChannel = (
-        err: Error | undefined,
-        stream: ClientChannel,
-      ): void => {
-        if (err) return reject(this.lostOr(err, "opening a command channel"));
-        let stdout = "";
-        let stderr = "";
-        let exit: { code: number | null; signal?: string } | undefined;
-        let timedOut = false;
-        const timer =
-          options?.timeoutMs === undefined
-            ? undefined
-            : setTimeout(() => {
-                timedOut = true;
-                stream.close();
-              }, options.timeoutMs);
-        stream.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-        stream.stderr
-          .setEncoding("utf8")
-          .on("data", (d: string) => (stderr += d));
-        stream.on("exit", (code: number | null, signal?: string) => {
-          exit = { code, ...(signal ? { signal } : {}) };
-        });
-        stream.on("close", () => {
-          clearTimeout(timer);
-          if (this.signal.aborted) return reject(cancelled(this.label));
-          if (timedOut) {
-            return reject(
-              new ManentError(
-                Code.DeadlineExceeded,
-                `${this.label}: command did not finish in ${options?.timeoutMs} ms`,
-              ),
-            );
-          }
-          // No exit status: the connection went away under the command.
-          if (!exit) return reject(lost(this.label, "running a command"));
-          resolve({ ...exit, stdout, stderr });
-        });
-      };
-      try {
-        this.client.exec(`sh -c ${sq(script)}`, onChannel);
-      } catch (err) {
-        reject(this.lostOr(err as Error, "opening a command channel"));
-      }
-    });
+    return this.race(
+      new Promise((resolve, reject) => {
+        const onChannel = (
+          err: Error | undefined,
+          stream: ClientChannel,
+        ): void => {
+          if (err) return reject(this.lostOr(err, "opening a command channel"));
+          let stdout = "";
+          let stderr = "";
+          let exit: { code: number | null; signal?: string } | undefined;
+          let timedOut = false;
+          const timer =
+            options?.timeoutMs === undefined
+              ? undefined
+              : setTimeout(() => {
+                  timedOut = true;
+                  stream.close();
+                }, options.timeoutMs);
+          stream.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+          stream.stderr
+            .setEncoding("utf8")
+            .on("data", (d: string) => (stderr += d));
+          stream.on("exit", (code: number | null, signal?: string) => {
+            exit = { code, ...(signal ? { signal } : {}) };
+          });
+          stream.on("close", () => {
+            clearTimeout(timer);
+            if (this.signal.aborted) return reject(cancelled(this.label));
+            if (timedOut) {
+              return reject(
+                new ManentError(
+                  Code.DeadlineExceeded,
+                  `${this.label}: command did not finish in ${options?.timeoutMs} ms`,
+                ),
+              );
+            }
+            // No exit status: the connection went away under the command.
+            if (!exit) return reject(lost(this.label, "running a command"));
+            resolve({ ...exit, stdout, stderr });
+          });
+        };
+        try {
+          this.client.exec(`sh -c ${sq(script)}`, onChannel);
+        } catch (err) {
+          reject(this.lostOr(err as Error, "opening a command channel"));
+        }
+      }),
+    );
+  }
+
+  private race<T>(op: Promise<T>): Promise<T> {
+    op.catch(() => undefined);
+    return Promise.race([op, this.gone]);
   }
 
   async upload(
@@ -127,7 +151,7 @@ export class SshTransport implements Transport {
     if (this.signal.aborted) throw cancelled(this.label);
     const sftp = await this.sftp();
     let total = 0;
-    await new Promise<void>((resolve, reject) => {
+    const put = new Promise<void>((resolve, reject) => {
       sftp.fastPut(
         localPath,
         remotePath,
@@ -142,6 +166,7 @@ export class SshTransport implements Transport {
         (err) => (err ? reject(this.sftpError(err, remotePath)) : resolve()),
       );
     });
+    await this.race(put);
     return total;
   }
 
@@ -157,15 +182,17 @@ export class SshTransport implements Transport {
   }
 
   private sftp(): Promise<SFTPWrapper> {
-    this.sftpSession ??= new Promise((resolve, reject) => {
-      try {
-        this.client.sftp((err, sftp) =>
-          err ? reject(this.lostOr(err, "opening SFTP")) : resolve(sftp),
-        );
-      } catch (err) {
-        reject(this.lostOr(err as Error, "opening SFTP"));
-      }
-    });
+    this.sftpSession ??= this.race(
+      new Promise((resolve, reject) => {
+        try {
+          this.client.sftp((err, sftp) =>
+            err ? reject(this.lostOr(err, "opening SFTP")) : resolve(sftp),
+          );
+        } catch (err) {
+          reject(this.lostOr(err as Error, "opening SFTP"));
+        }
+      }),
+    );
     return this.sftpSession;
   }
 
