@@ -49,7 +49,7 @@ async function untar(gz: Buffer, path: string): Promise<Map<string, Buffer>> {
   await new Promise<void>((resolve, reject) => {
     const parser = new Parser({
       strict: true,
-      onentry: (entry: ReadEntry) => {
+      onReadEntry: (entry: ReadEntry) => {
         if (entry.type !== "File" && entry.type !== "OldFile") {
           entry.resume();
           return;
