@@ -43,10 +43,8 @@ const supportedTypes = new Set(["file", "tarball", "archive"]);
 export class RemoteCopyDeployer
   implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer
 {
-  constructor(
-    private readonly defaults: Record<string, string>,
-    private readonly logger: Logger,
-  ) {}
+  /** `defaults`: param values from manent.yml, overridden by the envconfig's. Logs go to `req.logger`. */
+  constructor(private readonly defaults: Record<string, string>) {}
 
   name(): string {
     return pluginName;
@@ -399,7 +397,14 @@ function complete(req: Request, results: TargetResult[]): TargetResult[] {
  * Several failed targets are combined as `unavailable`; when the call was cancelled, what the
  * caller must see is `canceled`.
  */
-function failure(req: Request, error: ManentError | undefined): ManentError | undefined {
-  if (!error || !req.signal.aborted || error.code === Code.Canceled) return error;
-  return new ManentError(Code.Canceled, `cancelled: ${error.message}`, { cause: error, details: error.details });
+function failure(
+  req: Request,
+  error: ManentError | undefined,
+): ManentError | undefined {
+  if (!error || !req.signal.aborted || error.code === Code.Canceled)
+    return error;
+  return new ManentError(Code.Canceled, `cancelled: ${error.message}`, {
+    cause: error,
+    details: error.details,
+  });
 }

@@ -18,7 +18,7 @@ const configSchema = z.record(
 );
 
 /** The built-in `remote-copy` plugin. */
-export const remoteCopyFactory: Factory = (config, logger) => {
+export const remoteCopyFactory: Factory = (config) => {
   const parsed = configSchema.safeParse(config ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -28,5 +28,5 @@ export const remoteCopyFactory: Factory = (config, logger) => {
       { details: { plugin: pluginName } },
     );
   }
-  return new RemoteCopyDeployer(parsed.data, logger);
+  return new RemoteCopyDeployer(parsed.data);
 };

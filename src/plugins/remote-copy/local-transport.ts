@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { copyFile, stat } from "node:fs/promises";
 import { Code, ManentError } from "../../core/errors.js";
+import { appendCapped } from "./shell.js";
 import type { ExecResult, Transport } from "./transport.js";
 
 /**
@@ -28,8 +29,12 @@ export class LocalTransport implements Transport {
       this.running.add(child);
       let stdout = "";
       let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+      child.stdout
+        .setEncoding("utf8")
+        .on("data", (d: string) => (stdout = appendCapped(stdout, d)));
+      child.stderr
+        .setEncoding("utf8")
+        .on("data", (d: string) => (stderr = appendCapped(stderr, d)));
       const timer =
         options?.timeoutMs === undefined
           ? undefined

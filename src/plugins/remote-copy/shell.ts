@@ -9,3 +9,12 @@ export function tail(text: string, maxLines = 10, maxChars = 1500): string {
   const t = lines.slice(-maxLines).join("\n");
   return t.length > maxChars ? `…${t.slice(-maxChars)}` : t;
 }
+
+/** Output kept per stream: enough for parsing and error tails, bounded for chatty commands. */
+const maxKept = 256 * 1024;
+
+/** Appends `chunk`, keeping only the last {@link maxKept} characters. */
+export function appendCapped(buffer: string, chunk: string): string {
+  const s = buffer + chunk;
+  return s.length > maxKept ? s.slice(-maxKept) : s;
+}

@@ -3,7 +3,7 @@ import type { ClientChannel, SFTPWrapper } from "ssh2";
 import type { Duplex } from "node:stream";
 import { Code, ManentError } from "../../core/errors.js";
 import { verifyHostKey, type HostKeyPolicy } from "./host-key.js";
-import { sq } from "./shell.js";
+import { appendCapped, sq } from "./shell.js";
 import type { ExecResult, Transport } from "./transport.js";
 
 const { Client } = ssh2;
@@ -106,10 +106,12 @@ export class SshTransport implements Transport {
                   timedOut = true;
                   stream.close();
                 }, options.timeoutMs);
-          stream.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+          stream
+            .setEncoding("utf8")
+            .on("data", (d: string) => (stdout = appendCapped(stdout, d)));
           stream.stderr
             .setEncoding("utf8")
-            .on("data", (d: string) => (stderr += d));
+            .on("data", (d: string) => (stderr = appendCapped(stderr, d)));
           stream.on("exit", (code: number | null, signal?: string) => {
             exit = { code, ...(signal ? { signal } : {}) };
           });

@@ -1,9 +1,10 @@
+import { existsSync } from "node:fs";
 import { chmod, chown, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureDeployUser, type DeployUser } from "./deploy-user.js";
 import { generateKey, type KeyPair } from "./keys.js";
-import { SshdServer } from "./sshd-server.js";
+import { SshdServer, sshdPath } from "./sshd-server.js";
 
 export { ensureDeployUser, type DeployUser } from "./deploy-user.js";
 export { generateKey, type KeyPair } from "./keys.js";
@@ -31,6 +32,11 @@ let nextAddress = 2 + (process.pid % 50) * 4;
  * must switch to the deploy user) and openssh-server (scripts/ci/remote-copy.sh).
  */
 export async function startSshHosts(count: number): Promise<SshHosts> {
+  if (!existsSync(sshdPath)) {
+    throw new Error(
+      `${sshdPath} not found: install openssh-server (scripts/ci/remote-copy.sh)`,
+    );
+  }
   const user = ensureDeployUser();
   const dir = await mkdtemp(join(tmpdir(), "manent-sshd-"));
   // The deploy user must reach authorized_keys and the base dirs under it.
