@@ -140,7 +140,8 @@ export class ExternalPlugin implements HostedPlugin {
       // The transport failed: if the process died (or is dying), say so; the call can be retried.
       const how = await Promise.race([live.proc.exited, sleep(500, undefined)]);
       if (how !== undefined || live.killReason) {
-        throw new ManentError(Code.Unavailable, `plugin ${this.name}: process ${live.killReason ?? how} during ${call}; it is being restarted, retry the call`, {
+        const what = live.killReason ?? `exited unexpectedly (${how ?? "connection lost"})`;
+        throw new ManentError(Code.Unavailable, `plugin ${this.name}: process ${what} during ${call}; it is being restarted, retry the call`, {
           details: { plugin: this.name, call },
         });
       }

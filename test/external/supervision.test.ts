@@ -1,0 +1,109 @@
+import assert from "node:assert/strict";
+import { chmod, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Registry } from "prom-client";
+import { Code, isPermanent, ManentError } from "../../src/plugin.js";
+import { ExternalPlugin, type SupervisionOptions } from "../../src/external/host/index.js";
+import { buildFixture, buildSamplePlugin, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
+
+const fast: Partial<SupervisionOptions> = { backoffBaseMs: 20, backoffMaxMs: 200, pingIntervalMs: 100, pingTimeoutMs: 300, pingFailureBudget: 2 };
+
+describe("supervision of the plugin process", () => {
+  let t: { dir: string; cleanup(): Promise<void> };
+  let sample: string;
+  let probe: string;
+  before(async () => {
+    t = await tempDir();
+    [sample, probe] = await Promise.all([buildSamplePlugin(t.dir), buildFixture("probe-plugin", t.dir)]);
+  });
+  after(() => t.cleanup());
+
+  it("fails a call cut by a crash as retryable and serves the retry from a restarted process", async () => {
+    const logger = recordingLogger();
+    const registry = new Registry();
+    const p = await ExternalPlugin.activate({ name: "s", entry: { external: { command: sample } }, baseDir: t.dir, logger, registry, supervision: fast });
+    try {
+      const d = await p.deployer();
+      const base = path.join(t.dir, "crash");
+      const first = p.endpoint()!.pid;
+      const running = d.deploy(request({ deploymentId: "victim", params: { base, delay_ms: "30000" } }));
+      await logger.waitFor((e) => e.msg === "deploy started" && e.attrs.deployment === "victim");
+      process.kill(first, "SIGKILL");
+      await assert.rejects(running, (err: unknown) => {
+        const e = ManentError.from(err);
+        assert.equal(e.code, Code.Unavailable);
+        assert.equal(isPermanent(e), false);
+        assert.match(e.message, /plugin s: process exited unexpectedly \(signal SIGKILL\) during Deploy/);
+        return true;
+      });
+      const res = await d.deploy(request({ deploymentId: "retry", params: { base } }));
+      assert.equal(res.targets[0]!.status, "deployed");
+      assert.notEqual(p.endpoint()!.pid, first);
+      assert.equal(p.restartCount(), 1);
+      assert.match(await registry.metrics(), /manent_plugin_restarts_total\{plugin="s"\} 1/);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("detects a hung plugin (SIGSTOP) with health pings and replaces it", async () => {
+    const logger = recordingLogger();
+    const p = await ExternalPlugin.activate({ name: "h", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: fast });
+    try {
+      await p.capabilities();
+      const hung = p.endpoint()!.pid;
+      process.kill(hung, "SIGSTOP");
+      await logger.waitFor((e) => e.msg === "external plugin does not answer health checks, killing it" && e.attrs.pid === hung);
+      assert.ok(await waitGone(hung, 5_000), "the hung process was not killed");
+      await logger.waitFor((e) => e.msg === "external plugin started" && e.attrs.pid !== hung);
+      const d = await p.deployer();
+      assert.equal((await d.deploy(request({ params: { base: path.join(t.dir, "hung") } }))).targets[0]!.status, "deployed");
+      assert.notEqual(p.endpoint()!.pid, hung);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("gives up on a crash loop with a clear error instead of restarting forever", async () => {
+    const logger = recordingLogger();
+    const registry = new Registry();
+    const p = await ExternalPlugin.activate({
+      name: "loop",
+      entry: { external: { command: probe }, exit_after_ms: 30 },
+      baseDir: t.dir,
+      logger,
+      registry,
+      supervision: { ...fast, maxRestarts: 3 },
+    });
+    try {
+      await p.capabilities().catch(() => {});
+      await logger.waitFor((e) => e.msg === "external plugin keeps failing, giving up");
+      const started = Date.now();
+      await assert.rejects(p.capabilities(), (err: unknown) => {
+        const e = ManentError.from(err);
+        assert.equal(e.code, Code.FailedPrecondition);
+        assert.match(e.message, /plugin loop: gave up after 4 consecutive failures, not restarting it; last error: exited unexpectedly \(exit code 3\)/);
+        return true;
+      });
+      assert.ok(Date.now() - started < 100, "a call after giving up must fail fast");
+      assert.ok(logger.entries.filter((e) => e.msg === "external plugin started").length <= 4);
+      assert.match(await registry.metrics(), /manent_plugin_gave_up\{plugin="loop"\} 1/);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("leaves no process behind when stopped during its start", async () => {
+    const logger = recordingLogger();
+    const slow = path.join(t.dir, "slow-start");
+    await writeFile(slow, '#!/bin/sh\necho "pid $$" >&2\nexec sleep 30\n');
+    await chmod(slow, 0o755);
+    const p = await ExternalPlugin.activate({ name: "slow", entry: { external: { command: slow, start_timeout: "30s" } }, baseDir: t.dir, logger });
+    const starting = p.capabilities();
+    const pid = Number((await logger.waitFor((e) => e.msg.startsWith("pid "))).msg.slice(4));
+    await p.close();
+    await assert.rejects(starting, (err: unknown) => /plugin slow/.test(ManentError.from(err).message));
+    assert.ok(await waitGone(pid, 5_000), "the starting plugin outlived close()");
+  });
+});
