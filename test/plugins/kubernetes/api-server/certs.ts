@@ -23,7 +23,8 @@ export async function generateServerCerts(): Promise<ServerCerts> {
   const caKeys = (await webcrypto.subtle.generateKey(alg, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
   const ca = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
-    name: "CN=kubernetes-test-ca",
+    // A unique name: several clusters' CAs in one bundle must not shadow each other.
+    name: `CN=kubernetes-test-ca-${serial().slice(0, 8)}`,
     notBefore: new Date(now - 60_000),
     notAfter: new Date(now + 24 * 3_600_000),
     signingAlgorithm: alg,
@@ -31,6 +32,7 @@ export async function generateServerCerts(): Promise<ServerCerts> {
     extensions: [
       new x509.BasicConstraintsExtension(true, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+      await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
     ],
   });
   const keys = (await webcrypto.subtle.generateKey(alg, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
@@ -47,6 +49,7 @@ export async function generateServerCerts(): Promise<ServerCerts> {
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+      await x509.AuthorityKeyIdentifierExtension.create(ca),
       new x509.SubjectAlternativeNameExtension([
         { type: "ip", value: "127.0.0.1" },
         { type: "dns", value: "localhost" },

@@ -36,6 +36,8 @@ export interface RecordedRequest {
   query: Record<string, string>;
   contentType?: string;
   user?: string;
+  /** performance.now() at arrival, to tell the order of requests across servers. */
+  at: number;
 }
 
 type Obj = Record<string, unknown> & { metadata: Record<string, unknown> };
@@ -138,7 +140,7 @@ export class TestApiServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "https://127.0.0.1");
-    const rec: RecordedRequest = { method: req.method ?? "GET", path: url.pathname, query: Object.fromEntries(url.searchParams) };
+    const rec: RecordedRequest = { method: req.method ?? "GET", path: url.pathname, query: Object.fromEntries(url.searchParams), at: performance.now() };
     if (req.headers["content-type"]) rec.contentType = req.headers["content-type"];
     this.requests.push(rec);
     try {
