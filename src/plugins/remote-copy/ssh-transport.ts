@@ -363,7 +363,12 @@ function closeClient(client: Client, hard: boolean): Promise<void> {
     const sock = (client as unknown as { _sock?: { destroyed?: boolean } })
       ._sock;
     if (!sock || sock.destroyed) return resolve();
-    client.once("close", () => resolve());
+    // A server that never answers the goodbye must not hold the call: cut the socket after 5 s.
+    const timer = setTimeout(() => client.destroy(), 5000);
+    client.once("close", () => {
+      clearTimeout(timer);
+      resolve();
+    });
     if (hard) client.destroy();
     else client.end();
   });

@@ -24,9 +24,18 @@ export interface LogEntry {
 /** A logger that records entries and lets a test react to one (e.g. kill sshd at the first upload progress). */
 export class RecordingLogger implements Logger {
   readonly entries: LogEntry[] = [];
-  private readonly hooks: { msg: string; fn: (e: LogEntry) => void }[] = [];
+  private readonly hooks: {
+    msg: string;
+    fn: (e: LogEntry) => void;
+    once: boolean;
+  }[] = [];
+  /** Calls `fn` for the next entry with this message only. */
   onceOn(msg: string, fn: (e: LogEntry) => void): void {
-    this.hooks.push({ msg, fn });
+    this.hooks.push({ msg, fn, once: true });
+  }
+  /** Calls `fn` for every entry with this message. */
+  on(msg: string, fn: (e: LogEntry) => void): void {
+    this.hooks.push({ msg, fn, once: false });
   }
   private add(
     level: string,
@@ -35,8 +44,10 @@ export class RecordingLogger implements Logger {
   ): void {
     const e = { level, msg, ...(attrs ? { attrs } : {}) };
     this.entries.push(e);
-    const i = this.hooks.findIndex((h) => h.msg === msg);
-    if (i >= 0) this.hooks.splice(i, 1)[0]!.fn(e);
+    for (const h of this.hooks.filter((x) => x.msg === msg)) {
+      if (h.once) this.hooks.splice(this.hooks.indexOf(h), 1);
+      h.fn(e);
+    }
   }
   debug(msg: string, attrs?: Record<string, unknown>): void {
     this.add("debug", msg, attrs);

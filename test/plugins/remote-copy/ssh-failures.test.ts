@@ -124,6 +124,13 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     const hostBase = base.replace("{host}", server.host);
     assert.equal(await currentOf(hostBase), "");
 
+    // Nothing listens now: a refused connection is retryable too.
+    const refused = await failure(
+      d.deploy(request({ artifact: big, targets, params, secrets })),
+    );
+    assert.equal(refused.code, Code.Unavailable);
+    assert.match(refused.message, /ECONNREFUSED/);
+
     await server.start();
     const r = await d.deploy(
       request({ artifact: big, targets, params, secrets }),
@@ -265,7 +272,11 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     const ac = new AbortController();
     const logger = new RecordingLogger();
     let connectedAtAbort = 0;
-    logger.onceOn("upload progress", () => {
+    // Abort once both hosts are uploading, so both connections are open at that moment.
+    const uploading = new Set<unknown>();
+    logger.on("upload progress", (e) => {
+      uploading.add(e.attrs?.host);
+      if (uploading.size < targets.length || ac.signal.aborted) return;
       connectedAtAbort = targets.reduce(
         (n, t) => n + establishedTo(t.host, t.port!),
         0,
