@@ -78,13 +78,13 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
 
   async dryRun(req: Request): Promise<Result> {
     const prep = await this.prepare(req);
-    const out = await forAllTargets(req, (t) => this.dryRunTarget(req, prep, t));
+    const out = await forAllTargets(req, (t) => withClient(req, prep.params, t, (c) => this.dryRunTarget(req, prep, t, c)));
     return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
   }
 
   async deploy(req: Request): Promise<Result> {
     const prep = await this.prepare(req);
-    const out = await forEachTarget(req, (t) => this.deployTarget(req, prep, t));
+    const out = await forEachTarget(req, (t) => withClient(req, prep.params, t, (c) => this.deployTarget(req, prep, t, c)));
     return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
   }
 
@@ -92,8 +92,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     const params = parseParams(req.params);
     const ctx = contextOf(req, params);
     const releases: TargetRelease[] = new Array<TargetRelease>(req.targets.length);
-    const out = await forAllTargets(req, async (t) => {
-      const client = await connect(req, params, t);
+    const out = await forAllTargets(req, (t) => withClient(req, params, t, async (client) => {
       const index = await readIndex(client, ctx, req.signal);
       const cur = index.current;
       releases[req.targets.indexOf(t)] = {
@@ -102,7 +101,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
         ...(cur ? { details: { configmap: cur.configmap, namespace: ctx.namespace, artifact: cur.artifact } } : {}),
       };
       return {};
-    });
+    }));
     if (out.error) throw out.error;
     return releases;
   }
@@ -122,8 +121,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     return { params, ctx: contextOf(req, params), content: await loadArtifact(req.artifact.path) };
   }
 
-  private async dryRunTarget(req: Request, prep: Prepared, t: Target): Promise<TargetOutcome> {
-    const client = await connect(req, prep.params, t);
+  private async dryRunTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
     const version = await client.version();
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
     const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
@@ -149,9 +147,8 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     };
   }
 
-  private async deployTarget(req: Request, prep: Prepared, t: Target): Promise<TargetOutcome> {
+  private async deployTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
     const { params, ctx } = prep;
-    const client = await connect(req, params, t);
     const version = await client.version();
     const r = await renderForCluster(client, prep.content, req, params, ctx, version);
     const index = await readIndex(client, ctx, req.signal);
@@ -209,7 +206,11 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     if (!recorded) {
       return { status: TargetStatus.Skipped, details: { reason: "no release recorded for this cluster" } };
     }
-    const client = await connect(req, params, t);
+    return withClient(req, params, t, (client) => this.rollbackOn(client, req, params, ctx, recorded));
+  }
+
+  private async rollbackOn(client: ClusterClient, req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, recorded: TargetRelease): Promise<TargetOutcome> {
+    const t = client.target;
     const index = await readIndex(client, ctx, req.signal);
     const target = recorded.version === "" ? undefined : findEntry(index, recorded);
     if (recorded.version !== "" && !target) {
@@ -264,10 +265,16 @@ function contextOf(req: Request, params: KubernetesParams): ReleaseContext {
   };
 }
 
-async function connect(req: Request, params: KubernetesParams, t: Target): Promise<ClusterClient> {
+/** Runs `fn` with a client for cluster `t`, closing its connections afterwards. */
+async function withClient<T>(req: Request, params: KubernetesParams, t: Target, fn: (c: ClusterClient) => Promise<T>): Promise<T> {
   const token = (await req.secrets.secret(params.token_secret)).trim();
   const ca = params.ca_secret ? await req.secrets.secret(params.ca_secret) : undefined;
-  return new ClusterClient(t, token, ca);
+  const client = new ClusterClient(t, token, ca);
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
 }
 
 function findEntry(index: HistoryIndex, recorded: TargetRelease): ReleaseEntry | undefined {

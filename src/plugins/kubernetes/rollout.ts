@@ -59,31 +59,45 @@ export function rolloutProgress(live: KubeObject): Progress {
  * missing image appear, and the rollback should start now rather than after `wait_timeout`.
  */
 export async function waitForRollouts(client: ClusterClient, objs: KubeObject[], timeoutMs: number, signal: AbortSignal): Promise<void> {
-  const watched = objs.filter((o) => rolloutKinds.has(o.kind));
-  if (watched.length === 0 || timeoutMs === 0) return;
+  let pending = objs.filter((o) => rolloutKinds.has(o.kind));
+  if (pending.length === 0 || timeoutMs === 0) return;
   const deadline = Date.now() + timeoutMs;
   const host = client.target.host;
-  await Promise.all(
-    watched.map(async (obj) => {
-      const what = describeRef(refOf(obj));
-      let delay = 50;
-      let last = "no status yet";
-      for (;;) {
-        const live = await client.get(obj.apiVersion, obj.kind, obj.metadata.namespace, obj.metadata.name, signal);
+  const last = new Map<KubeObject, string>();
+  let delay = 50;
+  for (;;) {
+    const still: KubeObject[] = [];
+    // A few GETs at a time: a release with many workloads must not flood the API server.
+    for (let i = 0; i < pending.length; i += pollConcurrency) {
+      const batch = pending.slice(i, i + pollConcurrency);
+      const lives = await Promise.all(batch.map((o) => client.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name, signal)));
+      for (const [j, obj] of batch.entries()) {
+        const what = describeRef(refOf(obj));
+        const live = lives[j];
         if (!live) throw new ManentError(Code.NotFound, `cluster ${host}: ${what}: disappeared while waiting for its rollout`);
         const p = rolloutProgress(live);
         if ("stuck" in p) throw permanent(new ManentError(Code.Aborted, `cluster ${host}: ${what}: rollout stuck: ${p.stuck}`));
-        if (p.done) return;
-        last = p.waiting;
-        if (Date.now() + delay > deadline) {
-          throw new ManentError(Code.DeadlineExceeded, `cluster ${host}: ${what}: rollout not complete after wait_timeout ${Math.round(timeoutMs / 1000)}s: ${last}`);
+        if (!p.done) {
+          still.push(obj);
+          last.set(obj, p.waiting);
         }
-        await sleep(delay, undefined, { signal });
-        delay = Math.min(Math.round(delay * 1.5), 2000);
       }
-    }),
-  );
+    }
+    pending = still;
+    if (pending.length === 0) return;
+    if (Date.now() + delay > deadline) {
+      const obj = pending[0]!;
+      throw new ManentError(
+        Code.DeadlineExceeded,
+        `cluster ${host}: ${describeRef(refOf(obj))}: rollout not complete after wait_timeout ${Math.round(timeoutMs / 1000)}s: ${last.get(obj)}${pending.length > 1 ? ` (and ${pending.length - 1} more workloads)` : ""}`,
+      );
+    }
+    await sleep(delay, undefined, { signal });
+    delay = Math.min(Math.round(delay * 1.5), 2000);
+  }
 }
+
+const pollConcurrency = 8;
 
 /** Waits until CRDs report `Established`, so their custom resources can be applied. */
 export async function waitForCrds(client: ClusterClient, crds: KubeObject[], timeoutMs: number, signal: AbortSignal): Promise<void> {

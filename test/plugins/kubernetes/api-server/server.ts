@@ -364,7 +364,8 @@ function selects(selector: string | null): (o: Obj) => boolean {
 function parseObject(body: string, format: "yaml" | "json"): Obj {
   let v: unknown;
   try {
-    v = format === "yaml" ? parseYaml(body) : JSON.parse(body);
+    // JSON is YAML; try the fast parser first, as the real server's decoder sniffs JSON too.
+    v = format === "yaml" ? parseJsonOrYaml(body) : JSON.parse(body);
   } catch (err) {
     throw failure(400, "BadRequest", `error decoding ${format}: ${(err as Error).message}`);
   }
@@ -372,6 +373,14 @@ function parseObject(body: string, format: "yaml" | "json"): Obj {
     throw failure(400, "BadRequest", "Object 'metadata' is missing");
   }
   return v as Obj;
+}
+
+function parseJsonOrYaml(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return parseYaml(body);
+  }
 }
 
 const labelValue = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
