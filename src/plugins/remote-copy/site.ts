@@ -1,0 +1,86 @@
+import { posix } from "node:path";
+import {
+  TargetStatus,
+  type Logger,
+  type Request,
+  type Target,
+  type TargetOutcome,
+  type TargetResult,
+} from "../../core/contract/index.js";
+import { Code, ManentError } from "../../core/errors.js";
+import { openTransport, type SshSecrets } from "./connect.js";
+import { baseFor, type Params } from "./params.js";
+import type { TargetSite } from "./release-steps.js";
+import type { ActivationEnv } from "./remote-scripts.js";
+
+/** What every per-target function of one plugin call shares. */
+export interface CallContext {
+  req: Request;
+  params: Params;
+  secrets: SshSecrets | undefined;
+}
+
+/** Opens the target's one connection for this call, runs `fn`, and always closes it. */
+export async function withSite(
+  call: CallContext,
+  target: Target,
+  signal: AbortSignal,
+  fn: (site: TargetSite) => Promise<TargetOutcome>,
+): Promise<TargetOutcome> {
+  const t = await openTransport(call.params, call.secrets, target, signal);
+  const log: Logger = call.req.logger;
+  try {
+    return await fn({
+      t,
+      host: target.host,
+      base: baseFor(call.params, target.host),
+      log,
+    });
+  } finally {
+    await t.close();
+  }
+}
+
+/** The environment of the activate command. */
+export function activationEnv(
+  req: Request,
+  site: TargetSite,
+  version: string,
+): ActivationEnv {
+  return {
+    MANENT_VERSION: version,
+    MANENT_ENVIRONMENT: req.environment,
+    MANENT_APPLICATION: req.application,
+    MANENT_RELEASE_DIR: posix.join(site.base, "releases", version),
+  };
+}
+
+/**
+ * forEachTarget builds its results with `Array.map` over a sparse array, which skips the holes
+ * of targets never started; they are filled in here as `skipped` (harmless once it is fixed).
+ */
+export function completeResults(
+  req: Request,
+  results: TargetResult[],
+): TargetResult[] {
+  return Array.from(
+    req.targets,
+    (t, i) => results[i] ?? { host: t.host, status: TargetStatus.Skipped },
+  );
+}
+
+/**
+ * Several failed targets are combined as `unavailable`; when the call was cancelled, what the
+ * caller must see is `canceled`.
+ */
+export function callFailure(
+  req: Request,
+  error: ManentError | undefined,
+): ManentError | undefined {
+  if (!error || !req.signal.aborted || error.code === Code.Canceled)
+    return error;
+  return new ManentError(Code.Canceled, `cancelled: ${error.message}`, {
+    cause: error,
+    details: error.details,
+  });
+}
