@@ -228,7 +228,7 @@ export class TestApiServer {
       case "DELETE": {
         if (name === undefined) throw failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
         const obj = this.store.delete(resource, ns, name, dryRun === "All");
-        if (resource.kind === "CustomResourceDefinition") this.unregisterCrd(obj);
+        if (resource.kind === "CustomResourceDefinition" && dryRun !== "All") this.unregisterCrd(obj);
         return { status: 200, payload: success({ name, group, kind: resName, uid: String(obj.metadata.uid) }) };
       }
       default:
