@@ -5,7 +5,7 @@ import type { ClusterClient } from "./cluster-client.js";
 import { isHelmHook, renderChart } from "./helm.js";
 import { stamp, type ReleaseContext } from "./labels.js";
 import { parseManifests } from "./manifests.js";
-import { describeRef, refOf, sortForApply, type KubeObject } from "./objects.js";
+import { describeRef, refKey, refOf, sortForApply, type KubeObject } from "./objects.js";
 import type { KubernetesParams } from "./params.js";
 import { checkImageDigests, checkNamespaces } from "./policy.js";
 import { substitute } from "./substitute.js";
@@ -99,6 +99,12 @@ export async function renderForCluster(
       pendingCrdKinds.add(`${o.apiVersion}|${o.kind}`);
     }
     stamped.push(stamp(o, ctx, namespaced));
+  }
+  const seen = new Set<string>();
+  for (const o of stamped) {
+    const key = refKey(refOf(o));
+    if (seen.has(key)) throw new ManentError(Code.InvalidArgument, `kubernetes: ${describeRef(refOf(o))} appears twice in the artifact`);
+    seen.add(key);
   }
   return { objects: sortForApply(stamped), skipped, pendingCrdKinds };
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ManentError, permanent } from "../../core/errors.js";
+import { objectError } from "./apply.js";
 import type { ClusterClient } from "./cluster-client.js";
 import { describeRef, refOf, type KubeObject } from "./objects.js";
 
@@ -70,7 +71,13 @@ export async function waitForRollouts(client: ClusterClient, objs: KubeObject[],
     // A few GETs at a time: a release with many workloads must not flood the API server.
     for (let i = 0; i < pending.length; i += pollConcurrency) {
       const batch = pending.slice(i, i + pollConcurrency);
-      const lives = await Promise.all(batch.map((o) => client.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name, signal)));
+      const lives = await Promise.all(
+        batch.map((o) =>
+          client.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name, signal).catch((err: unknown) => {
+            throw objectError(client, refOf(o), "get", err);
+          }),
+        ),
+      );
       for (const [j, obj] of batch.entries()) {
         const what = describeRef(refOf(obj));
         const live = lives[j];
@@ -89,7 +96,7 @@ export async function waitForRollouts(client: ClusterClient, objs: KubeObject[],
       const obj = pending[0]!;
       throw new ManentError(
         Code.DeadlineExceeded,
-        `cluster ${host}: ${describeRef(refOf(obj))}: rollout not complete after wait_timeout ${Math.round(timeoutMs / 1000)}s: ${last.get(obj)}${pending.length > 1 ? ` (and ${pending.length - 1} more workloads)` : ""}`,
+        `cluster ${host}: ${describeRef(refOf(obj))}: rollout not complete after wait_timeout ${timeoutMs < 1000 ? `${timeoutMs}ms` : `${Math.round(timeoutMs / 1000)}s`}: ${last.get(obj)}${pending.length > 1 ? ` (and ${pending.length - 1} more workloads)` : ""}`,
       );
     }
     await sleep(delay, undefined, { signal });
