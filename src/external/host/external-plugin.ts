@@ -9,6 +9,7 @@ import type { HostedPlugin } from "../../core/contract/hosted-plugin.js";
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
 import { fromServiceError } from "../protocol/wire-errors.js";
+import { generateIdentity } from "../protocol/mtls.js";
 import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
 import { parseExternalEntry, type ExternalConfig } from "./config.js";
 import { pluginMetrics, type PluginMetrics } from "./metrics.js";
@@ -174,8 +175,10 @@ export class ExternalPlugin implements HostedPlugin {
     let staged: StagedBinary | undefined;
     let proc: PluginProcess | undefined;
     try {
-      staged = await stageBinary(this.name, this.command, this.ext.sha256);
+      const [stagedBinary, identity] = await Promise.all([stageBinary(this.name, this.command, this.ext.sha256), generateIdentity()]);
+      staged = stagedBinary;
       proc = await spawnPlugin({
+        identity,
         plugin: this.name,
         binary: staged,
         args: this.ext.args,

@@ -13,10 +13,11 @@ import { Broker } from "../protocol/broker.js";
 import { HEALTH_SERVICE } from "../protocol/constants.js";
 import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
 import { parseHandshake } from "../protocol/handshake.js";
-import { derToPem, generateIdentity } from "../protocol/mtls.js";
+import { derToPem, type Identity } from "../protocol/mtls.js";
 import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
+import { SecretsServers } from "./secrets-servers.js";
 
 /** Linux: ask the kernel to SIGKILL the plugin when the host dies (util-linux setpriv). */
 const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
@@ -31,6 +32,8 @@ export interface SpawnOptions {
   logger: Logger;
   /** Kill the plugin with the host through the parent-death signal (default true where available). */
   parentDeathSignal: boolean;
+  /** The host's throwaway AutoMTLS identity for this start (generated while the binary is staged). */
+  identity: Identity;
   /** Called once the child exists, so a concurrent stop can kill it before the handshake ends. */
   onSpawn?(child: ChildProcess): void;
 }
@@ -44,6 +47,8 @@ export interface PluginProcess {
   readonly health: HealthClient;
   readonly controller: GRPCControllerClient;
   readonly broker: Broker;
+  /** Per-call Secrets services on the broker. */
+  readonly secrets: SecretsServers;
   /** Resolves when the process has exited (with its exit code or signal). */
   readonly exited: Promise<string>;
   hasExited(): boolean;
@@ -59,7 +64,7 @@ export interface PluginProcess {
  * failure the process is killed and the error names the plugin.
  */
 export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
-  const identity = await generateIdentity();
+  const identity = o.identity;
   const env = pluginEnvironment(process.env, o.env, identity.certPem, o.binary.dir);
   const [file, argv] = o.parentDeathSignal && setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]] : [o.binary.path, o.args];
   // stdin is a pipe the host never writes: EOF tells an SDK that the host is gone.
@@ -121,6 +126,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
       () => clientCredentials(identity, serverPem, hs.serverCert!),
     );
     broker.attach(new GRPCBrokerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared).startStream());
+    const secrets = new SecretsServers(broker);
     drainStdio(new GRPCStdioClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared), o);
     timer.abort();
     const ch = channel;
@@ -131,14 +137,17 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
       health,
       controller,
       broker,
+      secrets,
       exited,
       hasExited: () => exitedFlag,
       kill() {
+        void secrets.dispose();
         broker.close();
         ch.close();
         if (!exitedFlag) child.kill("SIGKILL");
       },
       closeChannel() {
+        void secrets.dispose();
         broker.close();
         ch.close();
       },

@@ -2,11 +2,9 @@ import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceE
 import { Code, ManentError } from "../../core/errors.js";
 import { Capability, type Deployer } from "../../core/contract/deployer.js";
 import type { Artifact, Request, Result, RollbackRequest, TargetRelease } from "../../core/contract/types.js";
-import { SecretsService, type DeployRequest, type SecretRequest, type SecretResponse } from "../gen/deployer.js";
+import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
-import { toStatus } from "../protocol/wire-errors.js";
 import type { PluginProcess } from "./plugin-process.js";
-import type { sendUnaryData, ServerUnaryCall } from "@grpc/grpc-js";
 
 /** Runs one call on the live process (started on demand); supplied by the supervisor. */
 export type CallRunner = <T>(call: string, run: (p: PluginProcess) => Promise<T>) => Promise<T>;
@@ -31,21 +29,11 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
   /** A call with the deploy context: the Secrets service is served on a fresh broker id for its duration. */
   function withSecrets<Res>(call: string, req: Request, send: (p: PluginProcess, wire: DeployRequest) => Promise<Res>): Promise<Res> {
     return run(call, async (p) => {
-      const id = p.broker.newId();
-      const closeSecrets = await p.broker.acceptAndServe(id, (server) =>
-        server.addService(SecretsService, {
-          secret(c: ServerUnaryCall<SecretRequest, SecretResponse>, cb: sendUnaryData<SecretResponse>) {
-            req.secrets.secret(c.request.name).then(
-              (value) => cb(null, { value }),
-              (err: unknown) => cb(toStatus(err)),
-            );
-          },
-        }),
-      );
+      const served = await p.secrets.open(req.secrets, call);
       try {
-        return await send(p, requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, id));
+        return await send(p, requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, served.id));
       } finally {
-        await closeSecrets();
+        served.close();
       }
     });
   }

@@ -14,6 +14,11 @@ import type { ServerCredentials } from "@grpc/grpc-js";
  * for id N binds a fresh socket, announces it, and the other side dials it with the same mTLS
  * identities as the main connection. Multiplexing (knocks) is not used by manent.
  */
+export interface Listening {
+  address: string;
+  close(): Promise<void>;
+}
+
 type Stream = ClientDuplexStream<ConnInfo, ConnInfo> | ServerDuplexStream<ConnInfo, ConnInfo>;
 
 interface Waiter {
@@ -32,11 +37,18 @@ export class Broker {
    * @param serverCreds credentials for servers this side brokers
    * @param clientCreds credentials to dial servers the other side brokers
    */
+  private readonly serverCreds: () => ServerCredentials;
+  private readonly clientCreds: () => ChannelCredentials;
+
   constructor(
     private readonly socketDir: string,
-    private readonly serverCreds: () => ServerCredentials,
-    private readonly clientCreds: () => ChannelCredentials,
-  ) {}
+    serverCreds: () => ServerCredentials,
+    clientCreds: () => ChannelCredentials,
+  ) {
+    // Built once: each builds a TLS context (parses keys), which would dominate a short call.
+    this.serverCreds = once(serverCreds);
+    this.clientCreds = once(clientCreds);
+  }
 
   /** Attaches the StartStream stream (either end); received ConnInfos wait for dial(). */
   attach(stream: Stream): void {
@@ -63,22 +75,42 @@ export class Broker {
   }
 
   /**
-   * Binds a new gRPC server for `id`, lets `register` add services, announces it to the other side
-   * and returns a closer. Closing shuts the server down at once: a later call on it fails.
+   * Binds a new gRPC server on a fresh socket, with the services `register` adds. Announce it
+   * under an id with {@link announce}. Closing shuts it down at once: a later call on it fails.
    */
-  async acceptAndServe(id: number, register: (server: Server) => void): Promise<() => Promise<void>> {
-    if (this.closed || !this.stream) throw new ManentError(Code.Unavailable, "broker is closed");
+  async listen(register: (server: Server) => void): Promise<Listening> {
+    if (this.closed) throw new ManentError(Code.Unavailable, "broker is closed");
     const server = new Server({ "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 });
     register(server);
-    const socket = path.join(this.socketDir, `b${id}-${randomBytes(4).toString("hex")}.sock`);
+    const address = path.join(this.socketDir, `b-${randomBytes(6).toString("hex")}.sock`);
     await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix:${socket}`, this.serverCreds(), (err) => (err ? reject(err) : resolve())),
+      server.bindAsync(`unix:${address}`, this.serverCreds(), (err) => (err ? reject(err) : resolve())),
     );
-    this.stream.write({ serviceId: id, network: "unix", address: socket, knock: undefined } satisfies ConnInfo);
-    return async () => {
-      server.forceShutdown();
-      await rm(socket, { force: true });
+    return {
+      address,
+      async close() {
+        server.forceShutdown();
+        await rm(address, { force: true });
+      },
     };
+  }
+
+  /** Tells the other side that service `id` listens at `address` (go-plugin's Accept). */
+  announce(id: number, address: string): void {
+    if (this.closed || !this.stream) throw new ManentError(Code.Unavailable, "broker is closed");
+    this.stream.write({ serviceId: id, network: "unix", address, knock: undefined } satisfies ConnInfo);
+  }
+
+  /** go-plugin's AcceptAndServe: listen, announce under `id`, return the closer. */
+  async acceptAndServe(id: number, register: (server: Server) => void): Promise<() => Promise<void>> {
+    const l = await this.listen(register);
+    try {
+      this.announce(id, l.address);
+    } catch (err) {
+      await l.close();
+      throw err;
+    }
+    return () => l.close();
   }
 
   /**
@@ -124,4 +156,9 @@ export class Broker {
     this.closed = true;
     this.stream?.end();
   }
+}
+
+function once<T>(make: () => T): () => T {
+  let value: T | undefined;
+  return () => (value ??= make());
 }

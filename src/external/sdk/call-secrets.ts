@@ -22,8 +22,8 @@ export function callSecrets(broker: Broker, brokerId: number, call: string): { s
   }
   let client: Promise<SecretsClient> | undefined;
   const connect = () => (client ??= broker.dial(brokerId, (target, creds, opts) => new SecretsClient(target, creds, opts)));
-  // Fetch the address now: go-plugin's brokers drop unclaimed connection info after 5 s.
-  connect().catch(() => {});
+  // Dialled on the first lookup: this side's broker keeps the connection info until the call
+  // ends, so a call that reads no secret costs no connection.
   return {
     secrets: {
       async secret(name: string): Promise<string> {

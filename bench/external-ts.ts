@@ -1,0 +1,88 @@
+// External-plugin benchmark on the TypeScript host: cold start to the first Configure and the
+// round trip of a no-op Deploy (no targets; the Secrets broker service is still set up), for the
+// TypeScript sample and, when it builds, the Go sample.
+// Usage: node --import tsx bench/external-ts.ts [starts=15] [deploys=1000]
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { bundlePlugin } from "../examples/ts-plugin/bundle.js";
+import { ExternalPlugin } from "../src/external/host/index.js";
+import type { Request } from "../src/plugin.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const starts = Number(process.argv[2] ?? 15);
+const deploys = Number(process.argv[3] ?? 1000);
+const noop = () => {};
+const logger = { debug: noop, info: noop, warn: noop, error: noop };
+
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]!;
+}
+
+function noopRequest(base: string): Request {
+  return {
+    deploymentId: "bench",
+    tenant: "t",
+    application: "a",
+    environment: "e",
+    artifact: { type: "file", name: "x", version: "1", source: "x" },
+    targets: [],
+    params: { base },
+    secrets: { secret: async () => "k" },
+    parallelism: 1,
+    logger,
+    signal: new AbortController().signal,
+  };
+}
+
+async function bench(label: string, command: string, tmp: string): Promise<void> {
+  const activate = () => ExternalPlugin.activate({ name: "bench", entry: { external: { command } }, baseDir: tmp, logger });
+  const cold: number[] = [];
+  for (let i = 0; i < starts; i++) {
+    const p = await activate();
+    const t0 = performance.now();
+    await p.capabilities();
+    cold.push(performance.now() - t0);
+    await p.close();
+  }
+  const p = await activate();
+  const d = await p.deployer();
+  const req = noopRequest(path.join(tmp, "targets"));
+  for (let i = 0; i < 50; i++) await d.deploy(req); // warm-up
+  const rtt: number[] = [];
+  for (let i = 0; i < deploys; i++) {
+    const t0 = performance.now();
+    await d.deploy(req);
+    rtt.push(performance.now() - t0);
+  }
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 200 }, () => d.deploy(req)));
+  const concurrent = performance.now() - t0;
+  await p.close();
+  console.log(
+    `${label}: cold start to Configure median ${quantile(cold, 0.5).toFixed(1)} ms (n=${starts}); ` +
+      `no-op Deploy round trip median ${quantile(rtt, 0.5).toFixed(2)} ms, p99 ${quantile(rtt, 0.99).toFixed(2)} ms (n=${deploys}); ` +
+      `200 concurrent no-op Deploys in ${concurrent.toFixed(0)} ms`,
+  );
+}
+
+const tmp = await mkdtemp(path.join(os.tmpdir(), "manent-bench-ext-"));
+try {
+  console.log(`node ${process.version}, ${os.cpus().length} cpus (${os.cpus()[0]?.model ?? "?"})`);
+  await bench("TS sample plugin", await bundlePlugin(path.join(root, "examples/ts-plugin/main.ts"), path.join(tmp, "ts-sample")), tmp);
+  let go = [".tools/bin/manent-go-sample-plugin", ".tools/bin/manent-plugin-go-sample"].map((p) => path.join(root, p)).find((p) => existsSync(p));
+  if (process.env.BENCH_GO_BUILD !== "0") {
+    // A fresh build, so the figures are for the current sources.
+    const out = path.join(tmp, "go-sample");
+    go = await promisify(execFile)("go", ["build", "-o", out, "."], { cwd: path.join(root, "examples/go-plugin") }).then(() => out, () => go);
+  }
+  if (go) await bench("Go sample plugin", go, tmp);
+  else console.log("Go sample plugin: not built (no go toolchain, no .tools/bin/manent-plugin-go-sample)");
+} finally {
+  await rm(tmp, { recursive: true, force: true });
+}
