@@ -66,13 +66,24 @@ export class ClusterClient {
     }
   }
 
-  /** Every group/version the server serves (`v1`, `apps/v1`…), for `helm template --api-versions`. */
+  /** Every group/version the server serves (`v1`, `apps/v1`…). */
   async groupVersions(): Promise<string[]> {
     const core = (await this.request("GET", "/api")) as { versions?: string[] };
     const groups = (await this.request("GET", "/apis")) as { groups?: { versions?: { groupVersion: string }[] }[] };
     const out = [...(core.versions ?? [])];
     for (const g of groups.groups ?? []) for (const v of g.versions ?? []) out.push(v.groupVersion);
     return out;
+  }
+
+  /**
+   * What `helm template --api-versions` needs to see the cluster as `helm install` would: every
+   * group/version and every `group/version/Kind`. A group whose resources cannot be listed (an
+   * aggregated API that is down) still counts by its group/version.
+   */
+  async helmApiVersions(): Promise<string[]> {
+    const gvs = await this.groupVersions();
+    const kinds = await Promise.all(gvs.map((gv) => this.resources(gv).then((rs) => rs.map((r) => `${gv}/${r.kind}`), () => [] as string[])));
+    return [...gvs, ...kinds.flat()];
   }
 
   /** The resources of one group/version; cached for the life of this client. */

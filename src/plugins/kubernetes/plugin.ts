@@ -167,7 +167,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
       for (const key of r.pendingCrdKinds) client.forget(key.split("|")[0]!);
     }
     throwFirst(await applyAll(client, rest, applyOpts));
-    this.logger.info("kubernetes: objects applied, waiting for rollout", { cluster: t.host, objects: r.objects.length, release: entry.configmap });
+    req.logger.info("kubernetes: objects applied, waiting for rollouts", { cluster: t.host, objects: r.objects.length, release: entry.configmap });
     await waitForRollouts(client, rest, params.wait_timeout, req.signal);
 
     // Success: drop what the release in service had and this one no longer has.
@@ -176,6 +176,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
       pruned = await deleteAll(client, dropped(await readRefs(client, ctx, index.current, req.signal), refs), req.signal);
     }
     await this.commitHistory(client, ctx, params, index, entry, req.signal);
+    req.logger.info("kubernetes: release in service", { cluster: t.host, release: entry.configmap, pruned });
     return {
       status: TargetStatus.Deployed,
       details: {
@@ -247,6 +248,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     if (pending && pending.configmap !== target?.configmap && !releases.some((e) => e.configmap === pending.configmap)) {
       await deleteRelease(client, ctx, pending, req.signal);
     }
+    req.logger.info("kubernetes: rolled back", { cluster: t.host, version: recorded.version, release: target?.configmap ?? "", removed });
     return {
       status: TargetStatus.RolledBack,
       details: { version: recorded.version, release: target?.configmap ?? "", objects_removed: String(removed) },

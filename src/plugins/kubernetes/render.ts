@@ -66,7 +66,7 @@ export async function renderForCluster(
       release: params.helm_release_name ?? (req.artifact.name.toLowerCase().replace(/[^a-z0-9-]+/g, "-") || content.chartName),
       namespace: params.namespace,
       kubeVersion,
-      apiVersions: await client.groupVersions(),
+      apiVersions: await client.helmApiVersions(),
       valuesFiles: params.helmValuesFiles,
       inlineValues: params.helm_values,
       set: params.helmSet,

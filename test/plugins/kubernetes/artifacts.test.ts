@@ -55,6 +55,8 @@ data:
   message: {{ .Values.message | quote }}
   kube: {{ .Capabilities.KubeVersion.Version | quote }}
   apps: {{ .Capabilities.APIVersions.Has "apps/v1" | quote }}
+  deployments: {{ .Capabilities.APIVersions.Has "apps/v1/Deployment" | quote }}
+  gadgets: {{ .Capabilities.APIVersions.Has "example.com/v1/Gadget" | quote }}
 `,
   "templates/ingress.yaml": `{{- if .Values.ingress.enabled }}
 apiVersion: networking.k8s.io/v1
@@ -147,7 +149,7 @@ describe("kubernetes plugin: artifacts", () => {
     const res = await d.deploy(req);
     assert.equal(res.targets[0]!.details?.objects_skipped, "1", "the hook");
     const settings = api.get("", "configmaps", "hello", "shop-settings")!;
-    assert.deepEqual(settings.data, { message: "from-prod-values", kube: api.gitVersion, apps: "true" });
+    assert.deepEqual(settings.data, { message: "from-prod-values", kube: api.gitVersion, apps: "true", deployments: "true", gadgets: "false" });
     const dep = api.get("apps", "deployments", "hello", "shop")!;
     assert.equal((dep.spec as { replicas: number }).replicas, 4);
     assert.equal((dep.metadata.labels as Record<string, string>)["app.kubernetes.io/managed-by"], "manent");
