@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
-import { Command, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { parseYaml, descriptorSchema } from "../core/config/index.js";
 import { isUrl } from "../core/engine/artifact-fetch.js";
 import { terminalStatuses, type DeployRecord } from "../core/engine/deploy-store.js";
@@ -126,9 +126,8 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    const code = (err as { code?: string }).code ?? "";
-    if (code.startsWith("commander.")) {
-      process.exitCode = code === "commander.helpDisplayed" || code === "commander.version" ? Exit.Ok : Exit.BadInput;
+    if (err instanceof CommanderError) {
+      process.exitCode = err.code === "commander.helpDisplayed" || err.code === "commander.version" ? Exit.Ok : Exit.BadInput;
       return;
     }
     const e = ManentError.from(err);

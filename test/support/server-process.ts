@@ -26,9 +26,12 @@ export interface ServerProcess {
  */
 export async function startServer(
   configFile: string,
-  opts: { cwd: string; env?: Record<string, string>; token?: string } = { cwd: process.cwd() },
+  opts: { cwd: string; env?: Record<string, string>; token?: string; /** false keeps manent.yml's listen. */ freePort?: boolean } = {
+    cwd: process.cwd(),
+  },
 ): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [serverBin, "-c", configFile, "serve", "--listen", "127.0.0.1:0"], {
+  const listen = opts.freePort === false ? [] : ["--listen", "127.0.0.1:0"];
+  const child = spawn(process.execPath, [serverBin, "-c", configFile, "serve", ...listen], {
     cwd: opts.cwd,
     env: { ...process.env, MANENT_LOG_LEVEL: process.env.MANENT_LOG_LEVEL ?? "debug", ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -9,7 +9,7 @@ import { Code, ManentError } from "../errors.js";
  * details carry `file` and `field` for programs.
  */
 export function parseYaml<S extends z.ZodType>(text: string, file: string, schema: S): z.output<S> {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   const yamlError = doc.errors[0];
   if (yamlError) {
     const line = yamlError.linePos?.[0];
@@ -54,6 +54,7 @@ function describe(issue: z.core.$ZodIssue): string {
   }
 }
 
+/** The reason alone: the position is already in front of it, and the excerpt after it spans lines. */
 function firstLine(s: string): string {
-  return s.split("\n")[0] ?? s;
+  return (s.split("\n")[0] ?? s).replace(/ at line \d+, column \d+:?$/, "");
 }

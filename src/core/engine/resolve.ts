@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { Artifact, Target } from "../contract/index.js";
 import {
   artifactSchema,
@@ -54,6 +55,7 @@ export interface ResolvedDeploy {
 }
 
 const validateTimeoutMs = 30_000;
+const overridden = z.object({ artifact: artifactSchema });
 
 /**
  * Turns a submission into a {@link ResolvedDeploy}: descriptor and overrides validated, envconfig
@@ -62,15 +64,17 @@ const validateTimeoutMs = 30_000;
  */
 export async function resolveSubmission(config: LoadedConfig, plugins: PluginRegistry, s: Submission): Promise<ResolvedDeploy> {
   const descriptor = validate(s.descriptor, s.descriptorFile, descriptorSchema);
-  const artifact = validate(
+  const { artifact } = validate(
     {
-      ...descriptor.artifact,
-      ...(s.overrides?.version !== undefined && { version: s.overrides.version }),
-      ...(s.overrides?.source !== undefined && { source: s.overrides.source, sha256: undefined }),
-      ...(s.overrides?.sha256 !== undefined && { sha256: s.overrides.sha256 }),
+      artifact: {
+        ...descriptor.artifact,
+        ...(s.overrides?.version !== undefined && { version: s.overrides.version }),
+        ...(s.overrides?.source !== undefined && { source: s.overrides.source, sha256: undefined }),
+        ...(s.overrides?.sha256 !== undefined && { sha256: s.overrides.sha256 }),
+      },
     },
-    `${s.descriptorFile} (with --version/--source)`,
-    artifactSchema,
+    `${s.descriptorFile} (with --version/--source/--sha256)`,
+    overridden,
   );
   if (s.kind !== "rollback") await checkArtifactSource(artifact).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
 
