@@ -71,6 +71,16 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
     assert.deepEqual(releases.map((r) => r.version), ["3.0.0", "2.0.0"]);
   });
 
+  it("a release over 256 KiB is gzipped into binaryData", async () => {
+    const path = await files.write("mid.yaml", configMap("mid", "x".repeat(400_000)).slice(4));
+    const res = await d.deploy(makeRequest({ clusters: [api], application: "mid", version: "1.0.0", artifactPath: path }));
+    const release = api.get("", "configmaps", "hello", res.targets[0]!.details!.release!)!;
+    assert.equal((release.data as Record<string, string>).objects, undefined);
+    assert.equal((release.data as Record<string, string>).parts, undefined);
+    const gz = (release.binaryData as Record<string, string>)["objects.json.gz"]!;
+    assert.ok(gz.length < 10_000, "compressible data compresses");
+  });
+
   it("a release over 1 MiB compressed is split over several ConfigMaps and rolled back intact", async () => {
     const base = { clusters: [api], application: "big", params };
     // Random data does not compress: three 700 KB ConfigMaps make ~2 MB of history.

@@ -78,6 +78,22 @@ describe("kubernetes plugin: workloads and edge cases", () => {
     assert.deepEqual(await d.currentRelease(req), [{ host: "127.0.0.1", version: "" }]);
   });
 
+  it("a cancelled deploy stops waiting at once with canceled", async () => {
+    const path = await files.write("cancel.yaml", helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 600"));
+    const ac = new AbortController();
+    const req = makeRequest({ clusters: [api], application: "cancel", version: "1.0.0", artifactPath: path, params: { "var.REPLICAS": "2", wait_timeout: "10m" } });
+    const logger = memoryLogger();
+    // Cancel when the plugin says it is waiting: an event, not a timer.
+    const info = logger.info;
+    logger.info = (msg, attrs) => {
+      info(msg, attrs);
+      if (msg.includes("waiting for rollouts")) ac.abort();
+    };
+    const err = await failure(d.deploy({ ...req, logger, signal: ac.signal }));
+    assert.equal(err.code, Code.Canceled);
+    assert.ok(logger.lines.some((l) => l.msg.includes("waiting for rollouts")));
+  });
+
   it("the same object twice in an artifact is refused", async () => {
     const path = await files.write("dup.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n");
     const err = await failure(d.deploy(makeRequest({ clusters: [api], application: "dup", version: "1.0.0", artifactPath: path })));
