@@ -7,7 +7,10 @@ import { Code, isPermanent, ManentError } from "../../src/plugin.js";
 import { ExternalPlugin, type SupervisionOptions } from "../../src/external/host/index.js";
 import { buildFixture, buildSamplePlugin, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
 
-const fast: Partial<SupervisionOptions> = { backoffBaseMs: 20, backoffMaxMs: 200, pingIntervalMs: 100, pingTimeoutMs: 300, pingFailureBudget: 2 };
+// Short restart delays; health pings stay at their default cadence except in the test about
+// them, so a slow CI machine cannot turn a late ping into an unexpected restart.
+const fast: Partial<SupervisionOptions> = { backoffBaseMs: 20, backoffMaxMs: 200 };
+const pings: Partial<SupervisionOptions> = { pingIntervalMs: 150, pingTimeoutMs: 500, pingFailureBudget: 2 };
 
 describe("supervision of the plugin process", () => {
   let t: { dir: string; cleanup(): Promise<void> };
@@ -49,7 +52,7 @@ describe("supervision of the plugin process", () => {
 
   it("detects a hung plugin (SIGSTOP) with health pings and replaces it", async () => {
     const logger = recordingLogger();
-    const p = await ExternalPlugin.activate({ name: "h", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: fast });
+    const p = await ExternalPlugin.activate({ name: "h", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: { ...fast, ...pings } });
     try {
       await p.capabilities();
       const hung = p.endpoint()!.pid;
