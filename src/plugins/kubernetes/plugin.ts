@@ -203,7 +203,10 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
   }
 
   private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
-    const recorded = req.releases.find((r) => r.host === t.host);
+    // Releases come in target order (the engine records currentRelease's answer); two clusters
+    // may share a host name on different ports, so the position decides and the host confirms.
+    const atIndex = req.releases[req.targets.indexOf(t)];
+    const recorded = atIndex?.host === t.host ? atIndex : req.releases.find((r) => r.host === t.host);
     if (!recorded) {
       return { status: TargetStatus.Skipped, details: { reason: "no release recorded for this cluster" } };
     }
