@@ -45,7 +45,7 @@ function stepLine(s: StepRecord): string {
   return `  ${marks[s.status] ?? "?"} ${s.name}${took}${s.error ? ` — ${s.error.message}` : ""}`;
 }
 
-/** The plugin calls whose target results belong under a step (a dry-run reports under "deploy"). */
+/** The plugin calls whose target results belong under a step (a dry-run reports under "deploy"; a checkpoint only reads). */
 function phasesOf(step: string): string[] {
-  return step === "deploy" ? ["deploy", "dry_run"] : [step];
+  return step === "deploy" ? ["deploy", "dry_run"] : step === "rollback" ? ["rollback"] : [];
 }

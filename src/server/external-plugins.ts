@@ -1,4 +1,19 @@
+import type { Registry } from "prom-client";
 import type { ExternalPluginFactory } from "../core/engine/plugin-registry.js";
+import { ExternalPlugin } from "../external/host/index.js";
 
-/** The go-plugin host for `plugins.<name>.external` entries; undefined until the host is built in. */
-export const externalPluginFactory: ExternalPluginFactory | undefined = undefined;
+/**
+ * The go-plugin host behind `plugins.<name>.external` entries: activation checks the binary now;
+ * the process starts on the plugin's first use.
+ */
+export function externalPluginFactory(registry?: Registry): ExternalPluginFactory {
+  return (spec) =>
+    ExternalPlugin.activate({
+      name: spec.name,
+      entry: { external: spec.external, ...spec.config },
+      baseDir: spec.baseDir,
+      logger: spec.logger,
+      builtinNames: spec.builtinNames,
+      ...(registry && { registry }),
+    });
+}

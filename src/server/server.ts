@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
+import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
 import { loadManentConfig, type LoadedConfig } from "../core/config/index.js";
 import { Engine } from "../core/engine/engine.js";
@@ -26,7 +27,8 @@ export interface ServeOptions {
   logger: Logger;
   /** Overrides `listen` from manent.yml (e.g. 127.0.0.1:0 in tests). */
   listen?: string;
-  external?: ExternalPluginFactory;
+  /** Hosts external plugins; given the server's metrics registry. */
+  external?: (registry: Registry) => ExternalPluginFactory;
 }
 
 /** Starts manent-server: database (embedded unless database_url), engine, HTTP API. */
@@ -35,7 +37,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const loaded = await loadManentConfig(configFile);
   const config: LoadedConfig = opts.listen ? { ...loaded, listen: opts.listen } : loaded;
   const auth = await createAuthenticator(config);
-  const plugins = PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external);
+  const metrics = createMetrics();
+  const plugins = await PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external?.(metrics.registry));
 
   const embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
   const databaseUrl = config.dbos.database_url ?? embedded!.url;
@@ -50,7 +53,6 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   try {
     await migrate(pool);
     const store = new PgDeployStore(pool);
-    const metrics = createMetrics();
     engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
     const http = createServer(
       createApiHandler({ engine, store, plugins, auth, metrics: metrics.registry, logger, ping: async () => void (await pool.query("select 1")) }),

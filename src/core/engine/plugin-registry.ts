@@ -11,7 +11,7 @@ export type ExternalPluginFactory = (spec: {
   baseDir: string;
   logger: Logger;
   builtinNames: readonly string[];
-}) => HostedPlugin;
+}) => HostedPlugin | Promise<HostedPlugin>;
 
 /** A built-in plugin: the factory runs on first use, with the plugin's manent.yml section. */
 export class BuiltinPlugin implements HostedPlugin {
@@ -48,12 +48,13 @@ export class BuiltinPlugin implements HostedPlugin {
 export class PluginRegistry {
   private constructor(private readonly plugins: Map<string, HostedPlugin>) {}
 
-  static fromConfig(
+  /** Builds every configured plugin; external ones are activated (binary checked), not started. */
+  static async fromConfig(
     config: LoadedConfig,
     builtins: Record<string, Factory>,
     logger: Logger,
     external?: ExternalPluginFactory,
-  ): PluginRegistry {
+  ): Promise<PluginRegistry> {
     const plugins = new Map<string, HostedPlugin>();
     for (const [name, entry] of Object.entries(config.plugins)) {
       const { external: spec, ...pluginConfig } = entry;
@@ -62,10 +63,13 @@ export class PluginRegistry {
         if (!external) {
           throw new ManentError(Code.Unimplemented, `${config.file}: plugins.${name}: external plugins are not available in this build`);
         }
-        plugins.set(
-          name,
+        const activated = await Promise.resolve(
           external({ name, external: spec, config: pluginConfig, baseDir: config.baseDir, logger: child, builtinNames: Object.keys(builtins) }),
-        );
+        ).catch((err: unknown) => {
+          const e = ManentError.from(err);
+          throw new ManentError(e.code, `${config.file}: plugins.${name}: ${e.message}`, { cause: err, details: { file: config.file, field: `plugins.${name}` } });
+        });
+        plugins.set(name, activated);
       } else {
         plugins.set(name, new BuiltinPlugin(name, builtins[name]!, pluginConfig, child));
       }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The quickstart, end to end: start manent-server (embedded Postgres), deploy hello 1.0.0 to two
+# targets, then 1.1.0, then 1.2.0 whose activation fails and is rolled back, then show the history.
+set -euo pipefail
+cd "$(dirname "$0")"
+manent="node ../../bin/manent.js"
+server="node ../../bin/manent-server.js"
+export MANENT_SERVER=http://127.0.0.1:8080
+
+./build.sh
+$server -c manent.yml serve >work.server.out 2>work.server.log &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
+# The server prints its address once it is ready (first start creates the embedded Postgres).
+for _ in $(seq 1 600); do
+  grep -q "listening on" work.server.out 2>/dev/null && break
+  kill -0 $pid 2>/dev/null || { echo "manent-server failed to start:"; tail -20 work.server.log; exit 1; }
+  sleep 0.1
+done
+
+echo "== deploy hello 1.0.0"
+$manent deploy -f hello.yml
+echo
+echo "== deploy hello 1.1.0"
+$manent deploy -f hello.yml --version 1.1.0 --source dist/hello-1.1.0.tar.gz
+echo
+echo "== deploy hello 1.2.0 (its activation fails: expect an automatic rollback)"
+if $manent deploy -f hello.yml --version 1.2.0 --source dist/hello-1.2.0.tar.gz; then
+  echo "expected 1.2.0 to fail" >&2; exit 1
+fi
+echo
+echo "== what the targets run"
+for t in web-1 web-2; do echo "$t: $(readlink /tmp/manent-quickstart/$t/current)"; done
+echo
+echo "== manent history"
+$manent history --application hello
