@@ -1,8 +1,13 @@
 import assert from "node:assert/strict";
+import { appendFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ResultError } from "../../../src/plugin.js";
-import { startSshHosts, type SshHosts } from "../../support/sshd/index.js";
+import {
+  generateKey,
+  startSshHosts,
+  type SshHosts,
+} from "../../support/sshd/index.js";
 import {
   currentOf,
   makeTarball,
@@ -118,6 +123,49 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
         ["1.0.0", "2.0.0", "1.0.0"],
       );
     }
+  });
+
+  it("logs in with a passphrase-protected key", async () => {
+    const key = await generateKey(join(hosts.dir, "protected_key"), {
+      passphrase: "correct horse",
+    });
+    await appendFile(join(hosts.dir, "authorized_keys"), `${key.publicKey}\n`);
+    const base = join(await hosts.ownedDir("passphrase"), "app");
+    const { params, secrets } = sshAccess(hosts, base);
+    const d = await sshPlugin();
+    const withPassphrase = {
+      ...params,
+      ssh_key_secret: "protected",
+      ssh_passphrase_secret: "protected-passphrase",
+    };
+    const r = await d.deploy(
+      request({
+        artifact: v1,
+        targets: sshTargets(hosts, 1),
+        params: withPassphrase,
+        secrets: {
+          ...secrets,
+          protected: key.privateKey,
+          "protected-passphrase": "correct horse",
+        },
+      }),
+    );
+    assert.equal(r.targets[0]!.status, "deployed");
+    // Without the passphrase the key cannot be used: a configuration problem, not a network one.
+    await assert.rejects(
+      d.deploy(
+        request({
+          artifact: v2,
+          targets: sshTargets(hosts, 1),
+          params: { ...params, ssh_key_secret: "protected" },
+          secrets: { ...secrets, protected: key.privateKey },
+        }),
+      ),
+      (e: ResultError) =>
+        e.permanent &&
+        /unusable private key/.test(e.message) &&
+        !e.message.includes("correct horse"),
+    );
   });
 
   it("deploys to five hosts in parallel", async () => {

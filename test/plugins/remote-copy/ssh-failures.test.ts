@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdir } from "node:fs/promises";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError, ResultError } from "../../../src/plugin.js";
@@ -310,6 +311,36 @@ describe("remote-copy over SSH (real sshd): failures", () => {
         `a connection to ${t.host}:${t.port} is still open`,
       );
       assert.equal(await currentOf(base.replace("{host}", t.host)), "");
+    }
+  });
+
+  it("gives up on a host that accepts TCP but never speaks SSH, retryably", async () => {
+    // A real listener that swallows the connection: only connect_timeout ends the wait.
+    const accepted = new Set<Socket>();
+    const silent = createServer((sock) => accepted.add(sock));
+    await new Promise<void>((resolve) =>
+      silent.listen(0, "127.0.0.1", resolve),
+    );
+    try {
+      const port = (silent.address() as AddressInfo).port;
+      const { params, secrets } = sshAccess(hosts, "/srv/app");
+      const d = await sshPlugin();
+      const err = await failure(
+        d.deploy(
+          request({
+            artifact: small,
+            targets: [{ host: "127.0.0.1", port, labels: {} }],
+            params: { ...params, connect_timeout: "500ms" },
+            secrets,
+          }),
+        ),
+      );
+      assert.equal(err.code, Code.Unavailable);
+      assert.match(err.message, /no SSH session within 500 ms/);
+      assert.equal(establishedTo("127.0.0.1", port), 0, "the plugin left its socket open");
+    } finally {
+      for (const sock of accepted) sock.destroy();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
