@@ -3,7 +3,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { describe, it } from "node:test";
 import { Code, ManentError } from "../../src/plugin.js";
 import { ResultError } from "../../src/core/contract/result-error.js";
-import { parseExternalEntry, parseDuration } from "../../src/external/host/config.js";
+import { parseExternalEntry } from "../../src/external/host/config.js";
 import { pluginEnvironment } from "../../src/external/host/environment.js";
 import { formatHandshake, parseHandshake } from "../../src/external/protocol/handshake.js";
 import { formatHclogLine, parseHclogLine } from "../../src/external/protocol/hclog.js";
@@ -108,18 +108,19 @@ describe("failure converter", () => {
 describe("external configuration", () => {
   it("splits external settings from the plugin configuration", () => {
     const { external, config } = parseExternalEntry("my", {
-      external: { command: "./bin/p", sha256: "A".repeat(64), env: { KUBECONFIG: "/k" }, start_timeout: "30s" },
+      external: { command: "./bin/p", sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, start_timeout: "1m30s" },
       namespace_prefix: "team-a-",
     });
-    assert.deepEqual(external, { command: "./bin/p", args: [], sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, startTimeoutMs: 30_000 });
+    assert.deepEqual(external, { command: "./bin/p", args: [], sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, startTimeoutMs: 90_000 });
     assert.deepEqual(config, { namespace_prefix: "team-a-" });
     assert.equal(parseExternalEntry("my", { external: { command: "p" } }).external.startTimeoutMs, 60_000);
+    assert.equal(parseExternalEntry("my", { external: { command: "p", start_timeout: 5 } }).external.startTimeoutMs, 5_000);
   });
 
   it("names the field of a bad entry", () => {
-    assert.throws(() => parseExternalEntry("my", { external: { command: "p", sha256: "xyz" } }), /plugins\.my\.external\.sha256: must be 64 hex/);
+    assert.throws(() => parseExternalEntry("my", { external: { command: "p", sha256: "xyz" } }), /plugins\.my\.external\.sha256: must be 64 lower-case hex/);
     assert.throws(() => parseExternalEntry("my", { external: { command: "p", bogus: 1 } }), /plugins\.my\.external/);
-    assert.throws(() => parseDuration("soon", "f"), /f: "soon" is not a duration/);
+    assert.throws(() => parseExternalEntry("my", { external: { command: "p", start_timeout: "soon" } }), /plugins\.my\.external\.start_timeout: "soon" is not a duration/);
   });
 
   it("builds the environment from the allow-list, external.env and go-plugin's variables", () => {

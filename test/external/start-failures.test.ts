@@ -5,7 +5,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../src/plugin.js";
 import { ExternalPlugin } from "../../src/external/host/index.js";
-import { buildSamplePlugin, recordingLogger, tempDir, waitGone } from "./helpers.js";
+import { buildSamplePlugin, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
 
 /** A shell "plugin" that prints `stdout` (if any) and then sleeps, reporting its pid on stderr. */
 async function script(dir: string, name: string, stdout: string | undefined): Promise<string> {
@@ -76,6 +76,18 @@ describe("activation checks and failed starts", () => {
     await p.close();
   });
 
+  it("accepts the entry as the manent.yml schema parsed it", async () => {
+    const p = await ExternalPlugin.activate({
+      name: "parsed",
+      spec: { external: { command: sample, args: [], env: {}, start_timeout: 20_000 }, config: { name: "from-spec" } },
+      baseDir: t.dir,
+      logger: recordingLogger(),
+    });
+    const d = await p.deployer();
+    assert.equal((await d.deploy(request({ targets: [], params: { base: t.dir } }))).plugin, "from-spec");
+    await p.close();
+  });
+
   const failures: [string, string | undefined, RegExp, Code][] = [
     ["a protocol version mismatch", "1|2|unix|/tmp/none.sock|grpc|", /plugin v: incompatible protocol version: plugin speaks 2, manent speaks 1/, Code.FailedPrecondition],
     ["junk on stdout", "Hello, I am not a plugin", /plugin v: unrecognized handshake on stdout: "Hello, I am not a plugin"/, Code.FailedPrecondition],
@@ -88,7 +100,8 @@ describe("activation checks and failed starts", () => {
     it(`fails the start on ${what}, kills the process and names the plugin`, async () => {
       const logger = recordingLogger();
       const file = await script(t.dir, `bad-${what.replace(/\W+/g, "-")}`, line);
-      const p = await activate("v", { command: file, start_timeout: "400ms" }, logger);
+      // Only the silent plugin needs a short timeout; the others fail on their first line.
+      const p = await activate("v", { command: file, start_timeout: line === undefined ? "400ms" : "20s" }, logger);
       const started = Date.now();
       await assert.rejects(p.capabilities(), (err: unknown) => {
         const e = ManentError.from(err);
@@ -96,7 +109,7 @@ describe("activation checks and failed starts", () => {
         assert.equal(e.code, code);
         return true;
       });
-      assert.ok(Date.now() - started < 5_000);
+      assert.ok(Date.now() - started < 15_000);
       const pidLine = await logger.waitFor((e) => e.msg.startsWith("pid "));
       assert.ok(await waitGone(Number(pidLine.msg.slice(4)), 5_000), "the failed plugin process is still running");
       await p.close();

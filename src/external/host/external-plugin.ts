@@ -11,7 +11,8 @@ import type { ConfigureResponse } from "../gen/deployer.js";
 import { fromServiceError } from "../protocol/wire-errors.js";
 import { generateIdentity } from "../protocol/mtls.js";
 import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
-import { parseExternalEntry, type ExternalConfig } from "./config.js";
+import { fromSpec, parseExternalEntry, type ExternalConfig } from "./config.js";
+import type { ExternalSpec } from "../../core/config/manent-config.js";
 import { pluginMetrics, type PluginMetrics } from "./metrics.js";
 import { ping, spawnPlugin, type PluginProcess } from "./plugin-process.js";
 import { remoteDeployer } from "./remote-deployer.js";
@@ -20,8 +21,12 @@ import { backoffDelay, defaultSupervision, type SupervisionOptions } from "./sup
 export interface ExternalPluginOptions {
   /** The name under `plugins` in manent.yml. */
   name: string;
-  /** The manent.yml entry: `external` plus the plugin's own configuration. */
-  entry: Record<string, unknown>;
+  /**
+   * The raw manent.yml entry: `external` plus the plugin's own configuration. Alternatively give
+   * `spec`, the entry as the manent.yml schema already parsed it.
+   */
+  entry?: Record<string, unknown>;
+  spec?: { external: ExternalSpec; config: Record<string, unknown> };
   /** Directory relative commands resolve against (manent's working directory). */
   baseDir: string;
   logger: Logger;
@@ -95,7 +100,9 @@ export class ExternalPlugin implements HostedPlugin {
         details: { plugin: o.name },
       });
     }
-    const { external, config } = parseExternalEntry(o.name, o.entry);
+    const { external, config } = o.spec
+      ? { external: fromSpec(o.spec.external), config: o.spec.config }
+      : parseExternalEntry(o.name, o.entry ?? {});
     const p = new ExternalPlugin(o, external, config);
     await checkBinary(o.name, p.command, external.sha256);
     if (!external.sha256) o.logger.warn("external plugin has no sha256: its binary is not verified", { plugin: o.name, command: p.command });
@@ -254,7 +261,9 @@ export class ExternalPlugin implements HostedPlugin {
     this.totalRestarts++;
     this.metrics.restarted();
     // Restart in the background after the backoff; calls meanwhile wait for it.
-    this.acquire().catch((err: unknown) => this.logger.warn("external plugin restart failed", { plugin: this.name, error: ManentError.from(err).message }));
+    this.acquire().catch((err: unknown) => {
+      if (!this.closed) this.logger.warn("external plugin restart failed", { plugin: this.name, error: ManentError.from(err).message });
+    });
   }
 
   private schedulePing(live: Live): void {
