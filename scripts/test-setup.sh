@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# What the tests need besides node_modules, installed only when missing (so a second run takes
+# seconds): OpenSSH server and client for remote-copy, util-linux for the external-plugin host,
+# Go modules and the Go binaries of the interop tests, helm for the chart tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ci/remote-copy.sh
+bash scripts/ci/external-plugins.sh
+bash scripts/ci/go.sh --no-test
+bash scripts/ci/kubernetes.sh --no-test
