@@ -76,9 +76,10 @@ async function runTargets(
   return errors.length === 0 ? { targets: out } : { targets: out, error: combine(errors) };
 }
 
-/** One error for several failed targets; permanent only if every failure is. */
+/** One error for several failed targets: their code when they share one; else permanent only if every failure is. */
 function combine(errors: ManentError[]): ManentError {
   if (errors.length === 1) return errors[0]!;
-  const code = errors.every((e) => e.permanent) ? errors[0]!.code : Code.Unavailable;
+  const first = errors[0]!.code;
+  const code = errors.every((e) => e.code === first) || errors.every((e) => e.permanent) ? first : Code.Unavailable;
   return new ManentError(code, `${errors.length} targets failed: ${errors.map((e) => e.message).join("; ")}`);
 }
