@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -100,7 +101,7 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Waits until `pid` is gone (or a zombie reaped by its parent), polling /proc at 20 ms. */
+/** Waits until `pid` is gone or a zombie (dead, not yet reaped by its parent), polling /proc every 20 ms. */
 export async function waitGone(pid: number, timeoutMs = 10_000): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
@@ -112,7 +113,7 @@ export async function waitGone(pid: number, timeoutMs = 10_000): Promise<boolean
 
 function isZombie(pid: number): boolean {
   try {
-    const stat = require("node:fs").readFileSync(`/proc/${pid}/stat`, "utf8") as string;
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
   } catch {
     return false;
