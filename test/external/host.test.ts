@@ -85,15 +85,18 @@ describe("external plugin host with the TypeScript sample", () => {
     await assert.rejects(deployer.validate(request({ params: {} })), (err: unknown) => ManentError.from(err).code === Code.Aborted);
   });
 
-  it("keeps the per-target results of a failed deploy", async () => {
+  it("keeps the per-target results of a failed deploy, and reports the targets that ran", async () => {
     const targets = ["a", "b", "c"].map((host) => ({ host, labels: {} }));
-    await assert.rejects(deployer.deploy(request({ targets, params: { base, fail_host: "b" } })), (err: unknown) => {
+    const progress: string[] = [];
+    const req = request({ targets, params: { base, fail_host: "b" }, progress: (r) => progress.push(`${r.host}:${r.status}`) });
+    await assert.rejects(deployer.deploy(req), (err: unknown) => {
       assert.ok(err instanceof ResultError, `want ResultError, got ${String(err)}`);
       assert.equal(isPermanent(err), false);
       assert.deepEqual(err.result.targets.map((r) => r.status), ["deployed", "failed", "skipped"]);
       assert.match(err.result.targets[1]!.error ?? "", /failing as param fail_host asks/);
       return true;
     });
+    assert.deepEqual(progress, ["a:deployed", "b:failed"]);
   });
 
   it("answers Supports, and a call outside the capabilities is absent", async () => {

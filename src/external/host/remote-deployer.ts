@@ -1,7 +1,8 @@
 import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import { Capability, type Deployer } from "../../core/contract/deployer.js";
-import type { Artifact, Request, Result, RollbackRequest, TargetRelease } from "../../core/contract/types.js";
+import { TargetStatus, type Artifact, type Request, type Result, type RollbackRequest, type TargetRelease } from "../../core/contract/types.js";
+import { ResultError } from "../../core/contract/result-error.js";
 import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
 import type { PluginProcess } from "./plugin-process.js";
@@ -57,11 +58,11 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
       await unary("Validate", (p) => p.deployer.validate, wire(req), req.signal, validateTimeoutMs);
     },
     deploy: (req: Request): Promise<Result> =>
-      withSecrets("Deploy", req, async (p, w) => resultFromProto(await direct("Deploy", p, (q) => q.deployer.deploy, w, req.signal))),
+      reported(req, withSecrets("Deploy", req, async (p, w) => resultFromProto(await direct("Deploy", p, (q) => q.deployer.deploy, w, req.signal)))),
   };
   if (caps.includes(Capability.DryRun)) {
     d.dryRun = (req: Request): Promise<Result> =>
-      withSecrets("DryRun", req, async (p, w) => resultFromProto(await direct("DryRun", p, (q) => q.deployer.dryRun, w, req.signal)));
+      reported(req, withSecrets("DryRun", req, async (p, w) => resultFromProto(await direct("DryRun", p, (q) => q.deployer.dryRun, w, req.signal))));
   }
   if (caps.includes(Capability.CurrentRelease) || caps.includes(Capability.Rollback)) {
     d.currentRelease = (req: Request): Promise<TargetRelease[]> =>
@@ -69,13 +70,16 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
   }
   if (caps.includes(Capability.Rollback)) {
     d.rollback = (req: RollbackRequest): Promise<Result> =>
-      withSecrets("Rollback", req, async (p, w) =>
-        resultFromProto(await direct("Rollback", p, (q) => q.deployer.rollback, { request: w, releases: req.releases.map(releaseToProto) }, req.signal)),
+      reported(
+        req,
+        withSecrets("Rollback", req, async (p, w) =>
+          resultFromProto(await direct("Rollback", p, (q) => q.deployer.rollback, { request: w, releases: req.releases.map(releaseToProto) }, req.signal)),
+        ),
       );
   }
   if (caps.includes(Capability.Slots)) {
     d.prepareSlots = async (req: Request) => (await unary("PrepareSlots", (p) => p.deployer.prepareSlots, wire(req), req.signal)).state;
-    d.deployCandidate = async (req: Request) => resultFromProto(await unary("DeployCandidate", (p) => p.deployer.deployCandidate, wire(req), req.signal));
+    d.deployCandidate = (req: Request) => reported(req, unary("DeployCandidate", (p) => p.deployer.deployCandidate, wire(req), req.signal).then(resultFromProto));
     d.promoteCandidate = async (req: Request) => void (await unary("PromoteCandidate", (p) => p.deployer.promoteCandidate, wire(req), req.signal));
     d.revertCandidate = async (req: Request) => void (await unary("RevertCandidate", (p) => p.deployer.revertCandidate, wire(req), req.signal));
     d.retirePrevious = async (req: Request) => void (await unary("RetirePrevious", (p) => p.deployer.retirePrevious, wire(req), req.signal));
@@ -94,6 +98,24 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
   }
   if (parallel) d.parallelTargets = () => true;
   return d as unknown as Deployer;
+}
+
+/**
+ * Reports each finished target to `req.progress` once the call is back (the protocol has no
+ * per-target stream), as forEachTarget does in process: every target that ran, success or not.
+ */
+async function reported(req: Request, call: Promise<Result>): Promise<Result> {
+  const report = (r: Result) => {
+    if (req.progress) for (const t of r.targets) if (t.status !== TargetStatus.Skipped) req.progress(t);
+  };
+  try {
+    const r = await call;
+    report(r);
+    return r;
+  } catch (err) {
+    if (err instanceof ResultError) report(err.result);
+    throw err;
+  }
 }
 
 /**
