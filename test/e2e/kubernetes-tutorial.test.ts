@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { TestApiServer, tutorialRole } from "../plugins/kubernetes/api-server/index.js";
+import { helloManifest, stuckManifest } from "../plugins/kubernetes/helpers.js";
+import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, type Workspace } from "../support/workspace.js";
+
+/**
+ * The Kubernetes tutorial (tutorial-kubernetes.it.md), step by step, through the real manent CLI and
+ * manent-server against the test API server: dry-run output, deploy, the stuck 1.1.0 rolled back.
+ * The one deliberate difference: manent.yml names a Postgres, where the tutorial wrote sqlite.
+ */
+describe("tutorial: deploy to Kubernetes", () => {
+  let api: TestApiServer;
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let server: ServerProcess;
+  const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
+
+  before(async () => {
+    api = await TestApiServer.start({
+      tokens: { "tok-manent": { user: "system:serviceaccount:hello:manent", rules: tutorialRole("hello") } },
+      namespaces: ["hello"],
+    });
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    await ws.write("k8s/token", "tok-manent\n");
+    await ws.write("k8s/ca.crt", api.caPem);
+    await ws.write("k8s/dist/hello-1.0.0.yaml", helloManifest);
+    await ws.write("envconfig/untenanted/hello/hello/test.yml", {
+      plugin: "kubernetes",
+      targets: [{ host: api.host, port: api.port }],
+      params: { namespace: "hello", token_secret: "kube-token", ca_secret: "kube-ca", "var.REPLICAS": "2", wait_timeout: "3m" },
+      secrets: [
+        { name: "kube-token", ref: `file:${ws.path("k8s/token")}` },
+        { name: "kube-ca", ref: `file:${ws.path("k8s/ca.crt")}` },
+      ],
+      rollback: { enabled: true },
+    });
+    const config = await ws.write("manent.yml", {
+      dbos: { database_url: await pg.createDatabase() },
+      workdir: "./work",
+      plugins: { kubernetes: {} },
+      envconfig: { required: true, providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }] },
+    });
+    await ws.write("hello.yml", {
+      apiVersion: "manent/v1",
+      application: "hello",
+      environment: "test",
+      artifact: { type: "kubernetes", name: "hello", version: "1.0.0", source: ws.path("k8s/dist/hello-1.0.0.yaml") },
+    });
+    server = await startServer(config, { cwd: ws.dir });
+  });
+  after(async () => {
+    await server?.stop();
+    await api?.close();
+    await pg?.stop();
+  });
+
+  it("4. dry-run: the deploy step's result is the tutorial's, and nothing is saved", async () => {
+    const r = await cli("deploy", "-f", "hello.yml", "--dry-run", "-o", "json");
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { steps: { name: string; output: { result: string } }[] };
+    const result = JSON.parse(out.steps.find((s) => s.name === "deploy")!.output.result) as { targets: Record<string, unknown>[] };
+    for (const t of result.targets) delete t.duration_ms;
+    assert.deepEqual(result, {
+      plugin: "kubernetes",
+      targets: [
+        {
+          host: "127.0.0.1",
+          status: "ready",
+          details: { cluster_version: api.gitVersion, namespace: "hello", objects_checked: "2", objects_skipped: "0" },
+        },
+      ],
+    });
+    assert.equal(api.get("apps", "deployments", "hello", "hello"), undefined);
+  });
+
+  it("5. deploy: rollout complete, labels, annotation and the two history ConfigMaps", async () => {
+    const r = await cli("deploy", "-f", "hello.yml");
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /127\.0\.0\.1: deployed/);
+    const dep = api.get("apps", "deployments", "hello", "hello")!;
+    const meta = dep.metadata as { labels: Record<string, string>; annotations: Record<string, string> };
+    assert.deepEqual(
+      {
+        managedBy: meta.labels["app.kubernetes.io/managed-by"],
+        app: meta.labels["manent.io/application"],
+        artifact: meta.labels["manent.io/artifact"],
+        tenant: meta.labels["manent.io/tenant"],
+        env: meta.labels["manent.io/environment"],
+        version: meta.annotations["manent.io/version"],
+      },
+      { managedBy: "manent", app: "hello", artifact: "hello", tenant: "untenanted", env: "test", version: "1.0.0" },
+    );
+    assert.equal((dep.status as { availableReplicas: number }).availableReplicas, 2);
+    const names = api.list("", "configmaps", "hello").map((c) => (c.metadata as { name: string }).name);
+    assert.ok(names.includes("manent-hello-test"), names.join(","));
+    assert.ok(names.some((n) => /^manent-hello-test-1-0-0-[0-9a-f]{8}$/.test(n)), names.join(","));
+  });
+
+  it("6. a stuck image is declared stuck, not retried, and rolled back to 1.0.0 without downloading", async () => {
+    const v11 = await ws.write("k8s/dist/hello-1.1.0.yaml", stuckManifest());
+    const r = await cli("deploy", "-f", "hello.yml", "--version", "1.1.0", "--source", v11, "-o", "json");
+    assert.equal(r.code, 1);
+    const d = JSON.parse(r.stdout) as { status: string; error: { message: string }; steps: { name: string; attempts: number; status: string }[] };
+    assert.equal(d.status, "rolled_back");
+    assert.match(d.error.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[a-z0-9]+" has timed out progressing\.; rollback completed$/);
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "a stuck rollout is permanent");
+    assert.equal(d.steps.find((s) => s.name === "rollback")!.status, "succeeded");
+    const dep = api.get("apps", "deployments", "hello", "hello")!;
+    const image = (dep.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image;
+    assert.equal(`${image} ${(dep.metadata as { annotations: Record<string, string> }).annotations["manent.io/version"]}`, "hashicorp/http-echo:1.0 1.0.0");
+  });
+});
