@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import { Code, ManentError } from "../../core/errors.js";
-import type { Capability, Deployer } from "../../core/contract/deployer.js";
+import { allCapabilities, type Capability, type Deployer } from "../../core/contract/deployer.js";
 import type { HostedPlugin } from "../../core/contract/hosted-plugin.js";
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
@@ -127,7 +127,8 @@ export class ExternalPlugin implements HostedPlugin {
 
   async capabilities(): Promise<Capability[]> {
     await this.acquire();
-    return [...(this.configured?.capabilities ?? [])] as Capability[];
+    // Names this host does not know (a newer SDK) mean nothing to the engine: drop them.
+    return allCapabilities.filter((c) => this.configured?.capabilities.includes(c));
   }
 
   async deployer(): Promise<Deployer> {
