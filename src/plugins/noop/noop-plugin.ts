@@ -42,6 +42,8 @@ const paramsSchema = z.looseObject({
   fail_times: z.coerce.number().int().min(0).optional(),
   /** Time spent on each target. */
   delay: durationMs.optional(),
+  /** A secret to read on each target, proving it is reachable; only its length is reported. */
+  read_secret: z.string().min(1).optional(),
 });
 type Params = z.output<typeof paramsSchema>;
 
@@ -91,10 +93,11 @@ class NoopDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker,
         const err = new ManentError(Code.Unavailable, `target ${t.host}: failing as configured (call ${call})`);
         throw p.fail_mode === "permanent" ? permanent(err) : err;
       }
+      const secret: Record<string, string> = p.read_secret ? { secret_length: String((await req.secrets.secret(p.read_secret)).length) } : {};
       const previous = await this.read(p, t.host);
-      if (previous === req.artifact.version) return { status: TargetStatus.Unchanged, details: { version: previous } };
+      if (previous === req.artifact.version) return { status: TargetStatus.Unchanged, details: { version: previous, ...secret } };
       await this.write(p, t.host, req.artifact.version);
-      return { details: { version: req.artifact.version, previous_version: previous } };
+      return { details: { version: req.artifact.version, previous_version: previous, ...secret } };
     });
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
   }
