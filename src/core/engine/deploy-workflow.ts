@@ -20,7 +20,7 @@ import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
 import { rollbackTarget } from "./rollback-target.js";
-import { runStep, type StepContext } from "./step-runner.js";
+import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -286,8 +286,5 @@ function isResult(v: unknown): v is Result {
   return typeof v === "object" && v !== null && Array.isArray((v as Result).targets);
 }
 
-export function isCancellation(err: unknown): boolean {
-  const name = (err as { name?: string } | null)?.name ?? "";
-  return name === "DBOSWorkflowCancelledError" || name === "DBOSAwaitedWorkflowCancelledError";
-}
+export { isCancellation } from "./step-runner.js";
 

@@ -1,4 +1,4 @@
-import { DBOS } from "@dbos-inc/dbos-sdk";
+import { DBOS, Error as DBOSErrors } from "@dbos-inc/dbos-sdk";
 import { ResultError } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import type { DeployStore } from "./deploy-store.js";
@@ -59,8 +59,18 @@ export async function runStep<T>(
     faultPoint(name, "checkpointed");
     return out;
   } catch (err) {
+    // DBOS's cancellation error must reach the workflow as is: wrapped, the deploy would be recorded as failed.
+    if (isCancellation(err)) throw err;
     throw unwrapStepError(err);
   }
+}
+
+/**
+ * True for the errors DBOS throws in a workflow that was cancelled. Checked by class: DBOS's
+ * errors keep the name "Error", so a check by name never matches.
+ */
+export function isCancellation(err: unknown): boolean {
+  return err instanceof DBOSErrors.DBOSWorkflowCancelledError || err instanceof DBOSErrors.DBOSAwaitedWorkflowCancelledError;
 }
 
 /** DBOS reports exhausted retries as one error listing every attempt's; keep the last attempt's. */
