@@ -114,7 +114,8 @@ describe("external configuration", () => {
     assert.deepEqual(external, { command: "./bin/p", args: [], sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, startTimeoutMs: 90_000 });
     assert.deepEqual(config, { namespace_prefix: "team-a-" });
     assert.equal(parseExternalEntry("my", { external: { command: "p" } }).external.startTimeoutMs, 60_000);
-    assert.equal(parseExternalEntry("my", { external: { command: "p", start_timeout: 5 } }).external.startTimeoutMs, 5_000);
+    // What the manent.yml schema hands over: start_timeout already in milliseconds.
+    assert.equal(parseExternalEntry("my", { external: { command: "p", args: [], env: {}, start_timeout: 45_000 } }).external.startTimeoutMs, 45_000);
   });
 
   it("names the field of a bad entry", () => {

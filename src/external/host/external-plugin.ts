@@ -22,8 +22,8 @@ export interface ExternalPluginOptions {
   /** The name under `plugins` in manent.yml. */
   name: string;
   /**
-   * The raw manent.yml entry: `external` plus the plugin's own configuration. Alternatively give
-   * `spec`, the entry as the manent.yml schema already parsed it.
+   * The plugin's manent.yml entry: `external` (as the manent.yml schema parsed it, start_timeout
+   * in ms, or with a duration string) plus the plugin's own configuration. Or give `spec`.
    */
   entry?: Record<string, unknown>;
   spec?: { external: ExternalSpec; config: Record<string, unknown> };
