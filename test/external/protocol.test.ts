@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { createPrivateKey, X509Certificate } from "node:crypto";
+import { PassThrough } from "node:stream";
 import { describe, it } from "node:test";
+import { forwardStderr } from "../../src/external/host/stderr-forwarder.js";
 import { Code, ManentError } from "../../src/plugin.js";
 import { ResultError } from "../../src/core/contract/result-error.js";
 import { parseExternalEntry } from "../../src/external/host/config.js";
@@ -138,5 +140,36 @@ describe("external configuration", () => {
       PLUGIN_CLIENT_CERT: "PEM",
       PLUGIN_UNIX_SOCKET_DIR: "/d",
     });
+  });
+});
+
+describe("stderr forwarding", () => {
+  it("keeps hclog levels and attributes, guesses plain lines' levels like go-plugin", async () => {
+    const seen: [string, string, Record<string, unknown>][] = [];
+    const rec = (level: string) => (msg: string, attrs: Record<string, unknown> = {}) => void seen.push([level, msg, attrs]);
+    const input = new PassThrough();
+    const fwd = forwardStderr(input, "p", { debug: rec("debug"), info: rec("info"), warn: rec("warn"), error: rec("error") });
+    const ended = new Promise((r) => input.on("end", r));
+    input.end(
+      [
+        formatHclogLine("warn", "slow", { host: "a" }).trimEnd(),
+        '{"@level":"trace","@message":"t","@timestamp":"2026-01-01T00:00:00.000000Z"}',
+        "[WARN] old style",
+        "plain",
+        "panic: boom",
+        "goroutine 1 [running]:",
+      ].join("\n") + "\n",
+    );
+    await ended;
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(seen, [
+      ["warn", "slow", { host: "a", plugin: "p" }],
+      ["debug", "t", { plugin: "p" }],
+      ["warn", "[WARN] old style", { plugin: "p", stream: "stderr" }],
+      ["info", "plain", { plugin: "p", stream: "stderr" }],
+      ["error", "panic: boom", { plugin: "p", stream: "stderr" }],
+      ["error", "goroutine 1 [running]:", { plugin: "p", stream: "stderr" }],
+    ]);
+    assert.equal(fwd.tail().length, 6);
   });
 });
