@@ -61,7 +61,7 @@ async function bench(label: string, command: string, tmp: string): Promise<void>
     rtt.push(performance.now() - t0);
   }
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 200 }, () => d.deploy(req)));
+  await Promise.all(Array.from({ length: 200 }, () => d.deploy(noopRequest(path.join(tmp, "targets")))));
   const concurrent = performance.now() - t0;
   await p.close();
   console.log(
