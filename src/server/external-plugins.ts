@@ -10,7 +10,7 @@ export function externalPluginFactory(registry?: Registry): ExternalPluginFactor
   return (spec) =>
     ExternalPlugin.activate({
       name: spec.name,
-      entry: { external: spec.external, ...spec.config },
+      spec: { external: spec.external, config: spec.config },
       baseDir: spec.baseDir,
       logger: spec.logger,
       builtinNames: spec.builtinNames,

@@ -4,8 +4,9 @@ const unitMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000
 const durationPattern = /^(\d+(?:\.\d+)?(?:ms|s|m|h))+$/;
 const partPattern = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
 
-/** Parses a Go-style duration ("1m", "1m30s", "500ms"); undefined when malformed. */
+/** Parses a Go-style duration ("1m", "1m30s", "500ms", "0"); undefined when malformed. */
 export function parseDuration(text: string): number | undefined {
+  if (text === "0") return 0;
   if (!durationPattern.test(text)) return undefined;
   let total = 0;
   for (const [, amount, unit] of text.matchAll(partPattern)) total += Number(amount) * unitMs[unit!]!;

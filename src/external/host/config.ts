@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Code, ManentError } from "../../core/errors.js";
-import type { ExternalSpec } from "../../core/config/manent-config.js";
+import { externalSchema, type ExternalSpec } from "../../core/config/manent-config.js";
 import { parseDuration } from "../../core/config/duration.js";
 
 /** The `external` settings of a plugin, with the start timeout in milliseconds. */
@@ -17,14 +17,8 @@ export interface ExternalConfig {
  * schema (ExternalSpec: `start_timeout` a number of milliseconds), or written by hand with a
  * Go-style duration string ("30s", "1m30s").
  */
-const externalSection = z.strictObject({
-  command: z.string().min(1),
-  args: z.array(z.string()).default([]),
-  sha256: z
-    .string()
-    .regex(/^[0-9a-f]{64}$/, { message: "must be 64 lower-case hex digits" })
-    .optional(),
-  env: z.record(z.string(), z.string()).default({}),
+const externalSection = externalSchema.extend({
+  // A number here is milliseconds (what the manent.yml schema hands over), a string a duration.
   start_timeout: z
     .union([z.number().nonnegative(), z.string()])
     .default(60_000)

@@ -1,20 +1,7 @@
 import { z } from "zod";
 import { parse as parseYaml } from "yaml";
+import { parseDuration } from "../../core/config/duration.js";
 import { Code, ManentError } from "../../core/errors.js";
-
-/** `3m`, `90s`, `1h30m`, `500ms`, `0` → milliseconds. */
-export function parseDuration(text: string): number | undefined {
-  if (text === "0") return 0;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
-  let total = 0;
-  let consumed = 0;
-  for (const m of text.matchAll(re)) {
-    if (m.index !== consumed) return undefined;
-    consumed += m[0].length;
-    total += Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms" | "s" | "m" | "h"];
-  }
-  return consumed === text.length && consumed > 0 ? total : undefined;
-}
 
 const bool = z.enum(["true", "false"]).default("false").transform((v) => v === "true");
 const duration = z.string().transform((v, ctx) => {

@@ -1,30 +1,17 @@
 import { z } from "zod";
+import { parseDuration } from "../../core/config/duration.js";
 import { Code, ManentError } from "../../core/errors.js";
-
-const durationPattern = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
-const unitMs: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/** Parses "500ms", "60s", "2m", "1h" into milliseconds. */
-export function parseDuration(value: string): number {
-  const m = durationPattern.exec(value.trim());
-  if (!m)
-    throw new Error(
-      `"${value}" is not a duration (use e.g. 500ms, 60s, 2m, 1h)`,
-    );
-  return Math.round(Number(m[1]) * unitMs[m[2]!]!);
-}
 
 const duration = z
   .string()
-  .refine((v) => durationPattern.test(v.trim()), {
-    message: "must be a duration such as 500ms, 60s, 2m or 1h",
+  .transform((v, ctx) => {
+    const ms = parseDuration(v.trim());
+    if (ms === undefined) {
+      ctx.addIssue({ code: "custom", message: "must be a duration such as 500ms, 60s, 2m or 1h" });
+      return z.NEVER;
+    }
+    return ms;
   })
-  .transform(parseDuration)
   .refine((ms) => ms > 0, { message: "must be greater than zero" });
 
 const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
