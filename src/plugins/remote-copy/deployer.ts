@@ -26,7 +26,6 @@ import { probe } from "./release-steps.js";
 import { restoreTarget } from "./restore-target.js";
 import {
   callFailure,
-  completeResults,
   withSite,
   type CallContext,
 } from "./site.js";
@@ -149,9 +148,8 @@ export class RemoteCopyDeployer
   }
 
   private result(req: Request, outcome: TargetsOutcome): Result {
-    const targets = completeResults(req, outcome.targets);
     return resultOrThrow(
-      { plugin: pluginName, targets },
+      { plugin: pluginName, targets: outcome.targets },
       callFailure(req, outcome.error),
     );
   }

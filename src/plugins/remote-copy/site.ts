@@ -56,20 +56,6 @@ export function activationEnv(
 }
 
 /**
- * forEachTarget builds its results with `Array.map` over a sparse array, which skips the holes
- * of targets never started; they are filled in here as `skipped` (harmless once it is fixed).
- */
-export function completeResults(
-  req: Request,
-  results: TargetResult[],
-): TargetResult[] {
-  return Array.from(
-    req.targets,
-    (t, i) => results[i] ?? { host: t.host, status: TargetStatus.Skipped },
-  );
-}
-
-/**
  * Several failed targets are combined as `unavailable`; when the call was cancelled, what the
  * caller must see is `canceled`.
  */
