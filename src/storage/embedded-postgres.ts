@@ -15,10 +15,7 @@ import type { Logger } from "../core/contract/index.js";
 export class EmbeddedDatabase {
   private pg: EmbeddedPostgres | undefined;
 
-  private constructor(
-    readonly url: string,
-    private readonly dataDir: string,
-  ) {}
+  private constructor(readonly url: string) {}
 
   static async start(workdir: string, logger: Logger): Promise<EmbeddedDatabase> {
     const root = join(workdir, "postgres");
@@ -50,7 +47,7 @@ export class EmbeddedDatabase {
       await pg.initialise();
     }
     await pg.start();
-    const db = new EmbeddedDatabase(`postgres://manent:${encodeURIComponent(password)}@127.0.0.1:${port}/manent`, dataDir);
+    const db = new EmbeddedDatabase(`postgres://manent:${encodeURIComponent(password)}@127.0.0.1:${port}/manent`);
     db.pg = pg;
     await ensureDatabase(pg);
     logger.info("embedded Postgres started", { dir: dataDir, port });

@@ -1,11 +1,9 @@
 import { posix } from "node:path";
 import {
-  TargetStatus,
   type Logger,
   type Request,
   type Target,
   type TargetOutcome,
-  type TargetResult,
 } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { openTransport, type SshSecrets } from "./connect.js";
