@@ -40,9 +40,13 @@ describe("scale-out", () => {
     ws = await createWorkspace();
     artifact = await ws.write("dist/app.txt", "scale\n");
     const databaseUrl = await pg.createDatabase();
-    // One after the other: the first creates the schema, the second finds it.
+    // One after the other: the first creates the schema, the second finds it. Each runs at most 5
+    // deploys at once, as a sized worker would, so 10 slow deploys need both.
     for (const executor of ["worker-1", "worker-2"]) {
-      const config = await ws.write(`${executor}.yml`, manentYml(undefined, { dbos: { database_url: databaseUrl, executor_id: executor }, workdir: `./work-${executor}` }));
+      const config = await ws.write(
+        `${executor}.yml`,
+        manentYml(undefined, { dbos: { database_url: databaseUrl, executor_id: executor }, workdir: `./work-${executor}`, concurrency: 5 }),
+      );
       servers.push(await startServer(config, { cwd: ws.dir }));
     }
   });

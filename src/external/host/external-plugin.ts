@@ -261,9 +261,19 @@ export class ExternalPlugin implements HostedPlugin {
     if (this.gaveUp) return;
     this.totalRestarts++;
     this.metrics.restarted();
-    // Restart in the background after the backoff; calls meanwhile wait for it.
+    this.restartInBackground();
+  }
+
+  /**
+   * Restarts after the backoff; calls meanwhile wait for it. A restart that fails (the process dies
+   * again during its start) is retried the same way, until one succeeds or the supervisor gives up:
+   * a crash loop ends in the "gave up" state whether the process dies before or after its handshake.
+   */
+  private restartInBackground(): void {
     this.acquire().catch((err: unknown) => {
-      if (!this.closed) this.logger.warn("external plugin restart failed", { plugin: this.name, error: ManentError.from(err).message });
+      if (this.closed) return;
+      this.logger.warn("external plugin restart failed", { plugin: this.name, error: ManentError.from(err).message });
+      if (!this.gaveUp) this.restartInBackground();
     });
   }
 
