@@ -4,6 +4,10 @@
 # Go modules and the Go binaries of the interop tests, helm for the chart tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# jq: the CLI tests pipe `manent deploy -o json` through it, as the tutorial does.
+if ! command -v jq >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq
+fi
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/external-plugins.sh
 bash scripts/ci/go.sh --no-test
