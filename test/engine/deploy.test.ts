@@ -51,6 +51,18 @@ describe("deploy workflow", () => {
     assert.equal(await readFile(ws.path("state", "a.release"), "utf8"), "1.0.0");
   });
 
+  it("selects the plugin whose supports() accepts the artifact when the envconfig names none", async () => {
+    await envconfig("kappa", "test", { targets: [{ host: "k1" }], params: params() });
+    const { id } = await server.api.submit({ descriptor: descriptor("kappa", "test", artifact), descriptor_file: "kappa.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.equal(d.plugin, "noop");
+    await assert.rejects(
+      server.api.submit({ descriptor: { ...descriptor("kappa", "test", artifact), artifact: { type: "helm", name: "kappa", version: "1.0.0", source: artifact } }, descriptor_file: "kappa.yml" }),
+      /no configured plugin supports artifact type "helm"; set plugin in the envconfig/,
+    );
+  });
+
   it("retries a transient failure and succeeds on the next attempt", async () => {
     await envconfig("beta", "test", {
       plugin: "noop",
