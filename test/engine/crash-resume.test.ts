@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer } from "../support/server-process.js";
+import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -19,11 +20,7 @@ describe("crash and resume", () => {
   let config: string;
   let artifact: string;
 
-  const journal = async (): Promise<{ call: string; deployment: string }[]> =>
-    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as { call: string; deployment: string });
+  const journal = () => readJournal(ws.path("journal"));
 
   before(async () => {
     pg = await TestPostgres.start();

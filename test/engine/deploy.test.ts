@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
+import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -13,11 +14,7 @@ describe("deploy workflow", () => {
   let artifact: string;
 
   const envconfig = (app: string, env: string, body: Record<string, unknown>) => ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, body);
-  const journal = async (): Promise<{ call: string; deployment: string; version: string }[]> =>
-    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as { call: string; deployment: string; version: string });
+  const journal = () => readJournal(ws.path("journal"));
   const params = (extra: Record<string, string> = {}) => ({ state_dir: ws.path("state"), journal: ws.path("journal"), ...extra });
 
   before(async () => {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
+import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -23,11 +24,7 @@ describe("scale-out", () => {
   let servers: ServerProcess[] = [];
   let artifact: string;
 
-  const journal = async (): Promise<{ call: string; deployment: string }[]> =>
-    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as { call: string; deployment: string });
+  const journal = () => readJournal(ws.path("journal"));
   const envconfig = (app: string, delay: string) =>
     ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
       plugin: "noop",

@@ -5,6 +5,7 @@ import pg from "pg";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import { PgDeployStore } from "../../src/storage/pg-deploy-store.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
+import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -22,11 +23,7 @@ describe("graceful shutdown", () => {
   let artifact: string;
   let server: ServerProcess | undefined;
 
-  const journal = async (): Promise<{ call: string; deployment: string }[]> =>
-    (await readFile(ws.path("journal"), "utf8").catch(() => ""))
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as { call: string; deployment: string });
+  const journal = () => readJournal(ws.path("journal"));
   /** Reads a deploy straight from the database, while no server runs. */
   const stored = async (id: string): Promise<DeployRecord> => {
     const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });

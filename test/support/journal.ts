@@ -1,0 +1,18 @@
+import { readFile } from "node:fs/promises";
+
+/** One line of the noop plugin's journal: a call it received. */
+export interface JournalEntry {
+  call: string;
+  deployment: string;
+  version: string;
+  hosts: string[];
+}
+
+/** The calls the noop plugin recorded in its `journal` file, in order; none when it has no file yet. */
+export async function readJournal(file: string): Promise<JournalEntry[]> {
+  const text = await readFile(file, "utf8").catch(() => "");
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as JournalEntry);
+}
