@@ -89,7 +89,7 @@ describe("deploy workflow", () => {
     assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1);
     assert.equal(d.error?.code, "aborted");
     assert.match(d.error!.message, /target g1: failing as configured/);
-    assert.equal((await journal()).filter((j) => j.deployment === id).length, 1);
+    assert.equal((await journal()).filter((j) => j.deployment === id && j.call === "deploy").length, 1);
   });
 
   it("gives up after max_retries on a failure that does not pass", async () => {

@@ -4,6 +4,7 @@ import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
+import { readJournal, type JournalEntry } from "../support/journal.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -178,9 +179,13 @@ describe("HTTP API", () => {
     assert.equal(cancelled.error?.code, "canceled");
     const after = await admin.deploy(id, 30);
     assert.equal(after.status, "cancelled");
-    // Nothing ends a cancelled call's effects but the call itself, so give the plugin longer than
-    // its remaining targets would take, then check none of them was deployed.
-    await new Promise((r) => setTimeout(r, 3500));
+    // The plugin's own record that its call returned: had it gone on to slow-3, that target would
+    // have been deployed before this line was written.
+    let end: JournalEntry | undefined;
+    while (!(end = (await readJournal(ws.path("journal"))).find((j) => j.deployment === id && j.call === "deploy_end"))) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(end.extra, "slow-1=deployed,slow-2=failed,slow-3=skipped");
     assert.equal(await readFile(ws.path("state", "slow-1.release"), "utf8"), "1.0.0");
     await assert.rejects(readFile(ws.path("state", "slow-2.release"), "utf8"), /ENOENT/);
     await assert.rejects(readFile(ws.path("state", "slow-3.release"), "utf8"), /ENOENT/);

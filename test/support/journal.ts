@@ -6,6 +6,8 @@ export interface JournalEntry {
   deployment: string;
   version: string;
   hosts: string[];
+  /** Call-specific: a rollback's releases, a deploy_end's target statuses (`host=status,…`). */
+  extra?: string;
 }
 
 /** The calls the noop plugin recorded in its `journal` file, in order; none when it has no file yet. */

@@ -32,7 +32,7 @@ import { durationMs } from "../../core/config/duration.js";
 const paramsSchema = z.looseObject({
   /** Directory keeping the release of each target, so current release and rollback work across restarts. */
   state_dir: z.string().min(1).optional(),
-  /** File where every call appends one JSON line (call, deployment, version, hosts). */
+  /** File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`). */
   journal: z.string().min(1).optional(),
   /** Hosts (comma-separated) whose deploy fails. */
   fail_hosts: z.string().optional(),
@@ -99,6 +99,8 @@ class NoopDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker,
       await this.write(p, t.host, req.artifact.version);
       return { details: { version: req.artifact.version, previous_version: previous, ...secret } };
     });
+    // The end of the call too, so a test can await the moment the plugin stopped working.
+    await journal(p, "deploy_end", req, out.targets.map((t) => `${t.host}=${t.status}`).join(","));
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
   }
 
