@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
@@ -58,6 +61,42 @@ describe("deploy workflow", () => {
       server.api.submit({ descriptor: { ...descriptor("kappa", "test", artifact), artifact: { type: "helm", name: "kappa", version: "1.0.0", source: artifact } }, descriptor_file: "kappa.yml" }),
       /no configured plugin supports artifact type "helm"; set plugin in the envconfig/,
     );
+  });
+
+  it("fetches an http(s) artifact once, verifies it, retries a 5xx and fails a 404 at once", async () => {
+    const body = Buffer.from("served over http\n");
+    const hits: string[] = [];
+    let failNext = 1;
+    const web = createServer((req, res) => {
+      hits.push(req.url!);
+      if (req.url === "/app.txt" && failNext-- > 0) return void res.writeHead(503).end();
+      if (req.url === "/app.txt") return void res.writeHead(200, { "content-length": body.length }).end(body);
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
+    const base = `http://127.0.0.1:${(web.address() as AddressInfo).port}`;
+    try {
+      await envconfig("lambda", "test", { plugin: "noop", targets: [{ host: "l1" }], params: params(), retry_interval: "10ms" });
+      const sha256 = createHash("sha256").update(body).digest("hex");
+      const remote = (version: string, path = "/app.txt") => ({
+        ...descriptor("lambda", "test", `${base}${path}`, version),
+        artifact: { type: "file", name: "lambda", version, source: `${base}${path}`, sha256 },
+      });
+      const first = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.0"), descriptor_file: "lambda.yml" })).id, 60);
+      assert.equal(first.status, "succeeded", JSON.stringify(first.error));
+      assert.equal(first.steps.find((s) => s.name === "fetch")!.attempts, 2, "the 503 was retried");
+      // The verified bytes are cached by sha256: the next release of the same bytes reads nothing.
+      const second = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.1"), descriptor_file: "lambda.yml" })).id, 60);
+      assert.equal(second.status, "succeeded");
+      assert.deepEqual(hits, ["/app.txt", "/app.txt"]);
+
+      const missing = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.2", "/gone.txt"), descriptor_file: "lambda.yml" })).id, 60);
+      assert.equal(missing.status, "failed");
+      assert.match(missing.error!.message, /gone\.txt: HTTP 404/);
+      assert.equal(missing.steps.find((s) => s.name === "fetch")!.attempts, 1, "a 404 is not retried");
+    } finally {
+      web.close();
+    }
   });
 
   it("retries a transient failure and succeeds on the next attempt", async () => {
