@@ -7,21 +7,33 @@
 
 /** Error codes, named and numbered as gRPC's (`google.rpc.Code`). */
 export const Code = {
+  /** The deploy or the call was cancelled (a user's cancel, a shutdown, an aborted signal). */
   Canceled: 1,
+  /** An error that carried no code: a plain exception from a plugin or a library. Retried. */
   Unknown: 2,
+  /** Bad input: a file, field, param or flag refused; names the file and field. Never retried. */
   InvalidArgument: 3,
+  /** A step or call ran out of time (step `timeout`, validate's 30 s, a rollout's wait). Retried. */
   DeadlineExceeded: 4,
+  /** A deploy, file or secret that does not exist. */
   NotFound: 5,
   AlreadyExists: 6,
+  /** The token may not act on the tenant; a plugin's target refused the operation (RBAC 403). */
   PermissionDenied: 7,
   ResourceExhausted: 8,
+  /** The state does not allow it: a deploy already ended, nothing to roll back to, a plugin that gave up. */
   FailedPrecondition: 9,
+  /** Permanent: what `permanent(err)` marks and gRPC ABORTED carries; the step fails without retries. */
   Aborted: 10,
   OutOfRange: 11,
+  /** A capability the plugin lacks (gRPC UNIMPLEMENTED): dry-run stops at validation, rollouts fail. */
   Unimplemented: 12,
+  /** A bug in manent. */
   Internal: 13,
+  /** Something that may pass on a retry: a connection refused, a 5xx, a plugin process that crashed. */
   Unavailable: 14,
   DataLoss: 15,
+  /** A missing or unknown API token, or a target that refused the credentials (SSH key). */
   Unauthenticated: 16,
 } as const;
 export type Code = (typeof Code)[keyof typeof Code];
