@@ -11,7 +11,8 @@ export { parseParams, type KubernetesParams } from "./params.js";
  * bundle may hold several clusters' CAs), `wait_timeout` (default 5m, `0` = no wait),
  * `require_image_digest`, `history_limit` (default 10), `force_conflicts`, `var.NAME`, and for
  * charts `helm_values_files`, `helm_value.KEY`, `helm_values`, `helm_include_hooks`,
- * `helm_release_name`. Each target is a cluster at `https://host:port` (port 443 by default).
+ * `helm_release_name`. Each target is a cluster at `https://host:port` (port 443 by default); its
+ * labels `token_secret` and `ca_secret` name that cluster's own secrets, overriding the params'.
  */
 export const kubernetesFactory: Factory = (config, logger) => {
   const extra = Object.keys(config ?? {});

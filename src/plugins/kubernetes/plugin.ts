@@ -270,10 +270,15 @@ function contextOf(req: Request, params: KubernetesParams): ReleaseContext {
   };
 }
 
-/** Runs `fn` with a client for cluster `t`, closing its connections afterwards. */
+/**
+ * Runs `fn` with a client for cluster `t`, closing its connections afterwards. Each cluster may
+ * have its own service account and CA: the target's labels `token_secret` / `ca_secret` name its
+ * secrets, the params' are the default.
+ */
 async function withClient<T>(req: Request, params: KubernetesParams, t: Target, fn: (c: ClusterClient) => Promise<T>): Promise<T> {
-  const token = (await req.secrets.secret(params.token_secret)).trim();
-  const ca = params.ca_secret ? await req.secrets.secret(params.ca_secret) : undefined;
+  const caSecret = t.labels.ca_secret ?? params.ca_secret;
+  const token = (await req.secrets.secret(t.labels.token_secret ?? params.token_secret)).trim();
+  const ca = caSecret ? await req.secrets.secret(caSecret) : undefined;
   const client = new ClusterClient(t, token, ca);
   try {
     return await fn(client);

@@ -76,4 +76,28 @@ describe("kubernetes plugin: several clusters", () => {
       assert.equal((dep.metadata.annotations as Record<string, string>)["manent.io/version"], "1.0.0");
     }
   });
+
+  it("uses each cluster's own token and CA when its target labels name them", async () => {
+    const own: TestApiServer[] = [];
+    try {
+      for (const token of ["tok-eu1", "tok-eu2"]) {
+        own.push(await TestApiServer.start({ tokens: { [token]: { user: "system:serviceaccount:hello:manent", rules: tutorialRole("hello") } }, namespaces: ["hello"] }));
+      }
+      const base = makeRequest({ clusters: own, artifactPath: await files.write("own.yaml", helloManifest), version: "1.0.0", params: { "var.REPLICAS": "1" }, parallelism: 2 });
+      const secrets: Record<string, string> = { "tok-eu1": "tok-eu1", "tok-eu2": "tok-eu2", "ca-eu1": own[0]!.caPem, "ca-eu2": own[1]!.caPem };
+      const req = {
+        ...base,
+        params: { ...base.params, token_secret: "tok-eu1", ca_secret: "ca-eu1" },
+        targets: base.targets.map((t, i) => (i === 1 ? { ...t, labels: { token_secret: "tok-eu2", ca_secret: "ca-eu2" } } : t)),
+        secrets: { secret: (name: string) => Promise.resolve(secrets[name]!) },
+      };
+      const res = await d.deploy(req);
+      assert.deepEqual(res.targets.map((t) => t.status), ["deployed", "deployed"]);
+      for (const c of own) assert.ok(c.get("apps", "deployments", "hello", "hello"));
+      // Without the label, the second cluster gets the first one's credentials, and refuses them.
+      await assert.rejects(d.deploy({ ...req, targets: base.targets }), (err: unknown) => err instanceof ResultError && err.result.targets[1]!.status === "failed");
+    } finally {
+      await Promise.all(own.map((c) => c.close()));
+    }
+  });
 });
