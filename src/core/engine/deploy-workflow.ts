@@ -19,7 +19,6 @@ import type { DeployStatus, DeployStore } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
-import { rollbackTarget } from "./rollback-target.js";
 import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 
 export interface DeployWorkflowInput {
@@ -65,10 +64,8 @@ export class DeployWorkflow {
     await store.setStatus(id, "running");
     let r: ResolvedDeploy;
     try {
-      r = await this.step(id, seq.resolve, "resolve", once, async () => {
-        const resolved = await resolveSubmission(this.deps.config, this.deps.plugins, submission);
-        return resolved.kind === "rollback" ? { ...resolved, to: await rollbackTarget(this.deps.store, resolved) } : resolved;
-      });
+      // A rollback's version was fixed at submission (Submission.to), so resolving again keeps it.
+      r = await this.step(id, seq.resolve, "resolve", once, () => resolveSubmission(this.deps.config, this.deps.plugins, submission));
     } catch (err) {
       return this.finish(id, submission.kind, "failed", err, startedAt);
     }
@@ -119,11 +116,7 @@ export class DeployWorkflow {
     }
 
     const checkpoint = await this.step(id, seq.checkpoint, "checkpoint", r.steps.checkpoint, async (ctx): Promise<Checkpoint> => {
-      const deployer = await plugin.deployer();
-      const releases =
-        caps.includes("current_release") && isReleaseInspector(deployer)
-          ? await this.call(id, "checkpoint", resolved, caps, ctx, true, (req) => deployer.currentRelease(req))
-          : [];
+      const releases = await this.currentReleases(id, resolved, plugin, caps, ctx);
       const reason = !r.rollbackEnabled
         ? "rollback.enabled is false in the envconfig"
         : !caps.includes("rollback")
@@ -143,11 +136,7 @@ export class DeployWorkflow {
       const failure = ManentError.from(err);
       if (!checkpoint.can_rollback) return { status: "failed", error: failure };
       try {
-        await this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
-          const deployer = await plugin.deployer();
-          if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
-          return this.call(id, "rollback", resolved, caps, ctx, true, (req) => deployer.rollback({ ...req, releases: checkpoint.releases }));
-        });
+        await this.rollbackStep(id, resolved, plugin, caps, checkpoint.releases);
         return { status: "rolled_back", error: new ManentError(failure.code, `${failure.message}; rollback completed`, { details: failure.details }) };
       } catch (rollbackErr) {
         if (isCancellation(rollbackErr)) throw rollbackErr;
@@ -165,20 +154,28 @@ export class DeployWorkflow {
     if (!caps.includes("rollback")) {
       throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back (it does not declare the rollback capability)`);
     }
-    await this.step(id, seq.checkpoint, "checkpoint", r.steps.checkpoint, async (ctx): Promise<Checkpoint> => {
-      const deployer = await plugin.deployer();
-      const releases = isReleaseInspector(deployer)
-        ? await this.call(id, "checkpoint", resolved, caps, ctx, true, (req) => deployer.currentRelease(req))
-        : [];
-      return { releases, can_rollback: true };
-    });
-    await this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
+    await this.step(id, seq.checkpoint, "checkpoint", r.steps.checkpoint, async (ctx): Promise<Checkpoint> => ({
+      releases: await this.currentReleases(id, resolved, plugin, caps, ctx),
+      can_rollback: true,
+    }));
+    await this.rollbackStep(id, resolved, plugin, caps, r.targets.map((t) => ({ host: t.host, version: to })));
+    return { status: "succeeded" };
+  }
+
+  /** What each target runs now, when the plugin can tell; none otherwise. */
+  private async currentReleases(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], ctx: StepContext): Promise<TargetRelease[]> {
+    const deployer = await plugin.deployer();
+    if (!caps.includes("current_release") || !isReleaseInspector(deployer)) return [];
+    return this.call(id, "checkpoint", r, caps, ctx, true, (req) => deployer.currentRelease(req));
+  }
+
+  /** The rollback step: every target back to `releases` (the checkpoint's, or the version a user asked for). */
+  private rollbackStep(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], releases: TargetRelease[]): Promise<Result> {
+    return this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
       const deployer = await plugin.deployer();
       if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
-      const releases = r.targets.map((t) => ({ host: t.host, version: to }));
-      return this.call(id, "rollback", resolved, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }));
+      return this.call(id, "rollback", r, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }));
     });
-    return { status: "succeeded" };
   }
 
   private async validate(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<Capability[]> {
@@ -286,5 +283,4 @@ function isResult(v: unknown): v is Result {
   return typeof v === "object" && v !== null && Array.isArray((v as Result).targets);
 }
 
-export { isCancellation } from "./step-runner.js";
 

@@ -3,7 +3,7 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { Logger } from "../contract/index.js";
 import type { LoadedConfig } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
-import type { DeployStore } from "./deploy-store.js";
+import { terminalStatuses, type DeployStore } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
@@ -115,7 +115,7 @@ export class Engine {
   async cancel(id: string): Promise<void> {
     const deploy = await this.opts.store.getDeploy(id);
     if (!deploy) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
-    if (["succeeded", "failed", "rolled_back", "cancelled"].includes(deploy.status)) {
+    if (terminalStatuses.has(deploy.status)) {
       throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
     }
     await DBOS.cancelWorkflow(id);
