@@ -2,7 +2,7 @@ import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import type { ArtifactFile } from "./artifact-file.js";
 import * as steps from "./release-steps.js";
 import type { TargetSite } from "./release-steps.js";
-import { activationEnv, type CallContext } from "./site.js";
+import { activateRelease, type CallContext } from "./site.js";
 
 /**
  * Deploys the artifact to one target: upload and install unless `releases/<version>` is already
@@ -39,14 +39,7 @@ export async function deployTarget(
     version,
     previous: before.current,
   });
-  if (params.activate) {
-    await steps.activate(
-      site,
-      params.activate,
-      activationEnv(req, site, version),
-      params.activate_timeout,
-    );
-  }
+  await activateRelease(call, site, version);
   const pruned = await steps.prune(
     site,
     params.keep_releases,

@@ -2,7 +2,7 @@ import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import * as steps from "./release-steps.js";
 import type { TargetSite } from "./release-steps.js";
-import { activationEnv, type CallContext } from "./site.js";
+import { activateRelease, type CallContext } from "./site.js";
 
 /**
  * Puts one target back on `version` without copying anything: switch `current`, re-run
@@ -13,7 +13,6 @@ export async function restoreTarget(
   site: TargetSite,
   version: string,
 ): Promise<TargetOutcome> {
-  const { params, req } = call;
   const before = await steps.probe(site, version);
   const details = {
     release_path: version ? `${site.base}/releases/${version}` : "",
@@ -54,13 +53,6 @@ export async function restoreTarget(
     version,
     from: before.current,
   });
-  if (params.activate) {
-    await steps.activate(
-      site,
-      params.activate,
-      activationEnv(req, site, version),
-      params.activate_timeout,
-    );
-  }
+  await activateRelease(call, site, version);
   return { status: TargetStatus.RolledBack, details };
 }

@@ -8,7 +8,7 @@ import {
 import { Code, ManentError } from "../../core/errors.js";
 import { openTransport, type SshSecrets } from "./connect.js";
 import { baseFor, type Params } from "./params.js";
-import type { TargetSite } from "./release-steps.js";
+import { activate, type TargetSite } from "./release-steps.js";
 import type { ActivationEnv } from "./remote-scripts.js";
 
 /** What every per-target function of one plugin call shares. */
@@ -37,6 +37,13 @@ export async function withSite(
   } finally {
     await t.close();
   }
+}
+
+/** Runs the `activate` param's command in release `version`, when there is one. */
+export async function activateRelease(call: CallContext, site: TargetSite, version: string): Promise<void> {
+  const { params, req } = call;
+  if (!params.activate) return;
+  await activate(site, params.activate, activationEnv(req, site, version), params.activate_timeout);
 }
 
 /** The environment of the activate command. */
