@@ -1,15 +1,16 @@
 import type pg from "pg";
 import type { Capability, TargetResult } from "../core/contract/index.js";
-import type {
-  DeployKey,
-  DeployRecord,
-  DeployStatus,
-  DeployStore,
-  ListFilter,
-  NewDeploy,
-  StepRecord,
-  StepStatus,
-  TargetProgress,
+import {
+  terminalStatuses,
+  type DeployKey,
+  type DeployRecord,
+  type DeployStatus,
+  type DeployStore,
+  type ListFilter,
+  type NewDeploy,
+  type StepRecord,
+  type StepStatus,
+  type TargetProgress,
 } from "../core/engine/deploy-store.js";
 import type { ErrorJSON } from "../core/errors.js";
 
@@ -33,9 +34,9 @@ export class PgDeployStore implements DeployStore {
          error = case when $3::boolean then $4::jsonb else error end,
          plugin = coalesce($5, plugin),
          started_at = case when $2 = 'running' then coalesce(started_at, now()) else started_at end,
-         finished_at = case when $2 in ('succeeded','failed','rolled_back','cancelled') then coalesce(finished_at, now()) else finished_at end
+         finished_at = case when $2 = any($6::text[]) then coalesce(finished_at, now()) else finished_at end
        where id = $1`,
-      [id, status, extra.error !== undefined, extra.error ? JSON.stringify(extra.error) : null, extra.plugin ?? null],
+      [id, status, extra.error !== undefined, extra.error ? JSON.stringify(extra.error) : null, extra.plugin ?? null, [...terminalStatuses]],
     );
   }
 
