@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { cp, lstat, mkdir, rename, stat, symlink } from "node:fs/promises";
+import { cp, lstat, mkdir, rename, rm, stat, symlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { Logger } from "../core/contract/index.js";
@@ -46,7 +46,11 @@ export async function placePostgres(nativeBinDir: string, wantedDataDir: string,
   if (!(await reachable(dirname(wantedDataDir)))) {
     dataDir = join(systemHome, `data-${hash(wantedDataDir)}`);
     await mkdir(systemHome, { recursive: true, mode: 0o755 });
-    if (!(await lstat(wantedDataDir).catch(() => undefined))) await symlink(dataDir, wantedDataDir);
+    if (!(await lstat(wantedDataDir).catch(() => undefined))) {
+      // No link: the workdir is new (or was deleted), so data left here belongs to nobody.
+      await rm(dataDir, { recursive: true, force: true });
+      await symlink(dataDir, wantedDataDir);
+    }
     logger.info("the postgres user cannot reach the workdir: the data lives outside it", { data: dataDir, link: wantedDataDir });
   }
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
