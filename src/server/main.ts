@@ -28,8 +28,9 @@ export async function main(argv: string[]): Promise<void> {
         const e = ManentError.from(err);
         logger.error(e.message, { code: e.toJSON().code });
         process.stderr.write(`manent-server: ${e.message}\n`);
-        process.exitCode = e.permanent ? 2 : 1;
-        return;
+        // serve() has stopped what it started; exiting now also ends anything a library left
+        // scheduled (DBOS retries, pool timers), so a failed start never lingers.
+        process.exit(e.permanent ? 2 : 1);
       }
       // Printed for scripts and tests that started the server on port 0.
       process.stdout.write(`manent-server listening on ${server.url}\n`);

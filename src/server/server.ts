@@ -11,9 +11,11 @@ import { builtinPlugins } from "../plugins/builtin.js";
 import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { migrate } from "../storage/schema.js";
+import { reconcileDeploys } from "../storage/reconcile-deploys.js";
 import { createAuthenticator } from "./auth.js";
 import { createApiHandler } from "./http-api.js";
 import { createMetrics } from "./metrics.js";
+import { StartupHandler } from "./startup-handler.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:8080. */
@@ -38,27 +40,43 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const config: LoadedConfig = opts.listen ? { ...loaded, listen: opts.listen } : loaded;
   const auth = await createAuthenticator(config);
   const metrics = createMetrics();
-  const plugins = await PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external?.(metrics.registry));
+  // The port is taken first: a server that cannot listen exits before it starts anything else.
+  const startup = new StartupHandler();
+  const http = createServer(startup.handle);
+  const address = await listen(http, config.listen);
+  const url = `http://${address.address.includes(":") ? `[${address.address}]` : address.address}:${address.port}`;
+  const closeHttp = (): Promise<void> =>
+    new Promise<void>((r) => {
+      if (!http.listening) return r();
+      http.close(() => r());
+      http.closeIdleConnections();
+    });
 
-  const embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
-  const databaseUrl = config.dbos.database_url ?? embedded!.url;
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
-  pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
+  let plugins: PluginRegistry | undefined;
+  let embedded: EmbeddedDatabase | undefined;
+  let pool: pg.Pool | undefined;
+  let engine: Engine | undefined;
   const cleanup = async (): Promise<void> => {
-    await plugins.close();
-    await pool.end().catch(() => undefined);
+    await closeHttp();
+    await engine?.shutdown(0).catch(() => undefined);
+    await plugins?.close();
+    await pool?.end().catch(() => undefined);
     await embedded?.stop();
   };
-  let engine: Engine;
   try {
-    await migrate(pool);
-    const store = new PgDeployStore(pool);
+    plugins = await PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external?.(metrics.registry));
+    embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
+    const databaseUrl = config.dbos.database_url ?? embedded!.url;
+    pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
+    pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
+    const db = pool;
+    await migrate(db);
+    const store = new PgDeployStore(db);
     engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
-    const http = createServer(
-      createApiHandler({ engine, store, plugins, auth, metrics: metrics.registry, logger, ping: async () => void (await pool.query("select 1")) }),
+    await reconcileDeploys(db, logger);
+    startup.ready(
+      createApiHandler({ engine, store, plugins, auth, metrics: metrics.registry, logger, ping: async () => void (await db.query("select 1")) }),
     );
-    const address = await listen(http, config.listen);
-    const url = `http://${address.address.includes(":") ? `[${address.address}]` : address.address}:${address.port}`;
     logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
     let closing: Promise<void> | undefined;
     return {
@@ -67,11 +85,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       close: () =>
         (closing ??= (async () => {
           logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
-          await new Promise<void>((r) => {
-            http.close(() => r());
-            http.closeIdleConnections();
-          });
-          await engine.shutdown(config.shutdown_timeout);
+          await closeHttp();
+          await engine?.shutdown(config.shutdown_timeout);
+          engine = undefined;
           await cleanup();
           logger.info("manent-server stopped");
         })()),

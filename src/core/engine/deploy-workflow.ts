@@ -15,7 +15,7 @@ import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact } from "./artifact-fetch.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
-import type { DeployStatus, DeployStore } from "./deploy-store.js";
+import type { DeployStatus, DeployStore, NewDeploy } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
@@ -24,6 +24,8 @@ import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 export interface DeployWorkflowInput {
   id: string;
   submission: Submission;
+  /** The deploy's record, written by the workflow itself when it starts (absent in workflows queued by older servers). */
+  record?: NewDeploy;
 }
 
 export interface DeployOutcome {
@@ -58,9 +60,10 @@ interface Checkpoint {
 export class DeployWorkflow {
   constructor(private readonly deps: WorkflowDeps) {}
 
-  async run({ id, submission }: DeployWorkflowInput): Promise<DeployOutcome> {
+  async run({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
     const { store } = this.deps;
     const startedAt = Date.now();
+    if (record) await store.createDeploy(record);
     await store.setStatus(id, "running");
     let r: ResolvedDeploy;
     try {

@@ -3,10 +3,11 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { Logger } from "../contract/index.js";
 import type { LoadedConfig } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
-import { terminalStatuses, type DeployStore } from "./deploy-store.js";
+import { terminalStatuses, type DeployKey, type DeployStore, type NewDeploy } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
+import { faultPoint } from "./fault-points.js";
 import { rollbackTarget } from "./rollback-target.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
@@ -88,27 +89,30 @@ export class Engine {
     }
     const id = randomUUID();
     const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
-    await store.createDeploy({
+    const record: NewDeploy = {
       id,
       kind: r.kind,
       ...key,
       version: r.kind === "rollback" ? r.to! : r.artifact.version,
       request: { ...submission },
       ...(submittedBy !== undefined && { submittedBy }),
-    });
-    const running = r.kind === "dry_run" ? undefined : await this.runningDeploy(key, id);
+    };
+    // The workflow is queued first and carries its record, which it writes itself when it starts:
+    // a server killed between the two leaves a queued workflow that records itself, never a record
+    // without a workflow. Both writes are idempotent.
     try {
       await DBOS.startWorkflow(deployWorkflow, {
         workflowID: id,
         queueName: r.kind === "dry_run" ? dryRunQueue : deployQueue,
-        ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: `${key.tenant}/${key.application}/${key.artifact}/${key.environment}` } }),
-      })({ id, submission });
+        ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: partitionKey(key) } }),
+      })({ id, submission, record });
     } catch (err) {
-      const e = new ManentError(Code.Unavailable, `deploy ${id} could not be queued: ${ManentError.from(err).message}`, { cause: err });
-      await store.setStatus(id, "failed", { error: e.toJSON() });
-      throw e;
+      throw new ManentError(Code.Unavailable, `deploy ${id} could not be queued: ${ManentError.from(err).message}`, { cause: err });
     }
-    return running ? { id, queued_behind: running } : { id };
+    faultPoint("submit", "after");
+    await store.createDeploy(record);
+    const ahead = r.kind === "dry_run" ? undefined : await deployAhead(id, partitionKey(key));
+    return ahead ? { id, queued_behind: ahead } : { id };
   }
 
   /** Cancels a deploy: its running plugin call is cancelled and no further step runs. */
@@ -128,10 +132,23 @@ export class Engine {
     active = undefined;
   }
 
-  private async runningDeploy(key: { tenant: string; application: string; artifact: string; environment: string }, except: string) {
-    const recent = await this.opts.store.listDeploys({ ...key, limit: 20 });
-    return recent.find((d) => d.id !== except && d.kind !== "dry_run" && (d.status === "running" || d.status === "queued"))?.id;
-  }
+}
+
+const partitionKey = (k: DeployKey): string => `${k.tenant}/${k.application}/${k.artifact}/${k.environment}`;
+
+/**
+ * The deploy the given one waits for on its partition of the deploy queue: the latest one queued
+ * before it, else the one running. Read from DBOS's queue, which decides the order; a deploy
+ * queued in the same millisecond is not named, since the order between the two is not known.
+ */
+async function deployAhead(id: string, partition: string): Promise<string | undefined> {
+  const mine = await DBOS.getWorkflowStatus(id);
+  if (!mine || mine.status !== "ENQUEUED") return undefined;
+  const others = (
+    await DBOS.listQueuedWorkflows({ queueName: deployQueue, status: ["ENQUEUED", "PENDING"], loadInput: false, loadOutput: false })
+  ).filter((w) => w.workflowID !== id && w.queuePartitionKey === partition);
+  const queuedBefore = others.filter((w) => w.status === "ENQUEUED" && w.createdAt < mine.createdAt).sort((a, b) => b.createdAt - a.createdAt);
+  return (queuedBefore[0] ?? others.find((w) => w.status === "PENDING"))?.workflowID;
 }
 
 function dbosLogger(logger: Logger) {

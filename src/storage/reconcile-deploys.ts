@@ -1,0 +1,46 @@
+import type pg from "pg";
+import type { Logger } from "../core/contract/index.js";
+import { terminalStatuses } from "../core/engine/deploy-store.js";
+
+/** DBOS's system tables, in the same database (DBOS's default schema). */
+const dbosSchema = "dbos";
+
+/**
+ * Ends the deploy records that no workflow will ever finish, at start-up: a record whose workflow
+ * does not exist (written by a server that recorded before it queued, and was killed in between)
+ * and a record whose workflow ended without writing its outcome (a cancel or a crash between the
+ * two writes). Runs on every server start; every update is conditional, so servers starting
+ * together do not clash.
+ */
+export async function reconcileDeploys(pool: pg.Pool, logger: Logger): Promise<void> {
+  const terminal = [...terminalStatuses];
+  const orphans = await pool.query<{ id: string }>(
+    `update manent.deploys d set status = 'failed', finished_at = coalesce(d.finished_at, now()), error = $2::jsonb
+     where d.status <> all($1::text[])
+       and not exists (select 1 from ${dbosSchema}.workflow_status w where w.workflow_uuid = d.id)
+     returning d.id`,
+    [
+      terminal,
+      JSON.stringify({
+        code: "unavailable",
+        message: "the server stopped while this deploy was being submitted, before its workflow was queued; nothing ran: submit it again",
+      }),
+    ],
+  );
+  const ended = await pool.query<{ id: string; status: string }>(
+    `update manent.deploys d
+       set status = case when w.status = 'CANCELLED' then 'cancelled' else 'failed' end,
+           finished_at = coalesce(d.finished_at, now()),
+           error = case when w.status = 'CANCELLED'
+             then jsonb_build_object('code', 'canceled', 'message', 'cancelled by a user before it started')
+             else jsonb_build_object('code', 'internal', 'message', 'the deploy''s workflow ended (' || w.status || ') without recording its outcome')
+           end
+     from ${dbosSchema}.workflow_status w
+     where w.workflow_uuid = d.id and d.status <> all($1::text[])
+       and w.status in ('CANCELLED', 'ERROR', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
+     returning d.id, d.status`,
+    [terminal],
+  );
+  for (const { id } of orphans.rows) logger.warn("deploy without a workflow marked failed", { deploy: id });
+  for (const { id, status } of ended.rows) logger.warn("deploy whose workflow had ended marked as such", { deploy: id, status });
+}
