@@ -91,10 +91,10 @@ export async function main(argv: string[]): Promise<void> {
   program
     .command("history")
     .description("list deploys, newest first")
-    .option("--tenant <tenant>")
-    .option("--application <application>")
-    .option("--environment <environment>")
-    .option("--artifact <artifact>")
+    .option("--tenant <tenant>", "only this tenant's deploys (a tenant's token sees only its own)")
+    .option("--application <application>", "only this application's deploys")
+    .option("--environment <environment>", "only deploys to this environment")
+    .option("--artifact <artifact>", "only deploys of this artifact")
     .option("--limit <n>", "how many", "20")
     .addOption(output())
     .action(async (o: { tenant?: string; application?: string; environment?: string; artifact?: string; limit: string; output: Output }) => {

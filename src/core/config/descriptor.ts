@@ -6,26 +6,43 @@ const name = z
   .regex(/^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/, { message: "must be lower-case letters, digits, '.', '_' or '-'" });
 
 export const artifactSchema = z.strictObject({
-  type: z.string().min(1),
-  name,
+  type: z
+    .string()
+    .min(1)
+    .meta({
+      description: "The kind of artifact; a plugin's supports() decides from it when the envconfig names no plugin",
+      examples: ["tarball", "kubernetes"],
+    }),
+  name: name.meta({ description: "The artifact's name: the {artifact} part of the envconfig path", examples: ["hello"] }),
   version: z
     .string()
     .min(1)
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, { message: "must be letters, digits, '.', '_', '+' or '-'" }),
-  source: z.string().min(1),
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, { message: "must be letters, digits, '.', '_', '+' or '-'" })
+    .meta({ description: "The version to deploy (`manent deploy --version` overrides it)", examples: ["1.0.0"] }),
+  source: z
+    .string()
+    .min(1)
+    .meta({
+      description: "Where the artifact is: a path (relative to the descriptor) or an http(s) URL (`--source` overrides it)",
+      examples: ["dist/hello-1.0.0.tar.gz"],
+    }),
   sha256: z
     .string()
     .regex(/^[0-9a-f]{64}$/, { message: "must be 64 lower-case hex digits" })
-    .optional(),
+    .optional()
+    .describe("Expected sha256 of the artifact's bytes, checked after the fetch (`--sha256` overrides it)"),
 });
 
 /** What to deploy (`hello.yml`). */
 export const descriptorSchema = z.strictObject({
-  apiVersion: z.literal("manent/v1", { message: 'must be "manent/v1"' }),
-  tenant: name.default("untenanted"),
-  application: name,
-  environment: name,
-  artifact: artifactSchema,
+  apiVersion: z.literal("manent/v1", { message: 'must be "manent/v1"' }).describe("The descriptor format"),
+  tenant: name.default("untenanted").describe("The team that owns the application; a tenant's token sees only its tenant's deploys"),
+  application: name.meta({ description: "The application", examples: ["hello"] }),
+  environment: name.meta({
+    description: "The environment to deploy to: the {environment} part of the envconfig path",
+    examples: ["test", "prod"],
+  }),
+  artifact: artifactSchema.describe("What is deployed"),
 });
 
 export type Descriptor = z.output<typeof descriptorSchema>;

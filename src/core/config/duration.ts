@@ -14,12 +14,15 @@ export function parseDuration(text: string): number | undefined {
 }
 
 /** A duration field: a Go-style string ("3m", "30s") or a number of seconds; parsed to milliseconds. */
-export const durationMs = z.union([z.string(), z.number().nonnegative()]).transform((value, ctx) => {
-  if (typeof value === "number") return Math.round(value * 1000);
-  const ms = parseDuration(value);
-  if (ms === undefined) {
-    ctx.addIssue({ code: "custom", message: `"${value}" is not a duration (use e.g. 30s, 3m, 1h30m, 500ms)` });
-    return z.NEVER;
-  }
-  return ms;
-});
+export const durationMs = z
+  .union([z.string(), z.number().nonnegative()])
+  .transform((value, ctx) => {
+    if (typeof value === "number") return Math.round(value * 1000);
+    const ms = parseDuration(value);
+    if (ms === undefined) {
+      ctx.addIssue({ code: "custom", message: `"${value}" is not a duration (use e.g. 30s, 3m, 1h30m, 500ms)` });
+      return z.NEVER;
+    }
+    return ms;
+  })
+  .meta({ type: "duration" });

@@ -9,46 +9,107 @@ export type RetryableStep = (typeof retryableSteps)[number];
 const paramValue = z.union([z.string(), z.number(), z.boolean()]).transform(String);
 
 const stepSettings = z.strictObject({
-  max_retries: z.number().int().min(0).max(100).optional(),
-  timeout: durationMs.optional(),
+  max_retries: z.number().int().min(0).max(100).optional().describe("Retries of this step (default: the envconfig's max_retries)"),
+  timeout: durationMs
+    .optional()
+    .meta({ description: "Longest time one attempt of this step may take; a step that runs out is retried", examples: ["5m"] }),
 });
 
 export const callbackEvents = ["started", "succeeded", "failed", "rolled_back"] as const;
 export type CallbackEvent = (typeof callbackEvents)[number];
 
 const callbackSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }),
-  events: z.array(z.enum(callbackEvents)).min(1).default([...callbackEvents]),
-  max_retries: z.number().int().min(0).max(20).default(3),
-  timeout: durationMs.default(10_000),
+  url: z
+    .url({ protocol: /^https?$/, message: "must be an http(s) URL" })
+    .meta({ description: "Where the event is POSTed as JSON", examples: ["https://ci.example.com/hooks/manent"] }),
+  events: z
+    .array(z.enum(callbackEvents))
+    .min(1)
+    .default([...callbackEvents])
+    .describe("The events that call this URL"),
+  max_retries: z.number().int().min(0).max(20).default(3).describe("Retries of a call that failed (a 5xx, a refused connection)"),
+  timeout: durationMs.default(10_000).describe("Longest time one call may take"),
 });
 
 /** How to deploy in one environment (`envconfig/{tenant}/{application}/{artifact}/{environment}.yml`). */
 export const envconfigSchema = z.strictObject({
-  plugin: z.string().min(1).optional(),
+  plugin: z
+    .string()
+    .min(1)
+    .optional()
+    .meta({
+      description: "The plugin that deploys (a manent.yml plugins name); absent: the one plugin whose supports() accepts the artifact",
+      examples: ["remote-copy"],
+    }),
   targets: z
     .array(
       z.strictObject({
-        host: z.string().min(1),
-        port: z.number().int().min(1).max(65535).optional(),
-        labels: z.record(z.string(), z.string()).default({}),
+        host: z
+          .string()
+          .min(1)
+          .meta({ description: "The target: a host name or address, or a name the plugin understands", examples: ["web-1"] }),
+        port: z
+          .number()
+          .int()
+          .min(1)
+          .max(65535)
+          .optional()
+          .describe("The target's port, when the plugin connects to one (SSH, a Kubernetes API)"),
+        labels: z
+          .record(z.string(), z.string())
+          .default({})
+          .meta({ description: "Free labels, passed to the plugin (e.g. region, az)", examples: [{ region: "eu-1", az: "a" }] }),
       }),
     )
-    .default([]),
-  params: z.record(z.string(), paramValue).default({}),
-  secrets: z
-    .array(z.strictObject({ name: z.string().min(1), ref: secretRefSchema }))
     .default([])
-    .refine((list) => new Set(list.map((s) => s.name)).size === list.length, { message: "secret names must be unique" }),
-  rollback: z.strictObject({ enabled: z.boolean().default(false) }).default({ enabled: false }),
-  /** Default retries of every step; `steps.<name>.max_retries` overrides it. */
-  max_retries: z.number().int().min(0).max(100).default(2),
-  /** First wait between retries; doubles at each attempt. */
-  retry_interval: durationMs.default(1000),
-  steps: z.partialRecord(z.enum(retryableSteps), stepSettings).default({}),
-  /** How many targets are deployed at once. */
-  parallel: z.number().int().min(1).max(1000).default(1),
-  callbacks: z.array(callbackSchema).default([]),
+    .describe("Where to deploy: each target is a host, a cluster… as the plugin understands it"),
+  params: z
+    .record(z.string(), paramValue)
+    .default({})
+    .meta({
+      description: "The plugin's parameters (strings; numbers and booleans are converted). `var.NAME` keys are substitution variables",
+      examples: [{ transport: "local", base: "/srv/hello", "var.REPLICAS": "2" }],
+    }),
+  secrets: z
+    .array(
+      z.strictObject({
+        name: z
+          .string()
+          .min(1)
+          .meta({ description: "The name the plugin asks for", examples: ["kube-token"] }),
+        ref: secretRefSchema.meta({
+          description: "Where the value is read, only during the plugin call that asks for it",
+          examples: ["file:/etc/manent/kube-token", "env:DEPLOY_KEY"],
+        }),
+      }),
+    )
+    .default([])
+    .refine((list) => new Set(list.map((s) => s.name)).size === list.length, { message: "secret names must be unique" })
+    .describe("Secrets the plugin may ask for; values are never stored, logged or returned"),
+  rollback: z
+    .strictObject({ enabled: z.boolean().default(false).describe("Roll a failed deploy back to the releases the checkpoint recorded") })
+    .default({ enabled: false })
+    .describe("Automatic rollback"),
+  max_retries: z
+    .number()
+    .int()
+    .min(0)
+    .max(100)
+    .default(2)
+    .describe("Retries of every step after its first attempt; steps.<step>.max_retries overrides it"),
+  retry_interval: durationMs.default(1000).describe("First wait between retries; it doubles at each attempt"),
+  steps: z
+    .partialRecord(z.enum(retryableSteps), stepSettings)
+    .default({})
+    .meta({ description: "Per-step retries and timeouts", examples: [{ deploy: { max_retries: 0, timeout: "10m" } }] }),
+  parallel: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(1)
+    .describe("How many targets are deployed at once, by plugins that declare parallel targets"),
+  callbacks: z.array(callbackSchema).default([]).describe("Webhooks called when a deploy starts and ends"),
 });
 
 export type Envconfig = z.output<typeof envconfigSchema>;

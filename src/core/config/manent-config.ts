@@ -15,44 +15,68 @@ const databaseUrl = z.string().superRefine((url, ctx) => {
 });
 
 export const externalSchema = z.strictObject({
-  command: z.string().min(1),
-  args: z.array(z.string()).default([]),
+  command: z
+    .string()
+    .min(1)
+    .meta({
+      description: "The plugin binary (relative to the server's working directory); manent runs a private copy of it",
+      examples: ["/opt/manent/plugins/my-plugin"],
+    }),
+  args: z.array(z.string()).default([]).describe("Arguments of the command"),
   sha256: z
     .string()
     .regex(/^[0-9a-f]{64}$/, { message: "must be 64 lower-case hex digits" })
-    .optional(),
-  env: z.record(z.string(), z.string()).default({}),
-  start_timeout: durationMs.default(60_000),
+    .optional()
+    .describe("Expected sha256 of the binary; a binary that differs is refused"),
+  env: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe("Environment variables of the plugin process; of the server's own it inherits only PATH, HOME, TMPDIR, TZ and LANG"),
+  start_timeout: durationMs.default(60_000).describe("How long the plugin may take to start and answer the handshake"),
 });
 export type ExternalSpec = z.output<typeof externalSchema>;
 
 /** A `plugins.<name>` entry: `external` marks an external binary; every other key is the plugin's own configuration. */
-const pluginEntry = z.looseObject({ external: externalSchema.optional() }).nullable().transform((v) => v ?? {});
+const pluginEntry = z
+  .looseObject({ external: externalSchema.optional().describe("Marks an external plugin binary, spoken to over go-plugin gRPC") })
+  .nullable()
+  .transform((v) => v ?? {});
 
 const fileProvider = z.strictObject({
-  name: z.string().min(1),
-  type: z.literal("file"),
-  file: z.strictObject({
-    path: z
-      .string()
-      .refine((p) => p.includes("{application}") && p.includes("{environment}"), {
-        message: "must contain {application} and {environment} (and usually {tenant} and {artifact})",
-      }),
-  }),
+  name: z.string().min(1).describe("The provider's name, for messages"),
+  type: z.literal("file").describe("Envconfigs are YAML files"),
+  file: z
+    .strictObject({
+      path: z
+        .string()
+        .refine((p) => p.includes("{application}") && p.includes("{environment}"), {
+          message: "must contain {application} and {environment} (and usually {tenant} and {artifact})",
+        })
+        .meta({
+          description:
+            "Where an envconfig is, relative to the server's working directory; {tenant}, {application}, {artifact} and {environment} are replaced",
+          examples: ["./envconfig/{tenant}/{application}/{artifact}/{environment}.yml"],
+        }),
+    })
+    .describe("The file provider's settings"),
 });
 
 const token = z
   .strictObject({
-    name: z.string().min(1),
-    /** The tenant this token may see, or "*" for every tenant. */
-    tenant: z.string().min(1),
-    /** Where the token's value is read: `env:NAME` or `file:/path`. */
-    token: secretRefSchema.optional(),
-    /** Hex sha256 of the token, when the value itself is not kept on the server. */
+    name: z
+      .string()
+      .min(1)
+      .meta({ description: "The token's name, for logs", examples: ["ci"] }),
+    tenant: z
+      .string()
+      .min(1)
+      .meta({ description: 'The tenant this token may see, or "*" for every tenant', examples: ["team-a", "*"] }),
+    token: secretRefSchema.optional().meta({ description: "Where the token's value is read", examples: ["env:MANENT_CI_TOKEN"] }),
     sha256: z
       .string()
       .regex(/^[0-9a-f]{64}$/)
-      .optional(),
+      .optional()
+      .describe("Hex sha256 of the token, when the value itself is not kept on the server"),
   })
   .refine((t) => (t.token === undefined) !== (t.sha256 === undefined), { message: "give exactly one of token or sha256" });
 
@@ -60,28 +84,51 @@ const token = z
 export const manentConfigSchema = z.strictObject({
   dbos: z
     .strictObject({
-      database_url: databaseUrl.optional(),
-      /** Identifies this server among several sharing one database; recovery resumes its own workflows. */
-      executor_id: z.string().min(1).optional(),
+      database_url: databaseUrl.optional().meta({
+        description: "The Postgres that keeps deploys and workflows; absent: an embedded Postgres under workdir",
+        examples: ["postgres://manent:secret@db:5432/manent"],
+      }),
+      executor_id: z
+        .string()
+        .min(1)
+        .optional()
+        .meta({
+          description: 'Identifies this server among several sharing one database; recovery resumes its own workflows (default "local")',
+          examples: ["worker-1"],
+        }),
     })
-    .default({}),
-  workdir: z.string().min(1).default("./work"),
+    .default({})
+    .describe("The durable workflow engine (DBOS Transact)"),
+  workdir: z.string().min(1).default("./work").describe("The artifacts cache and the embedded Postgres, relative to the working directory"),
   listen: z
     .string()
     .regex(/^[^:]*:\d+$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080' })
-    .default("127.0.0.1:8080"),
-  plugins: z.record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, { message: "plugin names are lower-case letters, digits and '-'" }), pluginEntry).default({}),
+    .default("127.0.0.1:8080")
+    .describe("Address of the HTTP API (`manent-server serve --listen` overrides it)"),
+  plugins: z
+    .record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, { message: "plugin names are lower-case letters, digits and '-'" }), pluginEntry)
+    .default({})
+    .meta({
+      description:
+        "The plugins this server offers, by name: a built-in's name configures it; an entry with `external` is an external binary. Other keys are the plugin's own configuration",
+      examples: [{ "remote-copy": {}, kubernetes: {} }],
+    }),
   envconfig: z
     .strictObject({
-      required: z.boolean().default(true),
-      providers: z.array(fileProvider).default([]),
+      required: z
+        .boolean()
+        .default(true)
+        .describe("Refuse a deploy whose envconfig no provider has (false: deploy with an empty envconfig)"),
+      providers: z.array(fileProvider).default([]).describe("Where envconfigs are looked up, in order; the first that has one wins"),
     })
-    .default({ required: true, providers: [] }),
-  auth: z.strictObject({ tokens: z.array(token).default([]) }).default({ tokens: [] }),
-  /** How many deploys one server runs at once. */
-  concurrency: z.number().int().min(1).max(1000).default(50),
-  /** How long a shutdown waits for running steps. */
-  shutdown_timeout: durationMs.default(60_000),
+    .default({ required: true, providers: [] })
+    .describe("Where each deploy's envconfig comes from"),
+  auth: z
+    .strictObject({ tokens: z.array(token).default([]).describe("API tokens; none: the API is open") })
+    .default({ tokens: [] })
+    .describe("Who may call the API"),
+  concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
+  shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),
 });
 
 export type ManentConfig = z.output<typeof manentConfigSchema>;
