@@ -25,9 +25,14 @@ export function parseYaml<S extends z.ZodType>(text: string, file: string, schem
 export function validate<S extends z.ZodType>(data: unknown, file: string, schema: S): z.output<S> {
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
+  throw invalidInput(parsed.error, file);
+}
+
+/** The `invalid_argument` error for a failed zod parse, naming the file (or request part) and the first bad field. */
+export function invalidInput(error: z.ZodError, file: string): ManentError {
+  const issue = error.issues[0]!;
   const field = issue.path.map(String).join(".") || "(document)";
-  throw new ManentError(Code.InvalidArgument, `${file}: ${field}: ${describe(issue)}`, { details: { file, field } });
+  return new ManentError(Code.InvalidArgument, `${file}: ${field}: ${describe(issue)}`, { details: { file, field } });
 }
 
 /** Reads and validates a YAML file; a missing file is `not_found` naming the path. */
@@ -48,7 +53,7 @@ function describe(issue: z.core.$ZodIssue): string {
     case "unrecognized_keys":
       return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
     case "invalid_type":
-      return issue.input === undefined ? "is required" : issue.message.replace(/^Invalid input: /, "");
+      return issue.input === undefined && /received undefined$/.test(issue.message) ? "is required" : issue.message.replace(/^Invalid input: /, "");
     default:
       return issue.message;
   }

@@ -1,0 +1,120 @@
+import { z } from "@hono/zod-openapi";
+import { codeName, type Code } from "../core/errors.js";
+import { httpStatus as httpStatusOf } from "./http-status.js";
+
+/**
+ * The HTTP API's request and response schemas. Requests are validated with them and the OpenAPI
+ * document (`/api/v1/openapi.json`) is generated from them, so what is checked and what is
+ * documented cannot drift apart.
+ */
+
+export const errorSchema = z
+  .object({
+    error: z.object({
+      code: z.string().describe("snake_case gRPC-style code, e.g. invalid_argument, not_found, permission_denied"),
+      message: z.string(),
+      details: z.record(z.string(), z.string()).optional().describe("machine-readable facts: file, field, plugin, target…"),
+    }),
+  })
+  .openapi("Error");
+
+const errorJsonSchema = z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.string()).optional() });
+
+const deployKind = z.enum(["deploy", "dry_run", "rollback"]);
+const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
+
+export const stepSchema = z
+  .object({
+    name: z.string(),
+    status: z.enum(["running", "succeeded", "failed", "skipped"]),
+    attempts: z.number().int(),
+    started_at: z.string().nullable(),
+    duration_ms: z.number().nullable(),
+    output: z.object({ result: z.string().describe("the step's result as a JSON string") }).nullable(),
+    error: errorJsonSchema.nullable(),
+  })
+  .openapi("Step");
+
+export const targetSchema = z
+  .object({
+    phase: z.string(),
+    host: z.string(),
+    status: z.string(),
+    duration_ms: z.number().nullable(),
+    error: z.string().nullable(),
+    details: z.record(z.string(), z.string()).nullable(),
+  })
+  .openapi("TargetProgress");
+
+export const deploySummarySchema = z
+  .object({
+    id: z.string(),
+    kind: deployKind,
+    tenant: z.string(),
+    application: z.string(),
+    artifact: z.string(),
+    environment: z.string(),
+    version: z.string(),
+    plugin: z.string().nullable(),
+    status: deployStatus,
+    error: errorJsonSchema.nullable(),
+    submitted_by: z.string().nullable(),
+    created_at: z.string(),
+    started_at: z.string().nullable(),
+    finished_at: z.string().nullable(),
+  })
+  .openapi("DeploySummary");
+
+export const deploySchema = deploySummarySchema
+  .extend({
+    request: z.record(z.string(), z.unknown()).describe("what was submitted: descriptor, overrides, file names (never secret values)"),
+    steps: z.array(stepSchema),
+    targets: z.array(targetSchema),
+  })
+  .openapi("Deploy");
+
+export const deployIdParams = z.object({
+  id: z
+    .string()
+    .regex(/^[0-9a-f-]{36}$/, "not a deploy id")
+    .openapi({ param: { name: "id", in: "path" }, example: "0b7f9a4c-2d1e-4f55-9d7a-2f6c1c0e8b11" }),
+});
+
+export const submitBodySchema = z
+  .strictObject({
+    descriptor: z.record(z.string(), z.unknown()).describe("the descriptor (apiVersion: manent/v1), as parsed from YAML"),
+    descriptor_file: z.string().min(1).default("descriptor").describe("the descriptor's file name, used in error messages"),
+    dry_run: z.boolean().default(false),
+    overrides: z.strictObject({ version: z.string().optional(), source: z.string().optional(), sha256: z.string().optional() }).default({}),
+  })
+  .openapi("SubmitRequest");
+
+export const rollbackBodySchema = z
+  .strictObject({
+    descriptor: z.record(z.string(), z.unknown()),
+    descriptor_file: z.string().min(1).default("descriptor"),
+    to: z.string().min(1).optional().describe("the version to return to (default: the last good one before the current)"),
+  })
+  .openapi("RollbackRequest");
+
+export const submittedSchema = z
+  .object({
+    id: z.string(),
+    queued_behind: z.string().optional().describe("the deploy of the same application and environment this one waits for"),
+    status: z.literal("queued"),
+  })
+  .openapi("Submitted");
+
+/** `{"error": …}` responses for the given codes, keyed by their HTTP status. */
+export function errorResponses(...codes: Code[]) {
+  const out: Record<number, { description: string; content: { "application/json": { schema: typeof errorSchema } } }> = {};
+  for (const code of codes) {
+    const status = httpStatusOf(code);
+    const prev = out[status]?.description;
+    out[status] = {
+      description: prev ? `${prev}, ${codeName(code)}` : codeName(code),
+      content: { "application/json": { schema: errorSchema } },
+    };
+  }
+  return out;
+}

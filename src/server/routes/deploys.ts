@@ -1,0 +1,170 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { terminalStatuses } from "../../core/engine/deploy-store.js";
+import type { Submission } from "../../core/engine/resolve.js";
+import { Code, ManentError } from "../../core/errors.js";
+import {
+  deployIdParams,
+  deploySchema,
+  deploySummarySchema,
+  errorResponses,
+  rollbackBodySchema,
+  submitBodySchema,
+  submittedSchema,
+} from "../api-schemas.js";
+import { authorize, type Caller } from "../auth.js";
+import type { ApiApp, ApiDeps } from "../http-api.js";
+
+const json = <S extends z.ZodType>(schema: S, description: string) => ({ description, content: { "application/json": { schema } } });
+const jsonBody = <S extends z.ZodType>(schema: S) => ({ required: true, content: { "application/json": { schema } } });
+
+const submit = createRoute({
+  method: "post",
+  path: "/api/v1/deploys",
+  summary: "Submit a deploy (or a dry-run) of what a descriptor describes",
+  tags: ["deploys"],
+  request: { body: jsonBody(submitBodySchema) },
+  responses: {
+    202: json(submittedSchema, "queued"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.Unavailable),
+  },
+});
+
+const rollback = createRoute({
+  method: "post",
+  path: "/api/v1/rollbacks",
+  summary: "Return an application's environment to an earlier release, without fetching anything",
+  tags: ["deploys"],
+  request: { body: jsonBody(rollbackBodySchema) },
+  responses: {
+    202: json(submittedSchema, "queued"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.FailedPrecondition, Code.Unavailable),
+  },
+});
+
+const listQuery = z.object({
+  tenant: z.string().optional().describe("ignored for a tenant's token, which sees its own tenant only"),
+  application: z.string().optional(),
+  environment: z.string().optional(),
+  artifact: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(50),
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/api/v1/deploys",
+  summary: "List deploys, newest first",
+  tags: ["deploys"],
+  request: { query: listQuery },
+  responses: {
+    200: json(z.object({ deploys: z.array(deploySummarySchema) }), "deploys"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated),
+  },
+});
+
+const get = createRoute({
+  method: "get",
+  path: "/api/v1/deploys/{id}",
+  summary: "One deploy with its steps and targets",
+  tags: ["deploys"],
+  request: {
+    params: deployIdParams,
+    query: z.object({
+      wait: z.coerce.number().min(0).max(300).default(0).describe("answer once the deploy has ended, or after this many seconds"),
+    }),
+  },
+  responses: {
+    200: json(deploySchema, "the deploy"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound),
+  },
+});
+
+const cancel = createRoute({
+  method: "post",
+  path: "/api/v1/deploys/{id}/cancel",
+  summary: "Cancel a queued or running deploy",
+  tags: ["deploys"],
+  request: { params: deployIdParams },
+  responses: {
+    200: json(deploySchema, "the cancelled deploy"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound, Code.FailedPrecondition),
+  },
+});
+
+export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
+  app.openapi(submit, async (c) => {
+    const body = c.req.valid("json");
+    const caller = c.get("caller");
+    authorize(caller, tenantOf(body.descriptor));
+    const submission: Submission = {
+      kind: body.dry_run ? "dry_run" : "deploy",
+      descriptor: body.descriptor,
+      descriptorFile: body.descriptor_file,
+      overrides: dropUndefined(body.overrides),
+    };
+    const out = await deps.engine.submit(submission, caller.name);
+    return c.json({ ...out, status: "queued" as const }, 202);
+  });
+
+  app.openapi(rollback, async (c) => {
+    const body = c.req.valid("json");
+    const caller = c.get("caller");
+    authorize(caller, tenantOf(body.descriptor));
+    const submission: Submission = {
+      kind: "rollback",
+      descriptor: body.descriptor,
+      descriptorFile: body.descriptor_file,
+      ...(body.to !== undefined && { to: body.to }),
+    };
+    const out = await deps.engine.submit(submission, caller.name);
+    return c.json({ ...out, status: "queued" as const }, 202);
+  });
+
+  app.openapi(list, async (c) => {
+    const q = c.req.valid("query");
+    const caller = c.get("caller");
+    const tenant = caller.tenant === "*" ? q.tenant : caller.tenant;
+    const deploys = await deps.store.listDeploys({
+      ...(tenant !== undefined && { tenant }),
+      ...(q.application !== undefined && { application: q.application }),
+      ...(q.environment !== undefined && { environment: q.environment }),
+      ...(q.artifact !== undefined && { artifact: q.artifact }),
+      limit: q.limit,
+    });
+    return c.json({ deploys }, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const { wait } = c.req.valid("query");
+    let deploy = await visibleDeploy(deps, c.get("caller"), id);
+    // ?wait=N: answer when the deploy has ended, or after N seconds (long poll).
+    const deadline = Date.now() + wait * 1000;
+    while (!terminalStatuses.has(deploy.status) && Date.now() < deadline && !c.req.raw.signal.aborted) {
+      await new Promise((r) => setTimeout(r, 100));
+      deploy = (await deps.store.getDeploy(id)) ?? deploy;
+    }
+    return c.json(deploy, 200);
+  });
+
+  app.openapi(cancel, async (c) => {
+    const { id } = c.req.valid("param");
+    await visibleDeploy(deps, c.get("caller"), id);
+    await deps.engine.cancel(id);
+    return c.json((await deps.store.getDeploy(id))!, 200);
+  });
+}
+
+/** A deploy the caller may see; another tenant's is reported as missing, not forbidden: its existence is not the caller's business. */
+export async function visibleDeploy(deps: ApiDeps, caller: Caller, id: string) {
+  const deploy = await deps.store.getDeploy(id);
+  if (!deploy || (caller.tenant !== "*" && caller.tenant !== deploy.tenant)) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+  return deploy;
+}
+
+function tenantOf(descriptor: Record<string, unknown>): string {
+  return typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
+}
+
+function dropUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}

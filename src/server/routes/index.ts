@@ -1,0 +1,34 @@
+/**
+ * Every route of manent-server's HTTP API, one module per resource.
+ *
+ * How to add a route (it is then validated AND documented in /api/v1/openapi.json, and
+ * test/server/openapi.test.ts checks that every served route is documented and vice versa):
+ *
+ *   1. In the resource's module (or a new `routes/<resource>.ts` registered below), declare it with
+ *      `createRoute({ method, path: "/api/v1/things/{id}", request: { params, query, body }, responses })`
+ *      using zod schemas (shared ones in ../api-schemas.ts; give fields `.describe()`), and list its
+ *      error statuses with `...errorResponses(Code.NotFound, …)`.
+ *   2. Register it with `app.openapi(route, async (c) => …)`: read the validated input with
+ *      `c.req.valid("json" | "query" | "param")`, the caller with `c.get("caller")` (set for every
+ *      `/api/v1/` route by the bearer-token middleware), and answer `c.json(body, status)`.
+ *   3. Fail by throwing a ManentError (src/core/errors.ts): the error handler turns it into
+ *      `{"error": {code, message, details}}` with its HTTP status. Bad input never reaches the
+ *      handler: the schemas refuse it with `invalid_argument` naming the field.
+ *   4. Scope by tenant: `authorize(caller, tenant)` before acting; report another tenant's
+ *      resources as not found (see visibleDeploy in deploys.ts).
+ */
+import type { ApiApp, ApiDeps } from "../http-api.js";
+import { deployRoutes } from "./deploys.js";
+import { healthRoutes } from "./health.js";
+import { openApiRoute, openApiPath } from "./openapi.js";
+import { pluginRoutes } from "./plugins.js";
+
+export { openApiPath };
+
+export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
+  healthRoutes(app, deps);
+  deployRoutes(app, deps);
+  pluginRoutes(app, deps);
+  // Last, so the document it serves includes every route registered above.
+  openApiRoute(app);
+}
