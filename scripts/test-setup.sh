@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need besides node_modules, installed only when missing (so a second run takes
 # seconds): OpenSSH server and client for remote-copy, util-linux for the external-plugin host,
-# Go modules and the Go binaries of the interop tests, helm for the chart tests.
+# Go modules and the Go binaries of the interop tests, helm for the chart tests, Prometheus for the
+# analysis tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # jq: the CLI tests pipe `manent deploy -o json` through it, as the tutorial does.
@@ -10,5 +11,6 @@ if ! command -v jq >/dev/null; then
 fi
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/external-plugins.sh
+bash scripts/ci/prometheus.sh
 bash scripts/ci/go.sh --no-test
 bash scripts/ci/kubernetes.sh --no-test
