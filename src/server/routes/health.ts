@@ -6,7 +6,7 @@ import type { ApiApp, ApiDeps } from "../http-api.js";
 const healthz = createRoute({
   method: "get",
   path: "/healthz",
-  summary: "Liveness and database reachability (no token needed)",
+  summary: "Liveness and database reachability",
   tags: ["meta"],
   security: [],
   responses: {
@@ -18,7 +18,7 @@ const healthz = createRoute({
 const metrics = createRoute({
   method: "get",
   path: "/metrics",
-  summary: "Prometheus metrics (no token needed)",
+  summary: "Prometheus metrics",
   tags: ["meta"],
   security: [],
   responses: { 200: { description: "Prometheus text exposition format", content: { "text/plain": { schema: z.string() } } } },

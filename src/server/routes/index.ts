@@ -16,6 +16,7 @@
  *      handler: the schemas refuse it with `invalid_argument` naming the field.
  *   4. Scope by tenant: `authorize(caller, tenant)` before acting; report another tenant's
  *      resources as not found (see visibleDeploy in deploys.ts).
+ *   5. Run `npm run docs` and commit docs/reference/ (test/docs checks it is up to date).
  */
 import type { ApiApp, ApiDeps } from "../http-api.js";
 import { deployRoutes } from "./deploys.js";

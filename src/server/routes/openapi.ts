@@ -7,7 +7,7 @@ export const openApiPath = "/api/v1/openapi.json";
 const route = createRoute({
   method: "get",
   path: openApiPath,
-  summary: "This document: the HTTP API in OpenAPI 3.1 (no token needed)",
+  summary: "This document: the HTTP API in OpenAPI 3.1",
   tags: ["meta"],
   responses: {
     200: { description: "OpenAPI 3.1 document", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } },
