@@ -2,7 +2,8 @@ import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import type { ArtifactFile } from "./artifact-file.js";
 import * as steps from "./release-steps.js";
 import type { TargetSite } from "./release-steps.js";
-import { activateRelease, type CallContext } from "./site.js";
+import type { CallContext } from "./site.js";
+import { activateLive } from "./slot-steps.js";
 
 /**
  * Deploys the artifact to one target: upload and install unless `releases/<version>` is already
@@ -39,7 +40,7 @@ export async function deployTarget(
     version,
     previous: before.current,
   });
-  await activateRelease(call, site, version);
+  await activateLive(call, site, version);
   const pruned = await steps.prune(
     site,
     params.keep_releases,

@@ -12,6 +12,9 @@ import {
   type Result,
   type RollbackRequest,
   type Rollbacker,
+  type SlotDeployer,
+  type TesterRouter,
+  type TrafficRouter,
   type TargetOutcome,
   type TargetRelease,
   type TargetsOutcome,
@@ -29,6 +32,20 @@ import {
   withSite,
   type CallContext,
 } from "./site.js";
+import { slotsFor } from "./slot-params.js";
+import {
+  checkPromoted,
+  deployCandidateTarget,
+  needTraffic,
+  pairOf,
+  pairsOf,
+  prepareTarget,
+  promoteTarget,
+  restoreLiveTarget,
+  slotState,
+  stopSlot,
+  trafficOf,
+} from "./slot-rollout.js";
 
 export const pluginName = "remote-copy";
 
@@ -37,10 +54,20 @@ const supportedTypes = new Set(["file", "tarball", "archive"]);
 
 /**
  * Copies an artifact to hosts, into `<base>/releases/<version>`, and switches `<base>/current`
- * to it atomically; over SSH or on the local filesystem.
+ * to it atomically; over SSH or on the local filesystem. With two slots per host (param
+ * `slot_ports`) and HAProxy (param `haproxy_socket`), it takes part in percentage rollouts: the
+ * candidate starts in the slot beside the live one and HAProxy's weights move traffic to it.
  */
 export class RemoteCopyDeployer
-  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer
+  implements
+    Deployer,
+    DryRunner,
+    ReleaseInspector,
+    Rollbacker,
+    ParallelDeployer,
+    SlotDeployer,
+    TrafficRouter,
+    TesterRouter
 {
   /** `defaults`: param values from manent.yml, overridden by the envconfig's. Logs go to `req.logger`. */
   constructor(private readonly defaults: Record<string, string>) {}
@@ -71,7 +98,17 @@ export class RemoteCopyDeployer
         { details: { plugin: pluginName, param: "base" } },
       );
     }
-    for (const t of req.targets) baseFor(params, t.host);
+    for (const t of req.targets) {
+      baseFor(params, t.host);
+      const slots = slotsFor(params.slot_ports, t);
+      if (params.haproxy_socket && !slots) {
+        throw new ManentError(
+          Code.InvalidArgument,
+          `remote-copy: param slot_ports: target ${t.host} has no slots (param or label slot_ports), which haproxy_socket needs: its servers are the slots`,
+          { details: { plugin: pluginName, param: "slot_ports", host: t.host } },
+        );
+      }
+    }
   }
 
   async deploy(req: Request): Promise<Result> {
@@ -88,9 +125,17 @@ export class RemoteCopyDeployer
     await this.validate(req);
     const file = await artifactFile(req.artifact);
     const call = await this.call(req);
-    const outcome = await forAllTargets(req, (target, signal) =>
-      withSite(call, target, signal, (site) => dryRunTarget(call, site, file)),
-    );
+    const routing = await this.checkRouting(call);
+    const outcome = await forAllTargets(req, async (target, signal) => {
+      const r = await withSite(call, target, signal, (site) => dryRunTarget(call, site, file));
+      const problems = routing.get(target.host) ?? [];
+      if (problems.length > 0) {
+        throw new ManentError(Code.FailedPrecondition, `${target.host}: haproxy: ${problems.join("; ")}`, {
+          details: { host: target.host, plugin: pluginName },
+        });
+      }
+      return r;
+    });
     return this.result(req, outcome);
   }
 
@@ -135,6 +180,156 @@ export class RemoteCopyDeployer
       },
     );
     return this.result(req, outcome);
+  }
+
+  async prepareSlots(req: Request): Promise<Record<string, string>> {
+    await this.validate(req);
+    const call = await this.call(req);
+    const pairs = new Map<string, Awaited<ReturnType<typeof prepareTarget>>>();
+    const outcome = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, async (site) => {
+        pairs.set(target.host, await prepareTarget(site));
+        return {};
+      }),
+    );
+    const error = callFailure(req, outcome.error);
+    if (error) throw error;
+    return slotState(req.targets.map((t) => pairs.get(t.host)!));
+  }
+
+  async deployCandidate(req: Request): Promise<Result> {
+    await this.validate(req);
+    pairsOf(req);
+    const file = await artifactFile(req.artifact);
+    const call = await this.call(req);
+    const traffic = trafficOf(call);
+    const outcome = await forEachTarget(req, (target, signal) =>
+      withSite(call, target, signal, (site) =>
+        deployCandidateTarget(call, site, pairOf(req, target), file, traffic),
+      ),
+    );
+    return this.result(req, outcome);
+  }
+
+  async setCandidateWeight(req: Request, weight: number): Promise<void> {
+    if (!Number.isInteger(weight) || weight < 0 || weight > 100) {
+      throw new ManentError(Code.InvalidArgument, `remote-copy: weight ${weight} must be a whole number 0-100`, {
+        details: { plugin: pluginName },
+      });
+    }
+    const call = await this.call(req);
+    await needTraffic(call).setCandidateWeight(pairsOf(req), weight, req.signal);
+  }
+
+  async candidateWeight(req: Request): Promise<number> {
+    const call = await this.call(req);
+    const [first] = pairsOf(req);
+    if (!first) return 0;
+    return needTraffic(call).candidateWeight(first, req.signal);
+  }
+
+  async routeTesters(req: Request): Promise<Record<string, string>> {
+    const call = await this.call(req);
+    const traffic = needTraffic(call);
+    if (!traffic.testerBackend) {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        "remote-copy: no tester route: set param haproxy_tester_backend (the backend haproxy.cfg sends testers to by a header or cookie rule)",
+        { details: { plugin: pluginName, param: "haproxy_tester_backend" } },
+      );
+    }
+    const pairs = pairsOf(req);
+    await traffic.testersTo(
+      pairs.map((p) => ({ host: p.host, to: p.candidate, from: p.live })),
+      req.signal,
+    );
+    return {
+      haproxy_backend: traffic.testerBackend,
+      ...(call.params.tester_header ? { header: call.params.tester_header } : {}),
+      servers: pairs.map((p) => traffic.serverName(p.host, p.candidate)).join(","),
+    };
+  }
+
+  async promoteCandidate(req: Request): Promise<void> {
+    const call = await this.call(req);
+    const pairs = pairsOf(req);
+    const traffic = trafficOf(call);
+    if (traffic) {
+      await traffic.setCandidateWeight(pairs, 100, req.signal);
+      await traffic.testersTo(
+        pairs.map((p) => ({ host: p.host, to: p.candidate, from: p.live })),
+        req.signal,
+      );
+    }
+    const outcome = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, (site) => promoteTarget(call, site, pairOf(req, target))),
+    );
+    this.result(req, outcome);
+  }
+
+  async retirePrevious(req: Request): Promise<void> {
+    const call = await this.call(req);
+    const pairs = pairsOf(req);
+    const checked = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, async (site) => {
+        await checkPromoted(site, pairOf(req, target));
+        return {};
+      }),
+    );
+    this.result(req, checked);
+    const traffic = trafficOf(call);
+    const previous = pairs.map((p) => ({ host: p.host, slot: p.live }));
+    // Stop a slot only once HAProxy has no connection left on it: no request is cut.
+    if (traffic) await traffic.drain(previous, call.params.drain_timeout, req.signal);
+    const outcome = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, (site) => stopSlot(call, site, pairOf(req, target).live)),
+    );
+    this.result(req, outcome);
+    if (traffic) await traffic.maint(previous, req.signal);
+  }
+
+  async revertCandidate(req: Request): Promise<void> {
+    const call = await this.call(req);
+    const pairs = pairsOf(req);
+    const traffic = trafficOf(call);
+    // After a promote the live slot may have been stopped: it is made live and started again first.
+    const restored = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, (site) => restoreLiveTarget(call, site, pairOf(req, target))),
+    );
+    this.result(req, restored);
+    const candidates = pairs.map((p) => ({ host: p.host, slot: p.candidate }));
+    if (traffic) {
+      for (const p of pairs) await traffic.ready(p.host, p.live, req.signal);
+      await traffic.setCandidateWeight(pairs, 0, req.signal);
+      await traffic.testersTo(
+        pairs.map((p) => ({ host: p.host, to: p.live, from: p.candidate })),
+        req.signal,
+      );
+      await traffic.drain(candidates, call.params.drain_timeout, req.signal);
+    }
+    const outcome = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, (site) => stopSlot(call, site, pairOf(req, target).candidate)),
+    );
+    this.result(req, outcome);
+    if (traffic) await traffic.maint(candidates, req.signal);
+  }
+
+  /** Dry-run of the traffic router: HAProxy answers and has each host's slot servers. */
+  private async checkRouting(call: CallContext): Promise<Map<string, string[]>> {
+    const problems = new Map<string, string[]>();
+    const traffic = trafficOf(call);
+    if (!traffic) return problems;
+    const hosts = call.req.targets.flatMap((t) => {
+      const slots = slotsFor(call.params.slot_ports, t);
+      return slots ? [{ host: t.host, slots: slots.names }] : [];
+    });
+    try {
+      return await traffic.check(hosts, call.req.signal);
+    } catch (err) {
+      const message = ManentError.from(err).message;
+      for (const h of hosts) problems.set(h.host, [message]);
+    }
+    return problems;
   }
 
   /** Params and secrets, read once per call (secrets only for the SSH transport). */

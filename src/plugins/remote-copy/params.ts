@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { parseDuration } from "../../core/config/duration.js";
 import { Code, ManentError } from "../../core/errors.js";
+import { haproxyNamePattern, parseRuntimeAddress } from "./haproxy/runtime-api.js";
+import { slotPortsParam } from "./slot-params.js";
 
 const duration = z
   .string()
@@ -28,6 +30,23 @@ const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
  *   points to it, with MANENT_VERSION, MANENT_ENVIRONMENT, MANENT_APPLICATION, MANENT_RELEASE_DIR
  *   set. A non-zero exit fails the target (the engine then rolls back). Also re-run by rollback.
  * - `activate_timeout`: limit for `activate` (default 60s).
+ *
+ * Percentage rollouts (slots and traffic, see `slot-params.ts` for the parsing):
+ * - `slot_ports`: `blue=8081,green=8082`: the two slots of each host and the port each serves.
+ *   A target label `slot_ports` overrides it (several targets on one machine need their own
+ *   ports). With it, `activate` also gets MANENT_SLOT, MANENT_PORT, MANENT_BASE and MANENT_HOST,
+ *   and a deploy or rollback activates the host's live slot.
+ * - `deactivate`: shell command that stops a slot (same environment as `activate`), run when a
+ *   slot is retired or a candidate reverted, once HAProxy sends it no more connections.
+ * - `haproxy_socket`: HAProxy's runtime API (`stats socket … level admin`): a unix socket path
+ *   on the manent worker or `host:port`.
+ * - `haproxy_backend`: the backend holding one server per host and slot.
+ * - `haproxy_server`: the servers' names, `{host}` and `{slot}` replaced (default `{host}_{slot}`).
+ * - `haproxy_tester_backend`: the backend testers' requests go to (chosen in haproxy.cfg by a
+ *   header or cookie rule); manent keeps only the candidate's servers ready in it.
+ * - `tester_header`: how testers reach the candidate (e.g. `X-Canary: always`), reported as is.
+ * - `drain_timeout`: how long to wait for a slot's connections to end before stopping it
+ *   (default 60s).
  *
  * SSH transport only:
  * - `user`: login user (required).
@@ -85,8 +104,28 @@ export const paramsSchema = z
       .regex(/^[^\s:]+:\d{1,5}$/, "must be host:port")
       .optional(),
     connect_timeout: duration.default(15_000),
+    slot_ports: slotPortsParam.optional(),
+    deactivate: z.string().min(1).optional(),
+    haproxy_socket: z
+      .string()
+      .refine((v) => parseRuntimeAddress(v) !== undefined, {
+        message: "must be an absolute unix socket path or host:port",
+      })
+      .optional(),
+    haproxy_backend: z.string().regex(haproxyNamePattern, "must be an HAProxy backend name").optional(),
+    haproxy_server: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:{}-]{1,100}$/, "must be a server name template such as {host}_{slot}")
+      .default("{host}_{slot}"),
+    haproxy_tester_backend: z.string().regex(haproxyNamePattern, "must be an HAProxy backend name").optional(),
+    tester_header: z.string().max(200).optional(),
+    drain_timeout: duration.default(60_000),
   })
   .superRefine((p, ctx) => {
+    if (p.haproxy_socket && !p.haproxy_backend)
+      ctx.addIssue({ code: "custom", path: ["haproxy_backend"], message: "is required with haproxy_socket" });
+    if ((p.haproxy_backend || p.haproxy_tester_backend) && !p.haproxy_socket)
+      ctx.addIssue({ code: "custom", path: ["haproxy_socket"], message: "is required with haproxy_backend" });
     if (p.transport !== "ssh") return;
     if (!p.user)
       ctx.addIssue({

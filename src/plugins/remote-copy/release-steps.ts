@@ -16,6 +16,7 @@ import {
   type ActivationEnv,
 } from "./remote-scripts.js";
 import { tail } from "./shell.js";
+import type { Slots } from "./slot-params.js";
 import type { ExecResult, Transport } from "./transport.js";
 
 /** One target's view of the release layout under `base`, reached through a transport. */
@@ -24,6 +25,8 @@ export interface TargetSite {
   host: string;
   base: string;
   log: Logger;
+  /** The host's two slots when slots are on (param or label slot_ports). */
+  slots?: Slots | undefined;
 }
 
 export interface Probe {
@@ -151,8 +154,13 @@ export async function activate(
   command: string,
   env: ActivationEnv,
   timeoutMs: number,
+  what: "activate" | "deactivate" = "activate",
 ): Promise<void> {
-  site.log.info("activate", { host: site.host, version: env.MANENT_VERSION });
+  site.log.info(what, {
+    host: site.host,
+    version: env.MANENT_VERSION,
+    ...(env.MANENT_SLOT ? { slot: env.MANENT_SLOT } : {}),
+  });
   // The host's `timeout` kills the command; the client-side limit only guards a stuck channel.
   const r = await site.t.exec(activateScript(command, env, timeoutMs), {
     timeoutMs: timeoutMs + 15_000,
@@ -167,7 +175,7 @@ export async function activate(
   const stderr = tail(r.stderr);
   throw new ManentError(
     Code.Aborted,
-    `${site.host}: activate of release ${env.MANENT_VERSION} ${how}${stderr ? `; stderr: ${stderr}` : "; no stderr"}`,
+    `${site.host}: ${what} of release ${env.MANENT_VERSION}${env.MANENT_SLOT ? ` in slot ${env.MANENT_SLOT}` : ""} ${how}${stderr ? `; stderr: ${stderr}` : "; no stderr"}`,
     {
       details: { host: site.host, exit_code: String(r.code ?? r.signal ?? "") },
     },

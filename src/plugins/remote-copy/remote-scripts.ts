@@ -92,6 +92,11 @@ export interface ActivationEnv {
   MANENT_ENVIRONMENT: string;
   MANENT_APPLICATION: string;
   MANENT_RELEASE_DIR: string;
+  /** With slots (param slot_ports): the slot the release runs in, its port, the base dir and the target's host. */
+  MANENT_SLOT?: string;
+  MANENT_PORT?: string;
+  MANENT_BASE?: string;
+  MANENT_HOST?: string;
 }
 
 /** Runs the activate command in the release dir, killed by `timeout` when it overruns. */
@@ -101,6 +106,7 @@ export function activateScript(
   timeoutMs: number,
 ): string {
   const vars = Object.entries(env)
+    .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([k, v]) => `${k}=${sq(v)}`)
     .join(" ");
   const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));

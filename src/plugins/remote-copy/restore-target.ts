@@ -2,7 +2,8 @@ import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import * as steps from "./release-steps.js";
 import type { TargetSite } from "./release-steps.js";
-import { activateRelease, type CallContext } from "./site.js";
+import type { CallContext } from "./site.js";
+import { activateLive } from "./slot-steps.js";
 
 /**
  * Puts one target back on `version` without copying anything: switch `current`, re-run
@@ -53,6 +54,6 @@ export async function restoreTarget(
     version,
     from: before.current,
   });
-  await activateRelease(call, site, version);
+  await activateLive(call, site, version);
   return { status: TargetStatus.RolledBack, details };
 }

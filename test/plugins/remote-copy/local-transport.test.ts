@@ -73,6 +73,9 @@ describe("remote-copy, local transport", () => {
       "dry_run",
       "parallel_targets",
       "rollback",
+      "slots",
+      "testers",
+      "traffic_router",
     ]);
   });
 
