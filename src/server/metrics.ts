@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EngineMetrics } from "../core/engine/engine-metrics.js";
 
 /** The Prometheus metrics of one server, on its own registry (no global state). */
@@ -31,6 +31,12 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
     labelNames: ["step", "outcome"],
     registers: [registry],
   });
+  const canaryWeight = new Gauge({
+    name: "manent_canary_weight",
+    help: "Traffic weight (percent) of the candidate of each deploy's canary; 0 once reverted, 100 once promoted.",
+    labelNames: ["deploy", "tenant", "application", "environment"],
+    registers: [registry],
+  });
   return {
     registry,
     engine: {
@@ -43,6 +49,9 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
       },
       stepAttempt(step, outcome) {
         stepAttempts.inc({ step: step.startsWith("callback:") ? "callback" : step, outcome });
+      },
+      canaryWeight(deploy, weight) {
+        canaryWeight.set({ ...deploy }, weight);
       },
     },
   };

@@ -13,6 +13,7 @@ import {
   type TargetProgress,
 } from "../core/engine/deploy-store.js";
 import type { ErrorJSON } from "../core/errors.js";
+import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
   submitted_by, created_at, started_at, finished_at`;
@@ -71,26 +72,43 @@ export class PgDeployStore implements DeployStore {
   }
 
   async getDeploy(id: string): Promise<DeployRecord | undefined> {
-    const deploy = await this.pool.query(`select ${deployColumns}, request from manent.deploys where id = $1`, [id]);
+    const deploy = await this.pool.query(`select ${deployColumns}, request, rollout from manent.deploys where id = $1`, [id]);
     const row = deploy.rows[0] as Record<string, unknown> | undefined;
     if (!row) return undefined;
     const steps = await this.pool.query(
-      `select name, status, attempts, started_at, duration_ms, output, error from manent.deploy_steps where deploy_id = $1 order by seq`,
+      `select name, status, attempts, started_at, duration_ms, output, error from manent.deploy_steps where deploy_id = $1
+       order by seq, started_at nulls last, name`,
       [id],
     );
     const targets = await this.pool.query(
       `select phase, host, status, duration_ms, error, details from manent.deploy_targets where deploy_id = $1 order by phase, host`,
       [id],
     );
+    const rollout = (row.rollout as RolloutState | null) ?? null;
+    const commands = rollout
+      ? (
+          await this.pool.query(
+            `select command, full_promote, sent_by, sent_at, during from manent.deploy_commands where deploy_id = $1 order by seq`,
+            [id],
+          )
+        ).rows.map((c: Record<string, unknown>): CommandRecord => ({
+          command: c.command as CommandRecord["command"],
+          full: c.full_promote as boolean,
+          by: (c.sent_by as string | null) ?? null,
+          at: iso(c.sent_at)!,
+          during: (c.during as string | null) ?? null,
+        }))
+      : [];
     return {
       ...toDeploy(row),
       request: row.request as Record<string, unknown>,
+      rollout: rollout && { ...rollout, commands },
       steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
       targets: targets.rows as TargetProgress[],
     };
   }
 
-  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request">[]> {
+  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     for (const key of ["tenant", "application", "environment", "artifact"] as const) {
@@ -128,6 +146,17 @@ export class PgDeployStore implements DeployStore {
     );
   }
 
+  async saveRollout(id: string, rollout: RolloutState): Promise<void> {
+    await this.pool.query(`update manent.deploys set rollout = $2::jsonb where id = $1`, [id, JSON.stringify(rollout)]);
+  }
+
+  async recordCommand(id: string, c: CommandRecord): Promise<void> {
+    await this.pool.query(
+      `insert into manent.deploy_commands (deploy_id, command, full_promote, sent_by, sent_at, during) values ($1, $2, $3, $4, $5, $6)`,
+      [id, c.command, c.full, c.by, c.at, c.during],
+    );
+  }
+
   async loadCapabilities(): Promise<Map<string, { capabilities: Capability[]; updated_at: string }>> {
     const rows = await this.pool.query(`select name, capabilities, updated_at from manent.plugin_capabilities`);
     return new Map(
@@ -143,7 +172,7 @@ function iso(v: unknown): string | null {
   return v instanceof Date ? v.toISOString() : v == null ? null : String(v);
 }
 
-function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request"> {
+function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request" | "rollout"> {
   return {
     id: r.id as string,
     kind: r.kind as DeployRecord["kind"],

@@ -51,6 +51,17 @@ const statements = [
      updated_at timestamptz not null default now(),
      primary key (deploy_id, phase, host)
    )`,
+  `alter table manent.deploys add column if not exists rollout jsonb`,
+  `create table if not exists manent.deploy_commands (
+     deploy_id text not null references manent.deploys(id) on delete cascade,
+     seq bigserial,
+     command text not null,
+     full_promote boolean not null default false,
+     sent_by text,
+     sent_at timestamptz not null default now(),
+     during text,
+     primary key (deploy_id, seq)
+   )`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

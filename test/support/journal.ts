@@ -8,6 +8,8 @@ export interface JournalEntry {
   hosts: string[];
   /** Call-specific: a rollback's releases, a deploy_end's target statuses (`host=status,…`). */
   extra?: string;
+  /** The `Request.traffic` the call received (percentage-rollout calls after PrepareSlots). */
+  traffic?: Record<string, string>;
 }
 
 /** The calls the noop plugin recorded in its `journal` file, in order; none when it has no file yet. */

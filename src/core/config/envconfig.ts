@@ -2,6 +2,7 @@ import { z } from "zod";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
 import { analysisSectionSchema } from "../rollout/analysis/index.js";
+import { rolloutSchema } from "../rollout/rollout-config.js";
 
 /** Phases of a deploy whose retries can be set per step. */
 export const retryableSteps = ["fetch", "validate", "checkpoint", "deploy", "rollback"] as const;
@@ -112,6 +113,7 @@ export const envconfigSchema = z.strictObject({
     .describe("How many targets are deployed at once, by plugins that declare parallel targets"),
   callbacks: z.array(callbackSchema).default([]).describe("Webhooks called when a deploy starts and ends"),
   analysis: analysisSectionSchema.optional(),
+  rollout: rolloutSchema.optional(),
 });
 
 export type Envconfig = z.output<typeof envconfigSchema>;

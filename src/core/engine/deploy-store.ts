@@ -1,5 +1,6 @@
 import type { Capability, TargetResult } from "../contract/index.js";
 import type { ErrorJSON } from "../errors.js";
+import type { CommandRecord, RolloutState, RolloutView } from "../rollout/rollout-state.js";
 
 export type DeployKind = "deploy" | "dry_run" | "rollback";
 export type DeployStatus = "queued" | "running" | "succeeded" | "failed" | "rolled_back" | "cancelled";
@@ -56,6 +57,8 @@ export interface DeployRecord extends DeployKey {
   finished_at: string | null;
   steps: StepRecord[];
   targets: TargetProgress[];
+  /** Waves and canary of a deploy with rollout settings; null otherwise. */
+  rollout: RolloutView | null;
 }
 
 export interface ListFilter {
@@ -74,9 +77,13 @@ export interface DeployStore {
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
   targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
   getDeploy(id: string): Promise<DeployRecord | undefined>;
-  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request">[]>;
+  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]>;
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
   lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
   saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;
+  /** Replaces the rollout state of a deploy (written at every transition of its waves and canary). */
+  saveRollout(id: string, rollout: RolloutState): Promise<void>;
+  /** Records an operator command (approve, promote, abort) with who sent it and when. */
+  recordCommand(id: string, command: CommandRecord): Promise<void>;
   loadCapabilities(): Promise<Map<string, { capabilities: Capability[]; updated_at: string }>>;
 }

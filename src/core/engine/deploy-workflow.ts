@@ -1,11 +1,11 @@
 import type {
   Capability,
-
   HostedPlugin,
   Logger,
   Request,
   Result,
   SecretsAccessor,
+  Target,
   TargetRelease,
   TargetResult,
 } from "../contract/index.js";
@@ -20,6 +20,8 @@ import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
 import { isCancellation, runStep, type StepContext } from "./step-runner.js";
+import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
+import { runRollout } from "../rollout/rollout-runner.js";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -128,11 +130,10 @@ export class DeployWorkflow {
       return reason ? { releases, can_rollback: false, no_rollback_reason: reason } : { releases, can_rollback: true };
     });
 
+    if (r.rollout?.waves || r.rollout?.canary) return runRollout(this.rolloutHost(id, resolved, plugin, caps), checkpoint);
+
     try {
-      await this.step(id, seq.deploy, "deploy", r.steps.deploy, async (ctx) => {
-        const deployer = await plugin.deployer();
-        return this.call(id, "deploy", resolved, caps, ctx, true, (req) => deployer.deploy(req));
-      });
+      await this.deployTargets(id, resolved, plugin, caps, "deploy", r.targets);
       return { status: "succeeded" };
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -147,6 +148,33 @@ export class DeployWorkflow {
         return { status: "failed", error: new ManentError(failure.code, `${failure.message}; rollback failed: ${e.message}`, { details: failure.details }) };
       }
     }
+  }
+
+  /** Deploys `targets` with the plugin as one step: the unit a deploy runs, once or once per wave. */
+  private deployTargets(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], name: string, targets: Target[]): Promise<Result> {
+    return this.step(id, seq.deploy, name, r.steps.deploy, async (ctx) => {
+      const deployer = await plugin.deployer();
+      return this.call(id, "deploy", r, caps, ctx, true, (req) => deployer.deploy(req), { targets });
+    });
+  }
+
+  private rolloutHost(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[]): RolloutHost {
+    return {
+      id,
+      r,
+      plugin,
+      caps,
+      store: this.deps.store,
+      metrics: this.deps.metrics,
+      logger: this.deps.logger,
+      step: (name, policy, fn) => this.step(id, seq.deploy, name, policy, fn),
+      call: async (phase, ctx, scope, fn) => {
+        const deployer = await plugin.deployer();
+        return this.call(id, phase, r, caps, ctx, true, (req) => fn(deployer, req), scope);
+      },
+      deployTargets: (name, targets) => this.deployTargets(id, r, plugin, caps, name, targets),
+      rollbackTargets: (targets, releases) => this.rollbackStep(id, r, plugin, caps, releases, targets),
+    };
   }
 
   /** A rollback asked for by a user: back to `r.to` on every target, without fetching anything. */
@@ -173,11 +201,11 @@ export class DeployWorkflow {
   }
 
   /** The rollback step: every target back to `releases` (the checkpoint's, or the version a user asked for). */
-  private rollbackStep(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], releases: TargetRelease[]): Promise<Result> {
+  private rollbackStep(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], releases: TargetRelease[], targets = r.targets): Promise<Result> {
     return this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
       const deployer = await plugin.deployer();
       if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
-      return this.call(id, "rollback", r, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }));
+      return this.call(id, "rollback", r, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }), { targets });
     });
   }
 
@@ -201,6 +229,7 @@ export class DeployWorkflow {
     ctx: StepContext,
     withSecrets: boolean,
     fn: (req: Request) => Promise<T>,
+    scope?: CallScope,
   ): Promise<T> {
     const refs = new Map<string, SecretRef>(r.secrets.map((s) => [s.name, secretRefSchema.parse(s.ref)]));
     const secrets = withSecrets ? openCallSecrets(refs, phase) : undefined;
@@ -217,7 +246,8 @@ export class DeployWorkflow {
       application: r.application,
       environment: r.environment,
       artifact: r.artifact,
-      targets: r.targets,
+      targets: scope?.targets ?? r.targets,
+      ...(scope?.traffic && { traffic: scope.traffic }),
       params: r.params,
       secrets: secrets?.accessor ?? (noSecrets(phase) satisfies SecretsAccessor),
       parallelism: caps.includes("parallel_targets") ? r.parallel : 1,

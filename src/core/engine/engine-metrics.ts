@@ -7,10 +7,21 @@ export interface EngineMetrics {
   /** Fed from every target result (`manent_target_deploy_seconds`). */
   targetFinished(plugin: string, phase: string, result: TargetResult): void;
   stepAttempt(step: string, outcome: "succeeded" | "failed"): void;
+  /** The candidate's traffic weight of a deploy's canary (`manent_canary_weight`). */
+  canaryWeight(deploy: DeployLabels, weight: number): void;
+}
+
+/** Which deploy a per-deploy metric is about. */
+export interface DeployLabels {
+  deploy: string;
+  tenant: string;
+  application: string;
+  environment: string;
 }
 
 export const noMetrics: EngineMetrics = {
   deployFinished() {},
   targetFinished() {},
   stepAttempt() {},
+  canaryWeight() {},
 };

@@ -15,6 +15,8 @@ import { Code, ManentError } from "../errors.js";
 import { checkArtifactSource } from "./artifact-fetch.js";
 import type { DeployKind } from "./deploy-store.js";
 import type { PluginRegistry } from "./plugin-registry.js";
+import type { RolloutSettings } from "../rollout/rollout-config.js";
+import { checkRolloutCapabilities } from "../rollout/rollout-capabilities.js";
 
 /** What a client submits: the descriptor as parsed from its file, and the CLI's overrides. */
 export interface Submission {
@@ -52,6 +54,8 @@ export interface ResolvedDeploy {
   envconfigFile: string | null;
   /** Rollback only: the version to return to, when the client named one. */
   to?: string;
+  /** Waves and canary steps, when the envconfig has a `rollout` section (never for a user's rollback). */
+  rollout?: RolloutSettings;
 }
 
 const validateTimeoutMs = 30_000;
@@ -89,6 +93,8 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
     });
   }
   const plugin = await plugins.select(envconfig.plugin, artifact, where);
+  const rollout = s.kind === "rollback" ? undefined : envconfig.rollout;
+  if (rollout) checkRolloutCapabilities(rollout, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
 
   const policy = (step: RetryableStep): StepPolicy => ({
     maxRetries: envconfig.steps[step]?.max_retries ?? envconfig.max_retries,
@@ -123,6 +129,7 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
     descriptorFile: s.descriptorFile,
     envconfigFile: file ?? null,
     ...(s.to !== undefined && { to: s.to }),
+    ...(rollout && { rollout }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { appendFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import {
@@ -21,6 +21,11 @@ import {
   type Rollbacker,
   type TargetRelease,
   type TargetOutcome,
+  type Capability,
+  type SlotDeployer,
+  type SlotScaler,
+  type TesterRouter,
+  type TrafficRouter,
 } from "../../plugin.js";
 import { validate } from "../../core/config/yaml-file.js";
 import { durationMs } from "../../core/config/duration.js";
@@ -36,8 +41,12 @@ const paramsSchema = z.looseObject({
   journal: z.string().min(1).optional(),
   /** Hosts (comma-separated) whose deploy fails. */
   fail_hosts: z.string().optional(),
-  /** How the listed hosts fail: `permanent` (no retry) or `transient` (retried). */
-  fail_mode: z.enum(["permanent", "transient"]).default("permanent"),
+  /** How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call). */
+  fail_mode: z.enum(["permanent", "transient", "unimplemented"]).default("permanent"),
+  /** Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous. */
+  fail_at: z.string().optional(),
+  /** SetCandidateWeight to this weight fails. */
+  fail_at_weight: z.coerce.number().int().min(0).max(100).optional(),
   /** Fail only the first N deploy calls of a deployment (transient failures that a retry fixes). */
   fail_times: z.coerce.number().int().min(0).optional(),
   /** Time spent on each target. */
@@ -47,7 +56,9 @@ const paramsSchema = z.looseObject({
 });
 type Params = z.output<typeof paramsSchema>;
 
-class NoopDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer {
+class NoopDeployer
+  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, SlotScaler
+{
   private readonly memory = new Map<string, string>();
   private readonly calls = new Map<string, number>();
 
@@ -90,8 +101,7 @@ class NoopDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker,
     const out = await forEachTarget(req, async (t, signal): Promise<TargetOutcome> => {
       if (p.delay) await sleep(p.delay, signal);
       if (failing.has(t.host) && (p.fail_times === undefined || call <= p.fail_times)) {
-        const err = new ManentError(Code.Unavailable, `target ${t.host}: failing as configured (call ${call})`);
-        throw p.fail_mode === "permanent" ? permanent(err) : err;
+        throw failure(p, `target ${t.host}: failing as configured (call ${call})`);
       }
       const secret: Record<string, string> = p.read_secret ? { secret_length: String((await req.secrets.secret(p.read_secret)).length) } : {};
       const previous = await this.read(p, t.host);
@@ -110,24 +120,108 @@ class NoopDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker,
     const out = await forAllTargets(req, async (t) => {
       const to = req.releases.find((r) => r.host === t.host)?.version ?? "";
       await this.write(p, t.host, to);
+      await this.write(p, t.host, "", "candidate");
       return { status: TargetStatus.RolledBack, details: { version: to } };
     });
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
   }
 
-  private async read(p: Params, host: string): Promise<string> {
-    if (!p.state_dir) return this.memory.get(host) ?? "";
-    return readFile(join(p.state_dir, `${host}.release`), "utf8").catch(() => "");
+  // Percentage rollouts. Each target has a stable release, a candidate slot and the candidate's
+  // weight; every call after PrepareSlots checks that it received the state PrepareSlots returned.
+
+  async prepareSlots(req: Request): Promise<Record<string, string>> {
+    const p = await this.slotCall(req, "prepare_slots", undefined, false);
+    const previous = req.targets.length ? await this.read(p, req.targets[0]!.host) : "";
+    return { deployment: req.deploymentId, candidate_slot: "candidate", previous_version: previous };
   }
 
-  private async write(p: Params, host: string, version: string): Promise<void> {
+  async deployCandidate(req: Request): Promise<Result> {
+    const p = await this.slotCall(req, "deploy_candidate");
+    const out = await forEachTarget(req, async (t, signal): Promise<TargetOutcome> => {
+      if (p.delay) await sleep(p.delay, signal);
+      await this.write(p, t.host, req.artifact.version, "candidate");
+      await this.write(p, t.host, "0", "weight");
+      return { details: { version: req.artifact.version, slot: "candidate" } };
+    });
+    return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
+  }
+
+  async routeTesters(req: Request): Promise<Record<string, string>> {
+    await this.slotCall(req, "route_testers");
+    return { header: "x-manent-candidate", value: req.artifact.version };
+  }
+
+  async setCandidateWeight(req: Request, weight: number): Promise<void> {
+    const p = await this.slotCall(req, "set_candidate_weight", `weight=${weight}`);
+    if (p.fail_at_weight === weight) throw failure(p, `weight ${weight}: failing as configured (fail_at_weight)`);
+    for (const t of req.targets) await this.write(p, t.host, String(weight), "weight");
+  }
+
+  async candidateWeight(req: Request): Promise<number> {
+    const p = await this.slotCall(req, "candidate_weight");
+    return Number((req.targets.length && (await this.read(p, req.targets[0]!.host, "weight"))) || 0);
+  }
+
+  async scaleCandidate(req: Request, weight: number): Promise<void> {
+    await this.slotCall(req, "scale_candidate", `weight=${weight}`);
+  }
+
+  async promoteCandidate(req: Request): Promise<void> {
+    const p = await this.slotCall(req, "promote_candidate");
+    for (const t of req.targets) {
+      const candidate = await this.read(p, t.host, "candidate");
+      if (!candidate) throw permanent(new ManentError(Code.FailedPrecondition, `target ${t.host}: no candidate to promote`));
+      await this.write(p, t.host, candidate);
+      await this.write(p, t.host, "", "candidate");
+      await this.write(p, t.host, "0", "weight");
+    }
+  }
+
+  async revertCandidate(req: Request): Promise<void> {
+    const p = await this.slotCall(req, "revert_candidate");
+    for (const t of req.targets) {
+      await this.write(p, t.host, "", "candidate");
+      await this.write(p, t.host, "0", "weight");
+    }
+  }
+
+  async retirePrevious(req: Request): Promise<void> {
+    await this.slotCall(req, "retire_previous");
+  }
+
+  /** Journals a slot call, checks the traffic state (unless it is PrepareSlots) and fails it when configured to. */
+  private async slotCall(req: Request, call: string, extra?: string, needsTraffic = true): Promise<Params> {
+    const p = params(req);
+    await journal(p, call, req, extra);
+    if (needsTraffic && req.traffic?.deployment !== req.deploymentId) {
+      throw permanent(new ManentError(Code.FailedPrecondition, `${call}: the traffic state PrepareSlots returned was not passed (Request.traffic)`));
+    }
+    if ((p.fail_at ?? "").split(",").includes(call)) throw failure(p, `${call}: failing as configured (fail_at)`);
+    return p;
+  }
+
+  private async read(p: Params, host: string, kind: StateKind = "release"): Promise<string> {
+    if (!p.state_dir) return this.memory.get(`${host}.${kind}`) ?? "";
+    return readFile(join(p.state_dir, `${host}.${kind}`), "utf8").catch(() => "");
+  }
+
+  private async write(p: Params, host: string, value: string, kind: StateKind = "release"): Promise<void> {
     if (!p.state_dir) {
-      this.memory.set(host, version);
+      this.memory.set(`${host}.${kind}`, value);
       return;
     }
     await mkdir(p.state_dir, { recursive: true });
-    await writeFile(join(p.state_dir, `${host}.release`), version);
+    if (kind !== "release" && value === "") await rm(join(p.state_dir, `${host}.${kind}`), { force: true });
+    else await writeFile(join(p.state_dir, `${host}.${kind}`), value);
   }
+}
+
+type StateKind = "release" | "candidate" | "weight";
+
+function failure(p: Params, message: string): ManentError {
+  if (p.fail_mode === "unimplemented") return new ManentError(Code.Unimplemented, message);
+  const err = new ManentError(Code.Unavailable, message);
+  return p.fail_mode === "permanent" ? permanent(err) : err;
 }
 
 function params(req: Request): Params {
@@ -136,7 +230,14 @@ function params(req: Request): Params {
 
 async function journal(p: Params, call: string, req: Request, extra?: string): Promise<void> {
   if (!p.journal) return;
-  const line = { call, deployment: req.deploymentId, version: req.artifact.version, hosts: req.targets.map((t) => t.host), ...(extra && { extra }) };
+  const line = {
+    call,
+    deployment: req.deploymentId,
+    version: req.artifact.version,
+    hosts: req.targets.map((t) => t.host),
+    ...(extra && { extra }),
+    ...(req.traffic && { traffic: req.traffic }),
+  };
   await appendFile(p.journal, `${JSON.stringify(line)}\n`);
 }
 
@@ -150,9 +251,28 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-const configSchema = z.strictObject({ artifact_types: z.array(z.string()).default(["noop"]) });
+const capabilityNames = ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"] as const;
+const configSchema = z.strictObject({
+  artifact_types: z.array(z.string()).default(["noop"]),
+  /** Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots]). */
+  without: z.array(z.enum(capabilityNames)).default([]),
+});
+
+const methodsOf: Record<Capability, string[]> = {
+  dry_run: ["dryRun"],
+  current_release: ["currentRelease"],
+  rollback: ["rollback"],
+  slots: ["prepareSlots", "deployCandidate", "promoteCandidate", "revertCandidate", "retirePrevious"],
+  traffic_router: ["setCandidateWeight", "candidateWeight"],
+  testers: ["routeTesters"],
+  scale: ["scaleCandidate"],
+  parallel_targets: ["parallelTargets"],
+};
 
 export const noopFactory: Factory = (config) => {
   const c = validate(config, "plugins.noop", configSchema);
-  return new NoopDeployer(c.artifact_types);
+  const deployer = new NoopDeployer(c.artifact_types);
+  if (c.without.length === 0) return deployer;
+  const hidden = new Set(c.without.flatMap((cap) => methodsOf[cap]));
+  return new Proxy(deployer, { get: (target, key, receiver) => (typeof key === "string" && hidden.has(key) ? undefined : Reflect.get(target, key, receiver)) });
 };

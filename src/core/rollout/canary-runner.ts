@@ -1,0 +1,142 @@
+import { isSlotDeployer, isSlotScaler, isTesterRouter, isTrafficRouter, type Deployer, type Request, type Result, type Target } from "../contract/index.js";
+import { Code, ManentError } from "../errors.js";
+import { isCancellation } from "../engine/step-runner.js";
+import type { CommandInbox } from "./command-inbox.js";
+import { abortedBy, runGate, RolloutStopped } from "./gate-runner.js";
+import { describeStep, stepKind, type CanarySettings } from "./rollout-config.js";
+import type { CallScope, RolloutHost } from "./rollout-host.js";
+import type { RolloutRecorder } from "./rollout-recorder.js";
+import type { CanaryState } from "./rollout-state.js";
+
+/** A canary that ended early; `reverted` tells whether weight 0 and RevertCandidate went through. */
+export class CanaryFailure extends Error {
+  constructor(
+    readonly error: ManentError,
+    readonly reverted: boolean,
+  ) {
+    super(error.message);
+  }
+}
+
+/**
+ * One percentage rollout on `targets`: PrepareSlots (its state passed to every later call),
+ * DeployCandidate, RouteTesters, the envconfig's steps, PromoteCandidate, RetirePrevious. Every
+ * plugin call is its own checkpointed step. On a failure, a failed gate or an abort: weight 0,
+ * then RevertCandidate, and a {@link CanaryFailure} naming the step and why.
+ */
+export async function runCanary(
+  host: RolloutHost,
+  rec: RolloutRecorder,
+  inbox: CommandInbox,
+  settings: CanarySettings,
+  targets: Target[],
+  wave: number | null,
+  prefix: string,
+): Promise<Result> {
+  const policy = host.r.steps.deploy;
+  const state: CanaryState = { wave, steps: settings.steps.map(describeStep), step: 0, phase: "preparing", weight: 0, traffic: null, testers: null };
+  rec.state.canary = state;
+  await rec.save();
+  const scope: CallScope = { targets };
+  const slots = async (d: Deployer) => {
+    if (!isSlotDeployer(d)) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} has no slots`);
+    return d;
+  };
+  /** One plugin call as one step. */
+  const call = <T>(name: string, phase: string, fn: (d: Deployer, req: Request) => Promise<T>) =>
+    host.step(`${prefix}${name}`, policy, (ctx) => host.call(phase, ctx, scope, fn));
+  const checkAbort = async (where: string): Promise<void> => {
+    await inbox.poll();
+    if (inbox.aborted) throw abortedBy(inbox.aborted, where);
+  };
+
+  let where = "prepare_slots";
+  let prepared = false;
+  try {
+    const traffic = await call("prepare_slots", "prepare_slots", async (d, req) => (await slots(d)).prepareSlots(req));
+    prepared = true;
+    scope.traffic = traffic;
+    state.traffic = traffic;
+    state.phase = "deploying_candidate";
+    await rec.save();
+
+    await checkAbort((where = "deploy_candidate"));
+    const result = await call("deploy_candidate", "deploy", async (d, req) => (await slots(d)).deployCandidate(req));
+    if (settings.testers) {
+      await checkAbort((where = "route_testers"));
+      state.testers = await call("route_testers", "route_testers", async (d, req) => {
+        if (!isTesterRouter(d)) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} cannot route testers`);
+        return d.routeTesters(req);
+      });
+    }
+    state.phase = "stepping";
+    await rec.save();
+
+    for (const [i, step] of settings.steps.entries()) {
+      where = `canary step ${i + 1} (${describeStep(step)})`;
+      await checkAbort(where);
+      if (inbox.promotedFull) break;
+      state.step = i + 1;
+      await rec.save();
+      const name = `${prefix}canary-${i + 1}:${stepKind(step)}`;
+      if ("set_weight" in step) {
+        await host.step(name, policy, (ctx) => host.call("set_weight", ctx, scope, (d, req) => setWeight(host, d, req, step.set_weight)));
+        rec.weight(step.set_weight);
+        await rec.save();
+      } else if ("pause" in step) {
+        await runGate(host, rec, inbox, name, where, "pause", step.pause.duration);
+      } else if ("approval" in step) {
+        await runGate(host, rec, inbox, name, where, "approval", step.approval.timeout);
+      } else {
+        throw new ManentError(Code.Unimplemented, `${where}: analysis is not available in this build`);
+      }
+    }
+    state.step = settings.steps.length + 1;
+    await checkAbort((where = "promote_candidate"));
+    state.phase = "promoting";
+    await rec.save();
+    await call("promote_candidate", "promote_candidate", async (d, req) => (await slots(d)).promoteCandidate(req));
+    rec.weight(100);
+    state.phase = "promoted";
+    await rec.save();
+    where = "retire_previous";
+    await call("retire_previous", "retire_previous", async (d, req) => (await slots(d)).retirePrevious(req));
+    return result;
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const e = ManentError.from(err);
+    const cause = err instanceof RolloutStopped ? e : new ManentError(e.code, `${where} failed: ${e.message}`, { details: e.details });
+    if (!prepared) throw new CanaryFailure(cause, true);
+    state.phase = "reverting";
+    state.step = Math.min(state.step, settings.steps.length);
+    await rec.save();
+    try {
+      await call("revert:set_weight_0", "set_weight", (d, req) => setWeight(host, d, req, 0));
+      rec.weight(0);
+      await call("revert_candidate", "revert_candidate", async (d, req) => (await slots(d)).revertCandidate(req));
+    } catch (revertErr) {
+      if (isCancellation(revertErr)) throw revertErr;
+      const r = ManentError.from(revertErr);
+      throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; revert failed: ${r.message}`, { details: cause.details }), false);
+    }
+    state.phase = "reverted";
+    await rec.save();
+    throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; weight 0, candidate reverted`, { details: cause.details }), true);
+  }
+}
+
+/**
+ * Moves the candidate to `weight`: traffic through the router, capacity through the scaler; with a
+ * scaler and no router, the weight is the candidate's share of capacity only.
+ */
+async function setWeight(host: RolloutHost, d: Deployer, req: Request, weight: number): Promise<void> {
+  const router = host.caps.includes("traffic_router") && isTrafficRouter(d);
+  const scaler = host.caps.includes("scale") && isSlotScaler(d);
+  if (!router && !scaler) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} can neither route traffic nor scale the candidate`);
+  // Scale up before moving traffic, and traffic off before scaling down, so the candidate never gets traffic it has no capacity for.
+  const current = host.caps.includes("traffic_router") && isTrafficRouter(d) ? await d.candidateWeight(req) : undefined;
+  const up = current === undefined || weight >= current;
+  if (up && scaler) await d.scaleCandidate(req, weight);
+  if (router) await d.setCandidateWeight(req, weight);
+  if (!up && scaler) await d.scaleCandidate(req, weight);
+}

@@ -1,0 +1,55 @@
+import { DBOS } from "@dbos-inc/dbos-sdk";
+import { commandTopic, type CommandMessage } from "./rollout-commands.js";
+
+/** How a wait ended. */
+export type WaitOutcome = { ended: "timeout" } | { ended: "command"; message: CommandMessage };
+
+/** Upper bound of one durable wait: a wait without an end is a series of these. */
+const maxWaitMs = 24 * 3_600_000;
+
+/**
+ * The operator commands a rollout workflow has read. Reads go through DBOS.recv, so they are
+ * checkpointed: a resumed workflow sees the same commands at the same points. An abort and a full
+ * promote are remembered until acted on; an approve or a plain promote only ends the wait it was
+ * sent to.
+ */
+export class CommandInbox {
+  /** The abort received, if any: the rollout reverts at its next transition. */
+  aborted: CommandMessage | undefined;
+  /** The `promote --full` received, if any: every remaining step is skipped. */
+  promotedFull: CommandMessage | undefined;
+
+  /** Reads, without waiting, the commands sent since the last look. */
+  async poll(): Promise<void> {
+    for (;;) {
+      const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: 0 });
+      if (!m) return;
+      this.note(m);
+    }
+  }
+
+  /**
+   * Waits for a command that ends a pause (promote) or an approval (approve or promote), an abort,
+   * or the deadline (epoch ms; null for none). The deadline is fixed by the caller in a checkpointed
+   * step, so after a restart the wait lasts only what remains of it.
+   */
+  async wait(kind: "pause" | "approval", until: number | null): Promise<WaitOutcome> {
+    for (;;) {
+      if (this.aborted) return { ended: "command", message: this.aborted };
+      if (this.promotedFull) return { ended: "command", message: this.promotedFull };
+      const now = await DBOS.now();
+      if (until !== null && now >= until) return { ended: "timeout" };
+      const waitMs = Math.min(until === null ? maxWaitMs : until - now, maxWaitMs);
+      const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000 });
+      if (!m) continue;
+      this.note(m);
+      if (m.command === "promote" || (m.command === "approve" && kind === "approval")) return { ended: "command", message: m };
+      // An approve during a pause is not for this wait: keep waiting.
+    }
+  }
+
+  private note(m: CommandMessage): void {
+    if (m.command === "abort") this.aborted ??= m;
+    if (m.command === "promote" && m.full) this.promotedFull ??= m;
+  }
+}

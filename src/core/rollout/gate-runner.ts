@@ -1,0 +1,86 @@
+import { DBOS } from "@dbos-inc/dbos-sdk";
+import { Code, ManentError } from "../errors.js";
+import { faultPoint } from "../engine/fault-points.js";
+import type { CommandInbox } from "./command-inbox.js";
+import type { CommandMessage } from "./rollout-commands.js";
+import { formatMs } from "./rollout-config.js";
+import type { RolloutHost } from "./rollout-host.js";
+import type { RolloutRecorder } from "./rollout-recorder.js";
+
+/** Ends a rollout early: an abort, a timed-out approval, a failed analysis. The message says which step and why. */
+export class RolloutStopped extends ManentError {
+  constructor(
+    code: Code,
+    message: string,
+    /** Set when an operator's command stopped it. */
+    readonly command?: CommandMessage,
+  ) {
+    super(code, message);
+  }
+}
+
+export function abortedBy(m: CommandMessage, where: string): RolloutStopped {
+  const who = m.by ? ` by ${m.by}` : "";
+  return new RolloutStopped(Code.Aborted, m.cancel ? `cancelled${who} during ${where}` : `aborted${who} during ${where}`, m);
+}
+
+/**
+ * A pause or an approval wait, as durable workflow operations: a recorded step fixes its start
+ * (so the deadline survives restarts), a durable wait for a command or the deadline, and a
+ * recorded step marks its end. Resolves to go on; throws {@link RolloutStopped} on an abort or a
+ * timed-out approval. A `promote --full` received ends it too.
+ */
+export async function runGate(
+  host: RolloutHost,
+  rec: RolloutRecorder,
+  inbox: CommandInbox,
+  name: string,
+  label: string,
+  kind: "pause" | "approval",
+  durationMs: number | undefined,
+): Promise<void> {
+  const seq = 6;
+  const since = await DBOS.runStep(
+    async () => {
+      faultPoint(name, "before");
+      await host.store.stepStarted(host.id, seq, name);
+      return Date.now();
+    },
+    { name },
+  );
+  const until = durationMs === undefined ? null : since + durationMs;
+  const untilText = until === null ? null : new Date(until).toISOString();
+  const hint =
+    kind === "approval"
+      ? `waiting for approval: manent approve ${host.id}${untilText ? ` (aborts at ${untilText})` : ""}`
+      : untilText
+        ? `paused until ${untilText}: manent promote ${host.id} to go on now`
+        : `paused until promoted: manent promote ${host.id}`;
+  rec.state.waiting = { kind, step: name, since: new Date(since).toISOString(), until: untilText, hint };
+  await rec.save();
+  faultPoint(name, "after");
+
+  const outcome = await inbox.wait(kind, until);
+  rec.state.waiting = null;
+  const stop =
+    outcome.ended === "command" && outcome.message.command === "abort"
+      ? abortedBy(outcome.message, label)
+      : outcome.ended === "timeout" && kind === "approval"
+        ? new RolloutStopped(Code.DeadlineExceeded, `${label}: nobody approved within ${formatMs(durationMs!)}`)
+        : undefined;
+  const endedBy =
+    outcome.ended === "timeout"
+      ? kind === "pause"
+        ? "pause over"
+        : "timed out"
+      : `${outcome.message.command}${outcome.message.full ? " --full" : ""}${outcome.message.by ? ` by ${outcome.message.by}` : ""}`;
+  await DBOS.runStep(
+    async () => {
+      await host.store.stepFinished(host.id, name, stop ? "failed" : "succeeded", { ended_by: endedBy }, stop?.toJSON());
+    },
+    { name: `${name}:end` },
+  );
+  await rec.save();
+  faultPoint(name, "checkpointed");
+  if (stop) throw stop;
+}

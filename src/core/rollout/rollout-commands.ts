@@ -1,0 +1,59 @@
+import { DBOS } from "@dbos-inc/dbos-sdk";
+import { terminalStatuses, type DeployRecord, type DeployStore } from "../engine/deploy-store.js";
+import { Code, ManentError } from "../errors.js";
+import type { CommandName, CommandRecord } from "./rollout-state.js";
+
+/** The DBOS topic operator commands are sent on; the workflow reads it with DBOS.recv. */
+export const commandTopic = "manent.rollout";
+
+/** What travels to the workflow (durably, in DBOS's notifications table). */
+export interface CommandMessage {
+  command: CommandName;
+  full: boolean;
+  by: string | null;
+  /** Set when the abort comes from `manent cancel`: the deploy ends `cancelled` once reverted. */
+  cancel?: boolean;
+}
+
+/**
+ * Records an operator command on the deploy and sends it to its workflow. The message is kept by
+ * DBOS until the workflow reads it, so a command sent while the deploy's server is down (through
+ * another server) is acted on when the workflow resumes. Refuses a command the rollout cannot take.
+ */
+export async function sendRolloutCommand(
+  store: DeployStore,
+  deploy: DeployRecord,
+  command: CommandName,
+  opts: { full?: boolean; by: string | null; cancel?: boolean },
+): Promise<CommandRecord> {
+  const id = deploy.id;
+  if (terminalStatuses.has(deploy.status)) throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
+  const rollout = deploy.rollout;
+  if (!rollout || deploy.status !== "running") {
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `deploy ${id} has no rollout in progress (no waves or canary running)${command === "abort" ? "; use manent cancel" : ""}`,
+    );
+  }
+  const waiting = rollout.waiting;
+  const full = command === "promote" && opts.full === true;
+  if (command === "approve" && waiting?.kind !== "approval") {
+    throw new ManentError(Code.FailedPrecondition, `deploy ${id} is not waiting for an approval${waiting ? ` (${waiting.hint})` : ""}`);
+  }
+  if (command === "promote" && !full && !waiting) {
+    throw new ManentError(Code.FailedPrecondition, `deploy ${id} is not paused; manent promote --full skips every remaining step`);
+  }
+  const record: CommandRecord = { command, full, by: opts.by, at: new Date().toISOString(), during: waiting?.step ?? describeProgress(deploy) };
+  await store.recordCommand(id, record);
+  const message: CommandMessage = { command, full, by: opts.by, ...(opts.cancel && { cancel: true }) };
+  await DBOS.send(id, message, commandTopic);
+  return record;
+}
+
+function describeProgress(d: DeployRecord): string | null {
+  const r = d.rollout;
+  if (!r) return null;
+  if (r.canary && r.canary.step > 0 && r.canary.step <= r.canary.steps.length) return `canary step ${r.canary.step} (${r.canary.steps[r.canary.step - 1]})`;
+  if (r.canary) return `canary ${r.canary.phase}`;
+  return r.current_wave !== null ? `wave ${r.current_wave}` : null;
+}

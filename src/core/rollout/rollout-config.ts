@@ -1,0 +1,100 @@
+import { z } from "zod";
+import { durationMs } from "../config/duration.js";
+
+/*
+ * The `rollout:` section of an envconfig: waves of targets and percentage (canary) steps.
+ *
+ *   rollout:
+ *     waves:
+ *       by: [region, az]                      # target labels, outermost first
+ *       order: {region: [eu-west, us-east]}   # values listed first, then the others in order of first appearance
+ *       batch_size: 10                        # at most 10 targets per wave
+ *       between:                              # gates run between two waves, in order
+ *         - pause: 10m
+ *         - approval: {timeout: 1h}
+ *         - analysis: {checks: [error-rate]}  # names from the envconfig's `analysis.checks`
+ *     canary:
+ *       testers: true                         # RouteTesters after DeployCandidate
+ *       steps:
+ *         - set_weight: 10
+ *         - pause: 5m                         # `pause: {}` waits until `manent promote`
+ *         - analysis: {checks: [error-rate]}
+ *         - approval: {timeout: 30m}          # `approval: {}` waits without a timeout
+ *         - set_weight: 50
+ *
+ * An analysis step or gate names checks of the envconfig's `analysis:` section (see ./analysis/).
+ */
+
+const checkName = z.string().min(1).max(100);
+
+const pauseStep = z.strictObject({
+  pause: z
+    .union([durationMs, z.strictObject({ duration: durationMs.optional().describe("how long; without it the pause lasts until `manent promote`") })])
+    .transform((p) => (typeof p === "number" ? { duration: p } : p))
+    .describe("wait a duration (e.g. 5m), or until `manent promote` with `pause: {}`"),
+});
+const approvalStep = z.strictObject({
+  approval: z
+    .strictObject({ timeout: durationMs.optional().describe("abort the rollout when nobody approved within this time") })
+    .default({})
+    .describe("wait for `manent approve <id>` (or `manent promote`)"),
+});
+const analysisStep = z.strictObject({
+  analysis: z
+    .strictObject({ checks: z.array(checkName).min(1).describe("names of checks in the envconfig's `analysis.checks`") })
+    .describe("run checks; a failed one aborts the rollout"),
+});
+const weightStep = z.strictObject({
+  set_weight: z.number().int().min(0).max(100).describe("percentage of traffic (or of capacity, with `scale` only) sent to the candidate"),
+});
+
+export const gateSchema = z.union([pauseStep, approvalStep, analysisStep]);
+export const canaryStepSchema = z.union([weightStep, pauseStep, approvalStep, analysisStep]);
+export type Gate = z.output<typeof gateSchema>;
+export type CanaryStep = z.output<typeof canaryStepSchema>;
+
+export const wavesSchema = z
+  .strictObject({
+    by: z.array(z.string().min(1).max(63)).max(8).default([]).describe("target labels grouping targets into waves, outermost first (e.g. [region, az])"),
+    order: z
+      .record(z.string(), z.array(z.string()))
+      .default({})
+      .describe("per label, the values that go first, in this order; other values follow in order of first appearance"),
+    batch_size: z.number().int().min(1).max(100_000).optional().describe("cut each group into waves of at most this many targets"),
+    between: z.array(gateSchema).max(20).default([]).describe("gates run between two waves: pause, approval, analysis"),
+  })
+  .describe("deploy targets one wave at a time");
+
+export const canarySchema = z
+  .strictObject({
+    testers: z.boolean().default(false).describe("route testers to the candidate (RouteTesters) before the first step"),
+    steps: z.array(canaryStepSchema).max(100).default([]).describe("the steps between DeployCandidate and PromoteCandidate"),
+  })
+  .describe("percentage rollout on plugins with slots: candidate beside the running release, traffic moved step by step");
+
+export const rolloutSchema = z
+  .strictObject({ waves: wavesSchema.optional(), canary: canarySchema.optional() })
+  .describe("progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
+
+export type RolloutSettings = z.output<typeof rolloutSchema>;
+export type WavesSettings = z.output<typeof wavesSchema>;
+export type CanarySettings = z.output<typeof canarySchema>;
+
+/** A short human name of a step or gate ("set_weight 10", "pause 5m", "approval", "analysis error-rate"). */
+export function describeStep(s: CanaryStep): string {
+  if ("set_weight" in s) return `set_weight ${s.set_weight}`;
+  if ("pause" in s) return s.pause.duration === undefined ? "pause until promote" : `pause ${formatMs(s.pause.duration)}`;
+  if ("approval" in s) return s.approval.timeout === undefined ? "approval" : `approval (timeout ${formatMs(s.approval.timeout)})`;
+  return `analysis ${s.analysis.checks.join(", ")}`;
+}
+
+export function stepKind(s: CanaryStep): "set_weight" | "pause" | "approval" | "analysis" {
+  return "set_weight" in s ? "set_weight" : "pause" in s ? "pause" : "approval" in s ? "approval" : "analysis";
+}
+
+export function formatMs(ms: number): string {
+  if (ms % 3_600_000 === 0 && ms > 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}

@@ -1,0 +1,34 @@
+import type { Capability, Deployer, HostedPlugin, Logger, Request, Result, Target, TargetRelease } from "../contract/index.js";
+import type { DeployStore } from "../engine/deploy-store.js";
+import type { EngineMetrics } from "../engine/engine-metrics.js";
+import type { ResolvedDeploy, StepPolicy } from "../engine/resolve.js";
+import type { StepContext } from "../engine/step-runner.js";
+
+/** What a call is made on: a subset of the targets, and the traffic state PrepareSlots returned. */
+export interface CallScope {
+  targets: Target[];
+  traffic?: Record<string, string>;
+}
+
+/**
+ * What the rollout runners need from the deploy workflow: checkpointed steps, plugin calls with
+ * secrets and progress, and the two units that change targets (deploy, roll back), so per-target
+ * resume and other improvements of those units apply to waves as well.
+ */
+export interface RolloutHost {
+  id: string;
+  r: ResolvedDeploy;
+  plugin: HostedPlugin;
+  caps: Capability[];
+  store: DeployStore;
+  metrics: EngineMetrics;
+  logger: Logger;
+  /** One checkpointed step, recorded on the deploy under `name`. */
+  step<T>(name: string, policy: StepPolicy, fn: (ctx: StepContext) => Promise<T>): Promise<T>;
+  /** A plugin call on `scope`, inside a step; target results are recorded under `phase`. */
+  call<T>(phase: string, ctx: StepContext, scope: CallScope, fn: (deployer: Deployer, req: Request) => Promise<T>): Promise<T>;
+  /** Deploys `targets` as one step named `name`. */
+  deployTargets(name: string, targets: Target[]): Promise<Result>;
+  /** Returns `targets` to `releases` (the checkpoint's) in the rollback step. */
+  rollbackTargets(targets: Target[], releases: TargetRelease[]): Promise<Result>;
+}

@@ -1,0 +1,30 @@
+import type { DeployStore } from "../engine/deploy-store.js";
+import type { EngineMetrics } from "../engine/engine-metrics.js";
+import type { ResolvedDeploy } from "../engine/resolve.js";
+import type { RolloutState } from "./rollout-state.js";
+
+/**
+ * Holds a rollout's state in the workflow and writes it to the deploy record at each transition.
+ * The state is rebuilt from checkpointed step outputs when a workflow resumes, so each write is a
+ * plain replace, safe to repeat.
+ */
+export class RolloutRecorder {
+  readonly state: RolloutState = { waves: [], current_wave: null, canary: null, waiting: null, measurements: [], message: null };
+
+  constructor(
+    private readonly store: DeployStore,
+    private readonly metrics: EngineMetrics,
+    private readonly id: string,
+    private readonly r: ResolvedDeploy,
+  ) {}
+
+  async save(): Promise<void> {
+    await this.store.saveRollout(this.id, this.state);
+  }
+
+  /** Records the candidate's weight on the state and in the metrics. */
+  weight(weight: number): void {
+    if (this.state.canary) this.state.canary.weight = weight;
+    this.metrics.canaryWeight({ deploy: this.id, tenant: this.r.tenant, application: this.r.application, environment: this.r.environment }, weight);
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * What a rollout looks like to users, kept on the deploy record (`rollout` in the API and in
+ * `-o json`) and rewritten at every transition, so status, metrics and event streams read one place.
+ */
+
+export type WaveStatus = "pending" | "running" | "succeeded" | "failed" | "rolled_back" | "skipped";
+
+export interface WaveState {
+  /** 1-based. */
+  index: number;
+  /** "region=eu-west az=a", or "all targets". */
+  name: string;
+  labels: Record<string, string>;
+  hosts: string[];
+  status: WaveStatus;
+}
+
+export type CanaryPhase = "preparing" | "deploying_candidate" | "stepping" | "promoting" | "promoted" | "reverting" | "reverted";
+
+export interface CanaryState {
+  /** The wave the canary runs in (null without waves). */
+  wave: number | null;
+  /** The steps, as the envconfig lists them ("set_weight 10", "pause 5m", ...). */
+  steps: string[];
+  /** 1-based index of the current step; 0 before the first, steps.length + 1 once stepping is over. */
+  step: number;
+  phase: CanaryPhase;
+  /** The candidate's traffic weight (percent). */
+  weight: number;
+  /** What PrepareSlots returned; passed to every later call as `Request.traffic`. */
+  traffic: Record<string, string> | null;
+  /** What RouteTesters returned: how testers reach the candidate. */
+  testers: Record<string, string> | null;
+}
+
+/** What the rollout waits for, and how a user goes on. */
+export interface WaitingState {
+  kind: "pause" | "approval";
+  /** The step or gate name, e.g. "canary-2:pause" or "wave-1:gate-1:approval". */
+  step: string;
+  since: string;
+  /** When the pause ends or the approval times out; null for "until promoted" / no timeout. */
+  until: string | null;
+  /** "waiting for approval: manent approve <id>". */
+  hint: string;
+}
+
+export interface MeasurementRecord {
+  /** The analysis step or gate it belongs to. */
+  step: string;
+  check: string;
+  at: string;
+  value: number | string | null;
+  verdict: "successful" | "failed" | "inconclusive";
+  message: string;
+}
+
+export type CommandName = "approve" | "promote" | "abort";
+
+export interface CommandRecord {
+  command: CommandName;
+  /** promote only: skip every remaining step. */
+  full: boolean;
+  by: string | null;
+  at: string;
+  /** What the rollout was doing when the command arrived. */
+  during: string | null;
+}
+
+export interface RolloutState {
+  waves: WaveState[];
+  /** 1-based index of the wave running (or that ended the rollout); null before the first. */
+  current_wave: number | null;
+  canary: CanaryState | null;
+  waiting: WaitingState | null;
+  measurements: MeasurementRecord[];
+  /** Set when the rollout ended early: which step and why. */
+  message: string | null;
+}
+
+/** The rollout as the API shows it: the state plus the operator commands recorded on the deploy. */
+export interface RolloutView extends RolloutState {
+  commands: CommandRecord[];
+}
