@@ -29,23 +29,23 @@ const checkName = z.string().min(1).max(100);
 
 const pauseStep = z.strictObject({
   pause: z
-    .union([durationMs, z.strictObject({ duration: durationMs.optional().describe("how long; without it the pause lasts until `manent promote`") })])
+    .union([durationMs, z.strictObject({ duration: durationMs.optional().describe("How long; without it the pause lasts until `manent promote`") })])
     .transform((p) => (typeof p === "number" ? { duration: p } : p))
-    .describe("wait a duration (e.g. 5m), or until `manent promote` with `pause: {}`"),
+    .describe("Wait a duration (e.g. 5m), or until `manent promote` with `pause: {}`"),
 });
 const approvalStep = z.strictObject({
   approval: z
-    .strictObject({ timeout: durationMs.optional().describe("abort the rollout when nobody approved within this time") })
+    .strictObject({ timeout: durationMs.optional().describe("Abort the rollout when nobody approved within this time") })
     .default({})
-    .describe("wait for `manent approve <id>` (or `manent promote`)"),
+    .describe("Wait for `manent approve <id>` (or `manent promote`)"),
 });
 const analysisStep = z.strictObject({
   analysis: z
-    .strictObject({ checks: z.array(checkName).min(1).describe("names of checks in the envconfig's `analysis.checks`") })
-    .describe("run checks; a failed one aborts the rollout"),
+    .strictObject({ checks: z.array(checkName).min(1).describe("Names of checks in the envconfig's `analysis.checks`") })
+    .describe("Run checks; a failed one aborts the rollout"),
 });
 const weightStep = z.strictObject({
-  set_weight: z.number().int().min(0).max(100).describe("percentage of traffic (or of capacity, with `scale` only) sent to the candidate"),
+  set_weight: z.number().int().min(0).max(100).describe("Percentage of traffic (or of capacity, with `scale` only) sent to the candidate"),
 });
 
 export const gateSchema = z.union([pauseStep, approvalStep, analysisStep]);
@@ -55,26 +55,26 @@ export type CanaryStep = z.output<typeof canaryStepSchema>;
 
 export const wavesSchema = z
   .strictObject({
-    by: z.array(z.string().min(1).max(63)).max(8).default([]).describe("target labels grouping targets into waves, outermost first (e.g. [region, az])"),
+    by: z.array(z.string().min(1).max(63)).max(8).default([]).describe("Target labels grouping targets into waves, outermost first (e.g. [region, az])"),
     order: z
       .record(z.string(), z.array(z.string()))
       .default({})
-      .describe("per label, the values that go first, in this order; other values follow in order of first appearance"),
-    batch_size: z.number().int().min(1).max(100_000).optional().describe("cut each group into waves of at most this many targets"),
-    between: z.array(gateSchema).max(20).default([]).describe("gates run between two waves: pause, approval, analysis"),
+      .describe("Per label, the values that go first, in this order; other values follow in order of first appearance"),
+    batch_size: z.number().int().min(1).max(100_000).optional().describe("Cut each group into waves of at most this many targets"),
+    between: z.array(gateSchema).max(20).default([]).describe("Gates run between two waves: pause, approval, analysis"),
   })
-  .describe("deploy targets one wave at a time");
+  .describe("Deploy targets one wave at a time");
 
 export const canarySchema = z
   .strictObject({
-    testers: z.boolean().default(false).describe("route testers to the candidate (RouteTesters) before the first step"),
-    steps: z.array(canaryStepSchema).max(100).default([]).describe("the steps between DeployCandidate and PromoteCandidate"),
+    testers: z.boolean().default(false).describe("Route testers to the candidate (RouteTesters) before the first step"),
+    steps: z.array(canaryStepSchema).max(100).default([]).describe("The steps between DeployCandidate and PromoteCandidate"),
   })
-  .describe("percentage rollout on plugins with slots: candidate beside the running release, traffic moved step by step");
+  .describe("Percentage rollout on plugins with slots: candidate beside the running release, traffic moved step by step");
 
 export const rolloutSchema = z
   .strictObject({ waves: wavesSchema.optional(), canary: canarySchema.optional() })
-  .describe("progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
+  .describe("Progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
 
 export type RolloutSettings = z.output<typeof rolloutSchema>;
 export type WavesSettings = z.output<typeof wavesSchema>;
