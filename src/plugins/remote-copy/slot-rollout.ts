@@ -38,7 +38,7 @@ export function pairOf(req: Request, target: Target): SlotPair {
       { details: { plugin: "remote-copy", host: target.host } },
     );
   }
-  return { host: target.host, live, candidate };
+  return { host: target.host, live, candidate, empty: req.traffic?.[`live_version/${target.host}`] === "" };
 }
 
 export function needSlots(site: TargetSite): Slots {

@@ -60,7 +60,7 @@ export async function linkSlot(site: TargetSite, slot: string, version: string):
 export async function setLiveSlot(site: TargetSite, slot: string): Promise<void> {
   const script = [
     "set -e",
-    `cd ${sq(site.base)}`,
+    `mkdir -p ${sq(site.base)} && cd ${sq(site.base)}`,
     `printf '%s\\n' ${sq(slot)} > .live-slot.tmp.$$`,
     "mv -f .live-slot.tmp.$$ .live-slot",
   ].join("\n");

@@ -50,7 +50,7 @@ describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "ha
   after(() => rm(dist, { recursive: true, force: true }));
 
   /** A fresh pair of hosts and HAProxy for each test, 1.0.0 deployed in slot blue. */
-  async function setUp(): Promise<void> {
+  async function setUp(initial = true): Promise<void> {
     dir = await mkdtemp(join(tmpdir(), "manent-slots-"));
     const servers: SlotServer[] = [];
     targets = [];
@@ -75,7 +75,7 @@ describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "ha
       drain_timeout: "20s",
     };
     deployer = new RemoteCopyDeployer({});
-    await deployer.deploy(req("1.0.0"));
+    if (initial) await deployer.deploy(req("1.0.0"));
   }
 
   afterEach(async () => {
@@ -222,6 +222,25 @@ describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "ha
       t.diagnostic(`background requests during the aborted rollout: ${tally.total}, failed: ${tally.failed}`);
       assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
     }
+  });
+
+  it("a first rollout, with nothing live, sends every request to the candidate from the first step", async () => {
+    await setUp(false);
+    const traffic = await deployer.prepareSlots(req("1.0.0"));
+    assert.equal(traffic["live_version/web-1"], "");
+    const r = req("1.0.0", traffic);
+    await deployer.deployCandidate(r);
+    await deployer.setCandidateWeight(r, 10);
+    const s = await sample(haproxy.port, 100);
+    assert.equal(s.failed, 0, s.errors.join("; "));
+    assert.deepEqual(s.byVersion, { "1.0.0": 100 });
+    await deployer.promoteCandidate(r);
+    await deployer.retirePrevious(r);
+    assert.equal(await liveSlot("web-2"), "green");
+    assert.deepEqual(
+      (await deployer.currentRelease(r)).map((x) => x.version),
+      ["1.0.0", "1.0.0"],
+    );
   });
 
   it("refuses what would cut traffic or act blindly, and dry-run checks HAProxy's servers", async () => {

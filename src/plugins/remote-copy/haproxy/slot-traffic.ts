@@ -7,6 +7,8 @@ export interface SlotPair {
   host: string;
   live: string;
   candidate: string;
+  /** The live slot ran nothing when the rollout began (a first deploy): nothing to share traffic with. */
+  empty?: boolean;
 }
 
 export interface SlotTrafficConfig {
@@ -57,13 +59,15 @@ export class SlotTraffic {
   /**
    * Sets the candidates' weight to `weight` and the live servers' to `100 - weight`. Every weight
    * that goes up is set before any that goes down, so the backend never has all weights at 0
-   * (HAProxy would answer 503) while traffic moves.
+   * (HAProxy would answer 503) while traffic moves. A host whose live slot ran nothing when the
+   * rollout began sends everything to the candidate from the first weight above 0.
    */
   async setCandidateWeight(pairs: SlotPair[], weight: number, signal?: AbortSignal): Promise<void> {
     const wanted: { server: string; weight: number }[] = [];
     for (const p of pairs) {
-      wanted.push({ server: this.serverName(p.host, p.candidate), weight });
-      wanted.push({ server: this.serverName(p.host, p.live), weight: 100 - weight });
+      const w = p.empty && weight > 0 ? 100 : weight;
+      wanted.push({ server: this.serverName(p.host, p.candidate), weight: w });
+      wanted.push({ server: this.serverName(p.host, p.live), weight: 100 - w });
     }
     const now = await Promise.all(wanted.map((w) => this.api.weight(this.config.backend, w.server, signal)));
     const changes = wanted.map((w, i) => ({ ...w, from: now[i]! })).filter((c) => c.weight !== c.from);
