@@ -21,7 +21,8 @@ export class ApiClient {
     return this.request("GET", `/api/v1/deploys/${encodeURIComponent(id)}${waitSeconds ? `?wait=${waitSeconds}` : ""}`);
   }
 
-  cancel(id: string): Promise<DeployRecord> {
+  /** The deploy after the cancel, with what the cancel does (`cancel.message`). */
+  cancel(id: string): Promise<DeployRecord & { cancel?: { outcome: "cancelled" | "requested"; message: string } }> {
     return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/cancel`, {});
   }
 

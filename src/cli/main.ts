@@ -81,11 +81,11 @@ export async function main(argv: string[]): Promise<void> {
 
   program
     .command("cancel")
-    .description("cancel a queued or running deploy")
+    .description("cancel a queued or running deploy (refused once its deploy step has finished: roll back instead)")
     .argument("<id>", "deploy id")
     .action(async (id: string) => {
       const d = await client().cancel(id);
-      out(`${d.id} ${d.status}`);
+      out(`${d.id} ${d.cancel?.outcome ?? d.status}${d.cancel ? `: ${d.cancel.message}` : ""}`);
     });
 
   program

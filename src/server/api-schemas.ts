@@ -73,6 +73,17 @@ export const deploySchema = deploySummarySchema
   })
   .openapi("Deploy");
 
+export const cancelledSchema = deploySchema
+  .extend({
+    cancel: z
+      .object({
+        outcome: z.enum(["cancelled", "requested"]).describe("cancelled: done at once (it was queued); requested: the running deploy takes it at its next step"),
+        message: z.string().describe("what the cancel does at the point the deploy was: stops before the deploy step, or rolls the targets back"),
+      })
+      .describe("a cancel after the deploy step has finished is refused (412 failed_precondition): roll back instead"),
+  })
+  .openapi("CancelledDeploy");
+
 export const deployIdParams = z.object({
   id: z
     .string()

@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { Capability, TargetResult } from "../core/contract/index.js";
 import {
   terminalStatuses,
+  type CancelState,
   type DeployKey,
   type DeployRecord,
   type DeployStatus,
@@ -69,6 +70,63 @@ export class PgDeployStore implements DeployStore {
          error = excluded.error, details = excluded.details, updated_at = now()`,
       [id, phase, r.host, r.status, r.duration_ms ?? null, r.error ?? null, r.details ? JSON.stringify(r.details) : null],
     );
+  }
+
+  async startRun(id: string): Promise<DeployStatus | undefined> {
+    const started = await this.pool.query<{ status: DeployStatus }>(
+      `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
+       where id = $1 and status in ('queued', 'running') returning status`,
+      [id],
+    );
+    if (started.rows[0]) return started.rows[0].status;
+    const row = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [id]);
+    return row.rows[0]?.status;
+  }
+
+  async requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined> {
+    const rows = await this.pool.query<CancelState>(
+      `with prev as (
+         select id, status, kind, version, deploy_started_at, committed_at, no_rollback_reason
+         from manent.deploys where id = $1 for update),
+       upd as (
+         update manent.deploys d set cancel_requested_at = coalesce(d.cancel_requested_at, now()),
+           status = case when prev.status = 'queued' then 'cancelled' else d.status end,
+           finished_at = case when prev.status = 'queued' then now() else d.finished_at end,
+           error = case when prev.status = 'queued' then $2::jsonb else d.error end
+         from prev
+         where d.id = prev.id and prev.status <> all($3::text[]) and prev.committed_at is null
+           and not (prev.kind = 'rollback' and prev.deploy_started_at is not null)
+         returning d.id)
+       select prev.status as previous, prev.kind, prev.version, prev.deploy_started_at is not null as deploying,
+         prev.committed_at is not null as committed, prev.no_rollback_reason, exists (select 1 from upd) as accepted
+       from prev`,
+      [id, JSON.stringify(cancelledError), [...terminalStatuses]],
+    );
+    return rows.rows[0];
+  }
+
+  async cancelRequested(id: string): Promise<boolean> {
+    const rows = await this.pool.query(`select 1 from manent.deploys where id = $1 and cancel_requested_at is not null`, [id]);
+    return rows.rowCount === 1;
+  }
+
+  async beginDeployStep(id: string, noRollbackReason: string | null): Promise<boolean> {
+    // Run again after a crash, a gate already passed stays passed.
+    const rows = await this.pool.query(
+      `update manent.deploys set deploy_started_at = coalesce(deploy_started_at, now()), no_rollback_reason = $2
+       where id = $1 and (cancel_requested_at is null or deploy_started_at is not null) returning id`,
+      [id, noRollbackReason],
+    );
+    return rows.rowCount === 1;
+  }
+
+  async commitDeployStep(id: string): Promise<boolean> {
+    const rows = await this.pool.query(
+      `update manent.deploys set committed_at = coalesce(committed_at, now())
+       where id = $1 and (cancel_requested_at is null or committed_at is not null) returning id`,
+      [id],
+    );
+    return rows.rowCount === 1;
   }
 
   async getDeploy(id: string): Promise<DeployRecord | undefined> {

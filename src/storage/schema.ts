@@ -62,6 +62,11 @@ const statements = [
      during text,
      primary key (deploy_id, seq)
    )`,
+  // A user's cancel and the two points of a deploy that decide what it means (see engine/user-cancel.ts).
+  `alter table manent.deploys add column if not exists cancel_requested_at timestamptz`,
+  `alter table manent.deploys add column if not exists deploy_started_at timestamptz`,
+  `alter table manent.deploys add column if not exists no_rollback_reason text`,
+  `alter table manent.deploys add column if not exists committed_at timestamptz`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

@@ -159,7 +159,7 @@ describe("HTTP API", () => {
     assert.equal((await request("GET", "/healthz")).status, 200);
   });
 
-  it("cancels a running deploy: its plugin call stops and later targets are not deployed", async () => {
+  it("cancels a running deploy that cannot roll back: its plugin call stops, later targets are not deployed, and it ends failed naming what was deployed", async () => {
     await envconfig("team-a", "slow", "test", {
       plugin: "noop",
       targets: [{ host: "slow-1" }, { host: "slow-2" }, { host: "slow-3" }],
@@ -175,10 +175,13 @@ describe("HTTP API", () => {
       d = await admin.deploy(id);
     }
     const cancelled = await admin.cancel(id);
-    assert.equal(cancelled.status, "cancelled");
-    assert.equal(cancelled.error?.code, "canceled");
+    assert.equal(cancelled.cancel?.outcome, "requested");
+    assert.match(cancelled.cancel!.message, /not rolled back \(rollback\.enabled is false in the envconfig\).*ends failed/);
     const after = await admin.deploy(id, 30);
-    assert.equal(after.status, "cancelled");
+    // Not `cancelled`: slow-1 runs the new release, and the status says the deploy did not complete.
+    assert.equal(after.status, "failed");
+    assert.equal(after.error?.code, "canceled");
+    assert.match(after.error!.message, /cancelled by a user during the deploy step; not rolled back .*: slow-1 run version 1\.0\.0/);
     // The plugin's own record that its call returned: had it gone on to slow-3, that target would
     // have been deployed before this line was written.
     let end: JournalEntry | undefined;
@@ -190,7 +193,7 @@ describe("HTTP API", () => {
     await assert.rejects(readFile(ws.path("state", "slow-2.release"), "utf8"), /ENOENT/);
     await assert.rejects(readFile(ws.path("state", "slow-3.release"), "utf8"), /ENOENT/);
     const final = await admin.deploy(id);
-    assert.equal(final.status, "cancelled", JSON.stringify(final));
+    assert.equal(final.status, "failed", JSON.stringify(final));
     assert.deepEqual(
       final.targets.filter((t) => t.status === "deployed").map((t) => t.host),
       ["slow-1"],

@@ -69,6 +69,21 @@ export interface ListFilter {
   limit?: number;
 }
 
+/** Where a deploy stood when a user asked to cancel it, and whether the cancel was taken. */
+export interface CancelState {
+  accepted: boolean;
+  /** The record's status before the cancel. */
+  previous: DeployStatus;
+  kind: DeployKind;
+  version: string;
+  /** The deploy step has started (its gate passed). */
+  deploying: boolean;
+  /** The deploy step has finished and the deploy is committed to its new release. */
+  committed: boolean;
+  /** Why the deploy would not be rolled back, when it would not (set when its deploy step starts). */
+  no_rollback_reason: string | null;
+}
+
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
@@ -76,6 +91,15 @@ export interface DeployStore {
   stepStarted(id: string, seq: number, name: string): Promise<void>;
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
   targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
+  /** Marks the deploy running, unless it ended already (cancelled while queued): then its status, and nothing runs. */
+  startRun(id: string): Promise<DeployStatus | undefined>;
+  /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
+  requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
+  cancelRequested(id: string): Promise<boolean>;
+  /** The gate before the deploy step: false when a cancel came first. */
+  beginDeployStep(id: string, noRollbackReason: string | null): Promise<boolean>;
+  /** The gate after the deploy step: false when a cancel came first. */
+  commitDeployStep(id: string): Promise<boolean>;
   getDeploy(id: string): Promise<DeployRecord | undefined>;
   listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]>;
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */

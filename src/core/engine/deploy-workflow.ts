@@ -22,6 +22,8 @@ import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submissio
 import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
 import { runRollout } from "../rollout/rollout-runner.js";
+import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
+import { DBOS } from "@dbos-inc/dbos-sdk";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -41,6 +43,7 @@ export interface WorkflowDeps {
   plugins: PluginRegistry;
   logger: Logger;
   metrics: EngineMetrics;
+  cancels: CancelWatch;
 }
 
 /** User-facing order of the steps. */
@@ -66,12 +69,15 @@ export class DeployWorkflow {
     const { store } = this.deps;
     const startedAt = Date.now();
     if (record) await store.createDeploy(record);
-    await store.setStatus(id, "running");
+    const status = await store.startRun(id);
+    // Cancelled while it was queued (or ended by a previous run of this workflow): nothing runs.
+    if (status !== "running") return { status: status ?? "failed" };
     let r: ResolvedDeploy;
     try {
       // A rollback's version was fixed at submission (Submission.to), so resolving again keeps it.
       r = await this.step(id, seq.resolve, "resolve", once, () => resolveSubmission(this.deps.config, this.deps.plugins, submission));
     } catch (err) {
+      if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
       return this.finish(id, submission.kind, "failed", err, startedAt);
     }
     await store.setStatus(id, "running", { plugin: r.plugin });
@@ -87,7 +93,7 @@ export class DeployWorkflow {
       outcome = r.kind === "rollback" ? await this.rollbackRun(id, r, plugin) : await this.deployRun(id, r, plugin);
     } catch (err) {
       if (isCancellation(err)) throw err;
-      outcome = { status: "failed", error: ManentError.from(err) };
+      outcome = isUserCancel(err) ? { status: "cancelled", error: cancelledBefore(r.kind) } : { status: "failed", error: ManentError.from(err) };
     }
     if (r.kind !== "dry_run") {
       const event: CallbackEvent = outcome.status === "succeeded" ? "succeeded" : outcome.status === "rolled_back" ? "rolled_back" : "failed";
@@ -130,14 +136,19 @@ export class DeployWorkflow {
       return reason ? { releases, can_rollback: false, no_rollback_reason: reason } : { releases, can_rollback: true };
     });
 
-    if (r.rollout?.waves || r.rollout?.canary) return runRollout(this.rolloutHost(id, resolved, plugin, caps), checkpoint);
+    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, checkpoint.no_rollback_reason ?? null)))) throw userCancelled();
+    if (r.rollout?.waves || r.rollout?.canary) {
+      const out = await runRollout(this.rolloutHost(id, resolved, plugin, caps), checkpoint);
+      return out.status === "succeeded" ? this.commit(id, resolved, plugin, caps, checkpoint) : out;
+    }
 
     try {
       await this.deployTargets(id, resolved, plugin, caps, "deploy", r.targets);
-      return { status: "succeeded" };
+      return await this.commit(id, resolved, plugin, caps, checkpoint);
     } catch (err) {
       if (isCancellation(err)) throw err;
       const failure = ManentError.from(err);
+      if (isUserCancel(failure)) return this.cancelledDuringDeploy(id, resolved, plugin, caps, checkpoint);
       if (!checkpoint.can_rollback) return { status: "failed", error: failure };
       try {
         await this.rollbackStep(id, resolved, plugin, caps, checkpoint.releases);
@@ -177,6 +188,53 @@ export class DeployWorkflow {
     };
   }
 
+  /**
+   * A user's cancel taken while the deploy step ran: the targets are rolled back to the checkpoint
+   * (status `rolled_back`), or, when the deploy cannot roll back, the deploy ends `failed` naming the
+   * targets that run the new version: `cancelled` is kept for deploys that changed nothing.
+   */
+  private async cancelledDuringDeploy(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    checkpoint: Checkpoint,
+    what = "cancelled by a user during the deploy step",
+  ): Promise<{ status: DeployStatus; error: ManentError }> {
+    const canceled = (message: string): ManentError => new ManentError(Code.Canceled, message, { details: { cancelled_by: "user" } });
+    if (!checkpoint.can_rollback) {
+      const deployed = ((await this.deps.store.getDeploy(id))?.targets ?? []).filter((t) => t.phase === "deploy" && t.status === "deployed").map((t) => t.host);
+      const where = deployed.length ? `${deployed.join(", ")} run version ${r.artifact.version}` : "no target was deployed";
+      return { status: "failed", error: canceled(`${what}; not rolled back (${checkpoint.no_rollback_reason ?? "no rollback"}): ${where}`) };
+    }
+    try {
+      await this.rollbackStep(id, r, plugin, caps, checkpoint.releases);
+      return { status: "rolled_back", error: canceled(`${what}; rollback to the checkpoint completed`) };
+    } catch (rollbackErr) {
+      if (isCancellation(rollbackErr)) throw rollbackErr;
+      return { status: "failed", error: canceled(`${what}; rollback failed: ${ManentError.from(rollbackErr).message}`) };
+    }
+  }
+
+  /**
+   * The gate after the deploy step: the deploy is committed to its new release, unless a cancel
+   * was taken between the end of the plugin's calls and here; that cancel is honoured by a
+   * rollback (or, when the deploy cannot roll back, the deploy stays deployed and says so).
+   */
+  private async commit(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], checkpoint: Checkpoint): Promise<{ status: DeployStatus; error?: ManentError }> {
+    if (await this.gate(id, "commit", () => this.deps.store.commitDeployStep(id))) return { status: "succeeded" };
+    if (!checkpoint.can_rollback) {
+      this.deps.logger.warn("a cancel arrived as the deploy step finished and the deploy cannot roll back: it stays deployed", { deploy: id });
+      return { status: "succeeded" };
+    }
+    return this.cancelledDuringDeploy(id, r, plugin, caps, checkpoint, "cancelled by a user as the deploy step finished");
+  }
+
+  /** A gate of the deploy step, checkpointed so a replay after a crash takes the same branch. */
+  private gate(id: string, name: "begin" | "commit", fn: () => Promise<boolean>): Promise<boolean> {
+    return DBOS.runStep(fn, { name: `deploy-gate:${name}`, retriesAllowed: true, maxAttempts: 20, intervalSeconds: 0.5, backoffRate: 1.5 });
+  }
+
   /** A rollback asked for by a user: back to `r.to` on every target, without fetching anything. */
   private async rollbackRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
     const to = r.to!;
@@ -189,6 +247,8 @@ export class DeployWorkflow {
       releases: await this.currentReleases(id, resolved, plugin, caps, ctx),
       can_rollback: true,
     }));
+    // Once the rollback step starts, a cancel is refused: stopping it would leave the targets mixed.
+    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, "a rollback that has started is not interrupted")))) throw userCancelled();
     await this.rollbackStep(id, resolved, plugin, caps, r.targets.map((t) => ({ host: t.host, version: to })));
     return { status: "succeeded" };
   }
@@ -300,7 +360,9 @@ export class DeployWorkflow {
   }
 
   private step<T>(id: string, n: number, name: string, policy: StepPolicy, fn: (ctx: StepContext) => Promise<T>): Promise<T> {
-    return runStep(this.deps, id, n, name, policy, fn);
+    // Rollbacks, a canary's revert and callbacks run to their end: a cancel is what they carry out or report.
+    const cancellable = !/(^|:)(rollback|revert)/.test(name) && !name.startsWith("callback:");
+    return runStep(this.deps, id, n, name, policy, fn, cancellable);
   }
 
   private async finish(id: string, kind: ResolvedDeploy["kind"], status: DeployStatus, error: unknown, startedAt: number): Promise<DeployOutcome> {
@@ -310,6 +372,11 @@ export class DeployWorkflow {
     this.deps.logger.info("deploy finished", { deploy: id, kind, status, ...(e && { error: e.message }) });
     return e ? { status, error: e } : { status };
   }
+}
+
+function cancelledBefore(kind: ResolvedDeploy["kind"]): ManentError {
+  const what = kind === "dry_run" ? "cancelled by a user; a dry run changes nothing" : "cancelled by a user before the deploy step: the targets were not changed";
+  return new ManentError(Code.Canceled, what, { details: { cancelled_by: "user" } });
 }
 
 function isResult(v: unknown): v is Result {

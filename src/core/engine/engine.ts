@@ -8,6 +8,7 @@ import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
 import { faultPoint } from "./fault-points.js";
+import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
@@ -23,6 +24,13 @@ export interface EngineOptions {
 }
 
 const deployQueue = "manent-deploys";
+const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user before it started: nothing ran", { details: { cancelled_by: "user" } });
+
+/** The answer to a user's cancel: done at once (`cancelled`), or taken by the running deploy (`requested`), saying what follows. */
+export interface CancelAnswer {
+  outcome: "cancelled" | "requested";
+  message: string;
+}
 const dryRunQueue = "manent-dry-runs";
 
 /*
@@ -44,11 +52,11 @@ const deployWorkflow = DBOS.registerWorkflow(
  * so two deploys of the same thing never overlap and several servers share the work.
  */
 export class Engine {
-  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics }) {}
+  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch }) {}
 
   static async start(opts: EngineOptions): Promise<Engine> {
     if (active) throw new ManentError(Code.FailedPrecondition, "an engine is already running in this process");
-    const engine = new Engine({ ...opts, metrics: opts.metrics ?? noMetrics });
+    const engine = new Engine({ ...opts, metrics: opts.metrics ?? noMetrics, cancels: new CancelWatch(opts.store) });
     active = new DeployWorkflow(engine.opts);
     DBOS.setConfig({
       name: "manent",
@@ -115,15 +123,42 @@ export class Engine {
     return ahead ? { id, queued_behind: ahead } : { id };
   }
 
-  /** Cancels a deploy: its running plugin call is cancelled and no further step runs. */
-  async cancel(id: string): Promise<void> {
-    const deploy = await this.opts.store.getDeploy(id);
-    if (!deploy) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
-    if (terminalStatuses.has(deploy.status)) {
-      throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
+  /**
+   * A user's cancel. What it does depends on where the deploy is (README "What a cancel does"):
+   * queued, it is cancelled at once; before its deploy step, it stops there with the targets
+   * unchanged; during the deploy step, the targets are rolled back to the checkpoint (or, when the
+   * deploy cannot roll back, it stops and ends `failed` naming what was deployed); once the deploy
+   * step has finished, the cancel is refused: the new release is live and only a rollback undoes it.
+   */
+  async cancel(id: string): Promise<CancelAnswer> {
+    const state = await this.opts.store.requestCancel(id, cancelledBefore.toJSON());
+    if (!state) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+    if (!state.accepted) {
+      if (terminalStatuses.has(state.previous)) {
+        throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${state.previous})`);
+      }
+      if (state.kind === "rollback") {
+        throw new ManentError(Code.FailedPrecondition, `rollback ${id} cannot be cancelled: its rollback step has started and stopping it would leave the targets on mixed versions`);
+      }
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `deploy ${id} cannot be cancelled: its deploy step has finished and version ${state.version} runs on its targets; to undo it, roll back (manent rollback)`,
+      );
     }
-    await DBOS.cancelWorkflow(id);
-    await this.opts.store.setStatus(id, "cancelled", { error: { code: "canceled", message: "cancelled by a user" } });
+    if (state.previous === "queued") {
+      // Out of the queue too; its record is already `cancelled`, and the workflow, if it was just
+      // starting, sees that and runs nothing.
+      await DBOS.cancelWorkflow(id).catch((err: unknown) => this.opts.logger.warn("cancel of a queued workflow", { deploy: id, error: String(err) }));
+      return { outcome: "cancelled", message: "cancelled before it started: nothing ran" };
+    }
+    this.opts.cancels.notify(id);
+    if (!state.deploying) return { outcome: "requested", message: "the deploy stops before its deploy step: the targets are not changed" };
+    return {
+      outcome: "requested",
+      message: state.no_rollback_reason
+        ? `the deploy step is interrupted and not rolled back (${state.no_rollback_reason}): targets already deployed keep version ${state.version}, and the deploy ends failed`
+        : "the deploy step is interrupted and the targets are rolled back to the checkpoint: the deploy ends rolled_back",
+    };
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */

@@ -4,6 +4,7 @@ import { Code, ManentError } from "../errors.js";
 import type { DeployStore } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import { faultPoint } from "./fault-points.js";
+import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
 import type { StepPolicy } from "./resolve.js";
 
 export interface StepContext {
@@ -18,19 +19,24 @@ export interface StepContext {
  * (status, attempts, output, error) kept in the deploy store.
  */
 export async function runStep<T>(
-  deps: { store: DeployStore; metrics: EngineMetrics },
+  deps: { store: DeployStore; metrics: EngineMetrics; cancels?: CancelWatch },
   deployId: string,
   seq: number,
   name: string,
   policy: StepPolicy,
   fn: (ctx: StepContext) => Promise<T>,
+  /** A user's cancel stops this step (at its start, or by aborting its signal while it runs). */
+  cancellable = false,
 ): Promise<T> {
   let attempt = 0;
   const body = async (): Promise<T> => {
     attempt += 1;
     faultPoint(name, "before");
+    // Checked inside the step, so the answer is checkpointed with it and a replay decides the same.
+    if (cancellable && deps.cancels && (await deps.store.cancelRequested(deployId))) throw userCancelled();
     await deps.store.stepStarted(deployId, seq, name);
-    const signals = [DBOS.stepStatus?.cancelSignal, policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined].filter(
+    const watch = cancellable ? deps.cancels?.watch(deployId) : undefined;
+    const signals = [DBOS.stepStatus?.cancelSignal, policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined, watch?.signal].filter(
       (s): s is AbortSignal => s !== undefined,
     );
     const signal = AbortSignal.any(signals);
@@ -45,6 +51,8 @@ export async function runStep<T>(
       await deps.store.stepFinished(deployId, name, "failed", err instanceof ResultError ? err.result : undefined, e.toJSON());
       deps.metrics.stepAttempt(name, "failed");
       throw e;
+    } finally {
+      watch?.stop();
     }
   };
   try {
@@ -54,7 +62,7 @@ export async function runStep<T>(
       maxAttempts: policy.maxRetries + 1,
       intervalSeconds: policy.intervalMs / 1000,
       backoffRate: 2,
-      shouldRetry: (err: unknown) => !ManentError.from(err).permanent,
+      shouldRetry: (err: unknown) => !ManentError.from(err).permanent && !isUserCancel(err),
     });
     faultPoint(name, "checkpointed");
     return out;
@@ -104,6 +112,7 @@ function abortable<T>(work: Promise<T>, signal: AbortSignal, step: string, timeo
 
 function abortError(signal: AbortSignal, step: string, timeoutMs: number | undefined): ManentError {
   const reason = signal.reason as { name?: string } | undefined;
+  if (reason instanceof ManentError) return reason;
   if (reason?.name === "TimeoutError") {
     return new ManentError(Code.DeadlineExceeded, `step ${step} timed out after ${Math.round((timeoutMs ?? 0) / 1000)}s`);
   }

@@ -4,6 +4,7 @@ import type { Submission } from "../../core/engine/resolve.js";
 import { Code, ManentError } from "../../core/errors.js";
 import {
   deployIdParams,
+  cancelledSchema,
   deploySchema,
   deploySummarySchema,
   errorResponses,
@@ -85,7 +86,7 @@ const cancel = createRoute({
   tags: ["deploys"],
   request: { params: deployIdParams },
   responses: {
-    200: json(deploySchema, "the cancelled deploy"),
+    200: json(cancelledSchema, "the deploy, and what the cancel does"),
     ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound, Code.FailedPrecondition),
   },
 });
@@ -149,8 +150,8 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(cancel, async (c) => {
     const { id } = c.req.valid("param");
     await visibleDeploy(deps, c.get("caller"), id);
-    await deps.engine.cancel(id);
-    return c.json((await deps.store.getDeploy(id))!, 200);
+    const cancel = await deps.engine.cancel(id);
+    return c.json({ ...(await deps.store.getDeploy(id))!, cancel }, 200);
   });
 }
 
