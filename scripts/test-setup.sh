@@ -5,9 +5,9 @@
 # analysis tests, HAProxy for the percentage rollouts of remote-copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# jq: the CLI tests pipe `manent deploy -o json` through it, as the tutorial does.
-if ! command -v jq >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq
+# jq and curl: the CLI tests and the tutorials' doc tests (test/docs) run them as the pages show.
+if ! command -v jq >/dev/null || ! command -v curl >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl
 fi
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/haproxy.sh

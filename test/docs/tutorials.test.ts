@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { repoRoot } from "../support/server-process.js";
+import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
 import { compareOutput, parsePage, ShellSession } from "./doc-runner.js";
 
 /**
@@ -15,7 +17,7 @@ import { compareOutput, parsePage, ShellSession } from "./doc-runner.js";
 /** `manent` and `manent-server` on PATH, as after `npm install -g`; the server on a free port. */
 async function shims(dir: string): Promise<string> {
   const bin = join(dir, "bin");
-  await import("node:fs/promises").then((fs) => fs.mkdir(bin, { recursive: true }));
+  await mkdir(bin, { recursive: true });
   await writeFile(join(bin, "manent"), `#!/bin/sh\nexec "${process.execPath}" "${repoRoot}bin/manent.js" "$@"\n`);
   // Tests share the machine: the server takes a free port (it prints it; the runner exports
   // MANENT_SERVER), where a reader's would take manent.yml's listen.
@@ -82,7 +84,7 @@ async function baseSetup(cwd?: string): Promise<PageSetup> {
   const dir = await mkdtemp(join(tmpdir(), "manent-doc-"));
   await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user and must reach it
   const home = join(dir, "home");
-  await import("node:fs/promises").then((fs) => fs.mkdir(home, { recursive: true, mode: 0o755 }));
+  await mkdir(home, { recursive: true, mode: 0o755 });
   const bin = await shims(dir);
   const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_LOG_LEVEL: "info" };
   delete env.MANENT_SERVER;
@@ -93,3 +95,37 @@ async function baseSetup(cwd?: string): Promise<PageSetup> {
 // The quickstart's files, run by hand. Its targets (/tmp/manent-quickstart) are shared with
 // test/quickstart.test.ts: both hold this lock while they use them.
 testPage("docs/getting-started.md", async () => ({ ...(await baseSetup(repoRoot)), wrapper: ["flock", "/tmp/manent-quickstart.lock"] }));
+
+// Two real sshd "hosts" on loopback addresses, letting the deploy user in with a generated key.
+testPage("docs/tutorials/remote-copy-ssh.md", async () => {
+  const base = await baseSetup();
+  const hosts = await startSshHosts(2);
+  const [web1, web2] = hosts.servers as [SshdServer, SshdServer];
+  await mkdir(join(base.home, ".ssh"), { recursive: true, mode: 0o700 });
+  await writeFile(join(base.home, ".ssh/manent_deploy"), hosts.userKey.privateKey, { mode: 0o600 });
+  return {
+    ...base,
+    env: {
+      ...base.env,
+      WEB1: web1.host,
+      WEB1_PORT: String(web1.port),
+      WEB2: web2.host,
+      WEB2_PORT: String(web2.port),
+      DEPLOY_USER: hosts.user.name,
+      // Both "hosts" are this machine: {host} keeps their releases apart.
+      DEPLOY_BASE: join(await hosts.ownedDir("hello"), "{host}"),
+    },
+    cleanup: async () => {
+      await hosts.close();
+      await base.cleanup?.();
+    },
+  };
+});
+
+// The sample plugins of examples/, built and run through manent from the repository's root.
+testPage("docs/tutorials/external-plugin.md", async () => {
+  const base = await baseSetup(repoRoot);
+  // The reader's Go caches; the session's temporary HOME would otherwise start them cold.
+  const goEnv = execFileSync("go", ["env", "GOCACHE", "GOMODCACHE", "GOPATH"], { encoding: "utf8" }).trim().split("\n");
+  return { ...base, env: { ...base.env, GOCACHE: goEnv[0], GOMODCACHE: goEnv[1], GOPATH: goEnv[2] } };
+});
