@@ -53,11 +53,16 @@ type params struct {
 	failHost string
 	// delay is waited on each target (param delay_ms), so a test can interrupt a deploy.
 	delay time.Duration
+	// failWeight makes SetCandidateWeight fail at that weight (param fail_weight; -1: never), to
+	// drive a rollout's revert path.
+	failWeight int
+	// replicas is the candidate's size at weight 100 (param replicas, default 4).
+	replicas int
 }
 
 // parseParams rejects a request no retry can fix with a permanent error naming the param.
 func parseParams(p map[string]string) (params, error) {
-	out := params{base: p["base"], failHost: p["fail_host"]}
+	out := params{base: p["base"], failHost: p["fail_host"], failWeight: -1, replicas: 4}
 	if out.base == "" || !filepath.IsAbs(out.base) {
 		return out, plugin.Permanent(fmt.Errorf("param base: want an absolute directory, got %q", out.base))
 	}
@@ -67,6 +72,20 @@ func parseParams(p map[string]string) (params, error) {
 			return out, plugin.Permanent(fmt.Errorf("param delay_ms: want an integer from 0 to 600000, got %q", raw))
 		}
 		out.delay = time.Duration(ms) * time.Millisecond
+	}
+	if raw, ok := p["fail_weight"]; ok {
+		w, err := strconv.Atoi(raw)
+		if err != nil || w < 0 || w > 100 {
+			return out, plugin.Permanent(fmt.Errorf("param fail_weight: want an integer from 0 to 100, got %q", raw))
+		}
+		out.failWeight = w
+	}
+	if raw, ok := p["replicas"]; ok {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > 1000 {
+			return out, plugin.Permanent(fmt.Errorf("param replicas: want an integer from 1 to 1000, got %q", raw))
+		}
+		out.replicas = n
 	}
 	return out, nil
 }
@@ -135,6 +154,14 @@ func (s *sample) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Resul
 }
 
 func (s *sample) release(dir string, a plugin.Artifact, keyHash string) error {
+	if err := writeRelease(dir, a, keyHash); err != nil {
+		return err
+	}
+	return setCurrent(dir, a.Version)
+}
+
+// writeRelease writes releases/<version>/artifact and key.sha256, without switching current.
+func writeRelease(dir string, a plugin.Artifact, keyHash string) error {
 	rel := filepath.Join(dir, "releases", a.Version)
 	if err := os.MkdirAll(rel, 0o755); err != nil {
 		return err
@@ -150,10 +177,7 @@ func (s *sample) release(dir string, a plugin.Artifact, keyHash string) error {
 	if err := os.WriteFile(filepath.Join(rel, "artifact"), content, 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "key.sha256"), []byte(keyHash+"\n"), 0o600); err != nil {
-		return err
-	}
-	return setCurrent(dir, a.Version)
+	return os.WriteFile(filepath.Join(dir, "key.sha256"), []byte(keyHash+"\n"), 0o600)
 }
 
 // setCurrent records the version a target runs; "" removes the record (nothing deployed). The

@@ -135,8 +135,11 @@ describe("plugin protocol conformance", () => {
     });
     after(() => plugin.close());
 
-    it("declares dry-run, current release, rollback and parallel targets", async () => {
-      assert.deepEqual(new Set(await plugin.capabilities()), new Set(["dry_run", "current_release", "rollback", "parallel_targets"]));
+    it("declares dry-run, current release, rollback, parallel targets and the percentage-rollout capabilities", async () => {
+      assert.deepEqual(
+        new Set(await plugin.capabilities()),
+        new Set(["dry_run", "current_release", "rollback", "parallel_targets", "slots", "traffic_router", "testers", "scale"]),
+      );
     });
 
     it("deploys on parallel targets with the secret read through the broker", async () => {

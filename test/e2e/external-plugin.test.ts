@@ -76,7 +76,7 @@ describe("external plugin through the deploy workflow", () => {
       assert.equal((await readFile(ws.path("targets", h, "key.sha256"), "utf8")).trim(), sha256("the-deploy-key"));
     }
     const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { capabilities: string[] }[];
-    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "parallel_targets"]);
+    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
   });
 
   it("retries a failing target, then rolls every target back to the checkpoint", async () => {
@@ -104,7 +104,7 @@ describe("external plugin through the deploy workflow", () => {
     await server.stop();
     server = await startServer(config, { cwd: ws.dir });
     const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { capabilities: string[]; capabilities_as_of: string }[];
-    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "parallel_targets"]);
+    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
     assert.ok(plugins[0]!.capabilities_as_of);
     assert.equal(children(server.child.pid!), "");
   });

@@ -6,6 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { Registry } from "prom-client";
 import { capabilitiesOf, Code, isPermanent, ManentError, ResultError, type Deployer } from "../../src/plugin.js";
 import { ExternalPlugin } from "../../src/external/host/index.js";
+import { remoteDeployer, type CallRunner } from "../../src/external/host/remote-deployer.js";
 import { alive, buildSamplePlugin, mapSecrets, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
 
 describe("external plugin host with the TypeScript sample", () => {
@@ -30,8 +31,8 @@ describe("external plugin host with the TypeScript sample", () => {
   });
 
   it("starts on first use and announces the capabilities from Configure", async () => {
-    assert.deepEqual(await plugin.capabilities(), ["dry_run", "current_release", "rollback", "parallel_targets"]);
-    assert.deepEqual(capabilitiesOf(deployer), ["dry_run", "current_release", "rollback", "parallel_targets"]);
+    assert.deepEqual(await plugin.capabilities(), ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
+    assert.deepEqual(capabilitiesOf(deployer), ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
     assert.equal(deployer.name(), "files");
     assert.match(await registry.metrics(), /manent_plugin_up\{plugin="files"\} 1/);
   });
@@ -102,7 +103,14 @@ describe("external plugin host with the TypeScript sample", () => {
   it("answers Supports, and a call outside the capabilities is absent", async () => {
     assert.equal(await deployer.supports({ type: "file", name: "x", version: "1", source: "x" }), true);
     assert.equal(await deployer.supports({ type: "container", name: "x", version: "1", source: "x" }), false);
-    assert.equal((deployer as unknown as Record<string, unknown>).prepareSlots, undefined);
+    assert.equal(typeof (deployer as unknown as Record<string, unknown>).prepareSlots, "function", "the sample declares slots");
+    // The host's deployer has exactly the methods of the declared capabilities.
+    const neverCalled: CallRunner = () => Promise.reject(new Error("no call expected"));
+    const bare = remoteDeployer("bare", ["dry_run"], neverCalled) as unknown as Record<string, unknown>;
+    for (const method of ["prepareSlots", "deployCandidate", "setCandidateWeight", "routeTesters", "scaleCandidate", "rollback"]) {
+      assert.equal(bare[method], undefined, method);
+    }
+    assert.equal(typeof bare.dryRun, "function");
   });
 
   it("cancels a running deploy when the request's signal aborts", async () => {

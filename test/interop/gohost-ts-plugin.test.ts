@@ -23,5 +23,5 @@ after(() => (dir ? rm(dir, { recursive: true, force: true }) : undefined));
 test("Go host runs the conformance script against the TS sample plugin", { skip: missing }, async () => {
   const base = path.join(dir, "base");
   const report = await runGoHost(bins.gohost, base, [plugin]);
-  await assertSampleConformance(report, base, { expectPrepareSlots: true });
+  await assertSampleConformance(report, base);
 });

@@ -24,7 +24,7 @@ export interface ReleaseJSON {
 
 export interface StepJSON {
   name: string;
-  result?: ResultJSON | ReleaseJSON[] | Record<string, string> | null;
+  result?: ResultJSON | ReleaseJSON[] | Record<string, string> | number | null;
   error?: { code: string; message: string; details?: Record<string, string>; partial_result?: ResultJSON };
   secrets_read: string[];
 }

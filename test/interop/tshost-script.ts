@@ -1,6 +1,19 @@
 import { codeName, ManentError } from "../../src/core/errors.js";
 import { ResultError } from "../../src/core/contract/result-error.js";
-import type { Deployer, DryRunner, Logger, ReleaseInspector, Request, Rollbacker, SecretsAccessor, TargetRelease } from "../../src/plugin.js";
+import type {
+  Deployer,
+  DryRunner,
+  Logger,
+  ReleaseInspector,
+  Request,
+  Rollbacker,
+  SecretsAccessor,
+  SlotDeployer,
+  SlotScaler,
+  TargetRelease,
+  TesterRouter,
+  TrafficRouter,
+} from "../../src/plugin.js";
 import { Code } from "../../src/plugin.js";
 import { scriptSecret, scriptTargets, type Report, type StepJSON } from "./report.js";
 
@@ -20,9 +33,8 @@ function recordingSecrets(values: Record<string, string>): SecretsAccessor & { r
 
 /**
  * The interop script of sdk/go/cmd/manent-gohost/script.go, run through manent's TypeScript host
- * (the engine's view of a plugin: a Deployer), producing the same report. The TS host gives the
- * deployer only the methods of the declared capabilities, so `prepare_slots` is not a call here:
- * the caller checks the method is absent instead.
+ * (the engine's view of a plugin: a Deployer), producing the same report, percentage rollout
+ * included: each rollout call gets a fresh request carrying the state PrepareSlots returned.
  */
 export async function runTsHostScript(d: Deployer, capabilities: string[], base: string, logger: Logger): Promise<Report> {
   const report: Report = { plugin: d.name(), capabilities, steps: [] };
@@ -90,5 +102,60 @@ export async function runTsHostScript(d: Deployer, capabilities: string[], base:
   await deploy("deploy_missing_secret", "v3", good, {});
   await deploy("deploy_fail_beta", "v3", { base, fail_host: "beta" }, secretsOk, (q) => (q.parallelism = 1));
   await deploy("deploy_no_targets", "v3", good, secretsOk, (q) => (q.targets = []));
+  await rollout(d as Deployer & SlotDeployer & TrafficRouter & TesterRouter & SlotScaler, base, request, step, current);
   return report;
+}
+
+type RequestFactory = (
+  version: string,
+  params: Record<string, string>,
+  values: Record<string, string>,
+  edit?: (r: Request) => void,
+) => { req: Request; secrets: { read: string[] } };
+
+/** The rollout part of script.go's run, step for step (same names, same requests). */
+async function rollout(
+  d: Deployer & SlotDeployer & TrafficRouter & TesterRouter & SlotScaler,
+  base: string,
+  request: RequestFactory,
+  step: (name: string, secrets: { read: string[] }, call: () => Promise<unknown>) => Promise<unknown>,
+  current: (name: string) => Promise<TargetRelease[]>,
+): Promise<void> {
+  const secretsOk = { "deploy-key": scriptSecret };
+  const good = { base };
+  let traffic: Record<string, string> | undefined;
+  const slotCall = (name: string, version: string, params: Record<string, string>, call: (r: Request) => Promise<unknown>) => {
+    const { req, secrets } = request(version, params, secretsOk, (q) => {
+      if (traffic) q.traffic = traffic;
+    });
+    return step(name, secrets, () => call(req));
+  };
+  const weighted = async (version: string, params: Record<string, string>, weight: number) => {
+    await slotCall(`set_weight_${weight}`, version, params, (r) => d.setCandidateWeight(r, weight));
+    await slotCall(`scale_${weight}`, version, params, (r) => d.scaleCandidate(r, weight));
+    await slotCall(`weight_${weight}`, version, params, (r) => d.candidateWeight(r));
+  };
+  const prepare = async (name: string, version: string) => {
+    traffic = undefined;
+    traffic = (await slotCall(name, version, good, (r) => d.prepareSlots(r))) as Record<string, string> | undefined;
+  };
+
+  await prepare("prepare_slots", "v4");
+  await slotCall("deploy_candidate", "v4", good, (r) => d.deployCandidate(r));
+  await slotCall("route_testers", "v4", good, (r) => d.routeTesters(r));
+  for (const w of [10, 50, 100]) await weighted("v4", good, w);
+  await slotCall("promote", "v4", good, (r) => d.promoteCandidate(r));
+  await slotCall("retire_previous", "v4", good, (r) => d.retirePrevious(r));
+  await current("current_after_promote");
+
+  const failing = { base, fail_weight: "50" };
+  await prepare("revert_prepare_slots", "v5");
+  await slotCall("revert_deploy_candidate", "v5", failing, (r) => d.deployCandidate(r));
+  for (const w of [10, 50, 0]) await slotCall(`revert_set_weight_${w}`, "v5", failing, (r) => d.setCandidateWeight(r, w));
+  await slotCall("revert_candidate", "v5", failing, (r) => d.revertCandidate(r));
+  await slotCall("revert_weight", "v5", failing, (r) => d.candidateWeight(r));
+  await current("current_after_revert");
+
+  traffic = undefined;
+  await slotCall("deploy_candidate_without_traffic", "v6", good, (r) => d.deployCandidate(r));
 }

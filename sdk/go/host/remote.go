@@ -112,20 +112,93 @@ func (r *Remote) resultCall(ctx context.Context, req *plugin.Request, call resul
 	return external.ResultFromProto(resp), nil
 }
 
-// PrepareSlots starts a percentage rollout (UNIMPLEMENTED unless the plugin declares slots).
-func (r *Remote) PrepareSlots(ctx context.Context, req *plugin.Request) (map[string]string, error) {
-	var resp *pb.StateResponse
+// withDeployContext runs a call that has the deploy context: req.Secrets is served to the plugin
+// through the broker for the call's duration, as for Deploy. The percentage-rollout calls act on
+// targets too (DeployCandidate writes a release, a router may need its API token), so they get it.
+func withDeployContext[T any](r *Remote, ctx context.Context, req *plugin.Request, call func(in *pb.DeployRequest, opts ...grpc.CallOption) (T, error)) (T, error) {
+	var resp T
 	var trailer metadata.MD
 	err := withSecrets(r.broker, req.Secrets, func(id uint32) error {
 		in := external.RequestToProto(req)
 		in.SecretsBrokerId = id
 		var cerr error
-		resp, cerr = r.client.PrepareSlots(ctx, in, grpc.Trailer(&trailer))
+		resp, cerr = call(in, grpc.Trailer(&trailer))
 		return cerr
 	})
 	if err != nil {
 		e, _ := external.FromStatus(err, trailer)
-		return nil, e
+		var zero T
+		return zero, e
 	}
-	return resp.GetState(), nil
+	return resp, nil
+}
+
+// PrepareSlots starts a percentage rollout (UNIMPLEMENTED unless the plugin declares slots); the
+// state it returns goes in Request.Traffic of every later call.
+func (r *Remote) PrepareSlots(ctx context.Context, req *plugin.Request) (map[string]string, error) {
+	resp, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.StateResponse, error) {
+		return r.client.PrepareSlots(ctx, in, opts...)
+	})
+	return resp.GetState(), err
+}
+
+// DeployCandidate deploys the release into the candidate slot, beside the live one.
+func (r *Remote) DeployCandidate(ctx context.Context, req *plugin.Request) (*plugin.Result, error) {
+	return r.resultCall(ctx, req, r.client.DeployCandidate)
+}
+
+// PromoteCandidate makes the candidate the live release.
+func (r *Remote) PromoteCandidate(ctx context.Context, req *plugin.Request) error {
+	_, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.Empty, error) {
+		return r.client.PromoteCandidate(ctx, in, opts...)
+	})
+	return err
+}
+
+// RevertCandidate removes the candidate; the live release keeps serving.
+func (r *Remote) RevertCandidate(ctx context.Context, req *plugin.Request) error {
+	_, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.Empty, error) {
+		return r.client.RevertCandidate(ctx, in, opts...)
+	})
+	return err
+}
+
+// RetirePrevious removes the release that served before the promotion.
+func (r *Remote) RetirePrevious(ctx context.Context, req *plugin.Request) error {
+	_, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.Empty, error) {
+		return r.client.RetirePrevious(ctx, in, opts...)
+	})
+	return err
+}
+
+// SetCandidateWeight sends weight percent of the traffic (0–100) to the candidate.
+func (r *Remote) SetCandidateWeight(ctx context.Context, req *plugin.Request, weight int) error {
+	_, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.Empty, error) {
+		return r.client.SetCandidateWeight(ctx, &pb.WeightRequest{Request: in, Weight: int32(weight)}, opts...)
+	})
+	return err
+}
+
+// CandidateWeight asks the candidate's current weight.
+func (r *Remote) CandidateWeight(ctx context.Context, req *plugin.Request) (int, error) {
+	resp, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.WeightResponse, error) {
+		return r.client.CandidateWeight(ctx, in, opts...)
+	})
+	return int(resp.GetWeight()), err
+}
+
+// RouteTesters routes testers to the candidate; the details say how (shown to the user).
+func (r *Remote) RouteTesters(ctx context.Context, req *plugin.Request) (map[string]string, error) {
+	resp, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.DetailsResponse, error) {
+		return r.client.RouteTesters(ctx, in, opts...)
+	})
+	return resp.GetDetails(), err
+}
+
+// ScaleCandidate sizes the candidate for weight percent of the traffic.
+func (r *Remote) ScaleCandidate(ctx context.Context, req *plugin.Request, weight int) error {
+	_, err := withDeployContext(r, ctx, req, func(in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.Empty, error) {
+		return r.client.ScaleCandidate(ctx, &pb.WeightRequest{Request: in, Weight: int32(weight)}, opts...)
+	})
+	return err
 }

@@ -77,24 +77,30 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
         ),
       );
   }
+  // The percentage-rollout calls act on targets as Deploy does (a candidate is a release, a router
+  // may need its API token), so they get the deploy context: the Secrets service for their duration.
+  const rolloutCall = <Req, Res>(call: string, req: Request, m: (p: PluginProcess) => Unary<Req, Res>, build: (w: DeployRequest) => Req): Promise<Res> =>
+    withSecrets(call, req, (p, w) => direct(call, p, m, build(w), req.signal));
+  const asIs = (w: DeployRequest) => w;
   if (caps.includes(Capability.Slots)) {
-    d.prepareSlots = async (req: Request) => (await unary("PrepareSlots", (p) => p.deployer.prepareSlots, wire(req), req.signal)).state;
-    d.deployCandidate = (req: Request) => reported(req, unary("DeployCandidate", (p) => p.deployer.deployCandidate, wire(req), req.signal).then(resultFromProto));
-    d.promoteCandidate = async (req: Request) => void (await unary("PromoteCandidate", (p) => p.deployer.promoteCandidate, wire(req), req.signal));
-    d.revertCandidate = async (req: Request) => void (await unary("RevertCandidate", (p) => p.deployer.revertCandidate, wire(req), req.signal));
-    d.retirePrevious = async (req: Request) => void (await unary("RetirePrevious", (p) => p.deployer.retirePrevious, wire(req), req.signal));
+    d.prepareSlots = async (req: Request) => (await rolloutCall("PrepareSlots", req, (p) => p.deployer.prepareSlots, asIs)).state;
+    d.deployCandidate = (req: Request) =>
+      reported(req, rolloutCall("DeployCandidate", req, (p) => p.deployer.deployCandidate, asIs).then(resultFromProto));
+    d.promoteCandidate = async (req: Request) => void (await rolloutCall("PromoteCandidate", req, (p) => p.deployer.promoteCandidate, asIs));
+    d.revertCandidate = async (req: Request) => void (await rolloutCall("RevertCandidate", req, (p) => p.deployer.revertCandidate, asIs));
+    d.retirePrevious = async (req: Request) => void (await rolloutCall("RetirePrevious", req, (p) => p.deployer.retirePrevious, asIs));
   }
   if (caps.includes(Capability.TrafficRouter)) {
     d.setCandidateWeight = async (req: Request, weight: number) =>
-      void (await unary("SetCandidateWeight", (p) => p.deployer.setCandidateWeight, { request: wire(req), weight }, req.signal));
-    d.candidateWeight = async (req: Request) => (await unary("CandidateWeight", (p) => p.deployer.candidateWeight, wire(req), req.signal)).weight;
+      void (await rolloutCall("SetCandidateWeight", req, (p) => p.deployer.setCandidateWeight, (w) => ({ request: w, weight })));
+    d.candidateWeight = async (req: Request) => (await rolloutCall("CandidateWeight", req, (p) => p.deployer.candidateWeight, asIs)).weight;
   }
   if (caps.includes(Capability.Testers)) {
-    d.routeTesters = async (req: Request) => (await unary("RouteTesters", (p) => p.deployer.routeTesters, wire(req), req.signal)).details;
+    d.routeTesters = async (req: Request) => (await rolloutCall("RouteTesters", req, (p) => p.deployer.routeTesters, asIs)).details;
   }
   if (caps.includes(Capability.Scale)) {
     d.scaleCandidate = async (req: Request, weight: number) =>
-      void (await unary("ScaleCandidate", (p) => p.deployer.scaleCandidate, { request: wire(req), weight }, req.signal));
+      void (await rolloutCall("ScaleCandidate", req, (p) => p.deployer.scaleCandidate, (w) => ({ request: w, weight })));
   }
   if (parallel) d.parallelTargets = () => true;
   return d as unknown as Deployer;

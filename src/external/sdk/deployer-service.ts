@@ -101,12 +101,12 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       const r: RollbackRequest = { ...req(ctx, call.request.request), releases: call.request.releases.map(releaseFromProto) };
       return resultToProto(await d.rollback(r));
     }),
-    prepareSlots: unary<pb.DeployRequest, pb.StateResponse>("PrepareSlots", false, async (call, ctx) => {
+    prepareSlots: unary<pb.DeployRequest, pb.StateResponse>("PrepareSlots", true, async (call, ctx) => {
       const d = need("PrepareSlots");
       if (!isSlotDeployer(d)) throw unimplemented("PrepareSlots");
       return { state: await d.prepareSlots(req(ctx, call.request)) };
     }),
-    deployCandidate: unary<pb.DeployRequest, pb.DeployResponse>("DeployCandidate", false, async (call, ctx) => {
+    deployCandidate: unary<pb.DeployRequest, pb.DeployResponse>("DeployCandidate", true, async (call, ctx) => {
       const d = need("DeployCandidate");
       if (!isSlotDeployer(d)) throw unimplemented("DeployCandidate");
       return resultToProto(await d.deployCandidate(req(ctx, call.request)));
@@ -114,23 +114,23 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
     promoteCandidate: slotVoid("PromoteCandidate", (d, r) => d.promoteCandidate(r)),
     revertCandidate: slotVoid("RevertCandidate", (d, r) => d.revertCandidate(r)),
     retirePrevious: slotVoid("RetirePrevious", (d, r) => d.retirePrevious(r)),
-    setCandidateWeight: unary<pb.WeightRequest, pb.Empty>("SetCandidateWeight", false, async (call, ctx) => {
+    setCandidateWeight: unary<pb.WeightRequest, pb.Empty>("SetCandidateWeight", true, async (call, ctx) => {
       const d = need("SetCandidateWeight");
       if (!isTrafficRouter(d)) throw unimplemented("SetCandidateWeight");
       await d.setCandidateWeight(req(ctx, call.request.request), call.request.weight);
       return {};
     }),
-    candidateWeight: unary<pb.DeployRequest, pb.WeightResponse>("CandidateWeight", false, async (call, ctx) => {
+    candidateWeight: unary<pb.DeployRequest, pb.WeightResponse>("CandidateWeight", true, async (call, ctx) => {
       const d = need("CandidateWeight");
       if (!isTrafficRouter(d)) throw unimplemented("CandidateWeight");
       return { weight: await d.candidateWeight(req(ctx, call.request)) };
     }),
-    routeTesters: unary<pb.DeployRequest, pb.DetailsResponse>("RouteTesters", false, async (call, ctx) => {
+    routeTesters: unary<pb.DeployRequest, pb.DetailsResponse>("RouteTesters", true, async (call, ctx) => {
       const d = need("RouteTesters");
       if (!isTesterRouter(d)) throw unimplemented("RouteTesters");
       return { details: await d.routeTesters(req(ctx, call.request)) };
     }),
-    scaleCandidate: unary<pb.WeightRequest, pb.Empty>("ScaleCandidate", false, async (call, ctx) => {
+    scaleCandidate: unary<pb.WeightRequest, pb.Empty>("ScaleCandidate", true, async (call, ctx) => {
       const d = need("ScaleCandidate");
       if (!isSlotScaler(d)) throw unimplemented("ScaleCandidate");
       await d.scaleCandidate(req(ctx, call.request.request), call.request.weight);
@@ -139,7 +139,7 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
   };
 
   function slotVoid(name: string, run: (d: Deployer & import("../../core/contract/deployer.js").SlotDeployer, r: Request) => Promise<void>) {
-    return unary<pb.DeployRequest, pb.Empty>(name, false, async (call, ctx) => {
+    return unary<pb.DeployRequest, pb.Empty>(name, true, async (call, ctx) => {
       const d = need(name);
       if (!isSlotDeployer(d)) throw unimplemented(name);
       await run(d, req(ctx, call.request));

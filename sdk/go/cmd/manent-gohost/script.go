@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/manent-deployer/manent/sdk/go/host"
@@ -65,7 +66,9 @@ func (s *recordingSecrets) names() []string {
 //	deploy_missing_secret               the host has no deploy-key: not_found
 //	deploy_fail_beta                    one target fails: the per-target results survive the error
 //	deploy_no_targets                   a no-op round trip that reads no secret
-//	prepare_slots                       a call the sample lacks: unimplemented
+//
+// then a percentage rollout of v4 (see rollout), its revert path with v5, and a candidate
+// deploy without the traffic state (refused by the plugin: failed_precondition).
 func run(ctx context.Context, d *host.Remote, cfg map[string]any, base, secret string) Report {
 	var report Report
 	name, caps, err := d.Configure(ctx, cfg)
@@ -145,8 +148,52 @@ func run(ctx context.Context, d *host.Remote, cfg map[string]any, base, secret s
 	deploy("deploy_missing_secret", "v3", good, map[string]string{}, nil)
 	deploy("deploy_fail_beta", "v3", map[string]string{"base": base, "fail_host": "beta"}, secrets, func(r *plugin.Request) { r.Parallelism = 1 })
 	deploy("deploy_no_targets", "v3", good, secrets, func(r *plugin.Request) { r.Targets = []plugin.Target{} })
-	req, rs = request("v3", good, secrets)
-	step("prepare_slots", rs, func() (any, error) { return d.PrepareSlots(ctx, req) })
+
+	// A percentage rollout of v4: every call gets a fresh request carrying the state PrepareSlots
+	// returned in Request.Traffic.
+	var traffic map[string]string
+	slotCall := func(name, version string, params map[string]string, call func(*plugin.Request) (any, error)) {
+		req, rs := request(version, params, secrets)
+		req.Traffic = traffic
+		step(name, rs, func() (any, error) { return call(req) })
+	}
+	weighted := func(prefix, version string, params map[string]string, weight int) {
+		w := strconv.Itoa(weight)
+		slotCall(prefix+"set_weight_"+w, version, params, func(r *plugin.Request) (any, error) { return nil, d.SetCandidateWeight(ctx, r, weight) })
+		slotCall(prefix+"scale_"+w, version, params, func(r *plugin.Request) (any, error) { return nil, d.ScaleCandidate(ctx, r, weight) })
+		slotCall(prefix+"weight_"+w, version, params, func(r *plugin.Request) (any, error) { return d.CandidateWeight(ctx, r) })
+	}
+	prepare := func(name, version string) {
+		traffic = nil
+		slotCall(name, version, good, func(r *plugin.Request) (any, error) {
+			state, err := d.PrepareSlots(ctx, r)
+			traffic = state
+			return state, err
+		})
+	}
+	prepare("prepare_slots", "v4")
+	slotCall("deploy_candidate", "v4", good, func(r *plugin.Request) (any, error) { return d.DeployCandidate(ctx, r) })
+	slotCall("route_testers", "v4", good, func(r *plugin.Request) (any, error) { return d.RouteTesters(ctx, r) })
+	for _, w := range []int{10, 50, 100} {
+		weighted("", "v4", good, w)
+	}
+	slotCall("promote", "v4", good, func(r *plugin.Request) (any, error) { return nil, d.PromoteCandidate(ctx, r) })
+	slotCall("retire_previous", "v4", good, func(r *plugin.Request) (any, error) { return nil, d.RetirePrevious(ctx, r) })
+	current("current_after_promote")
+
+	// The revert path with v5: the weight change to 50 fails, traffic goes back to 0, the candidate is removed.
+	failing := map[string]string{"base": base, "fail_weight": "50"}
+	prepare("revert_prepare_slots", "v5")
+	slotCall("revert_deploy_candidate", "v5", failing, func(r *plugin.Request) (any, error) { return d.DeployCandidate(ctx, r) })
+	for _, w := range []int{10, 50, 0} {
+		slotCall("revert_set_weight_"+strconv.Itoa(w), "v5", failing, func(r *plugin.Request) (any, error) { return nil, d.SetCandidateWeight(ctx, r, w) })
+	}
+	slotCall("revert_candidate", "v5", failing, func(r *plugin.Request) (any, error) { return nil, d.RevertCandidate(ctx, r) })
+	slotCall("revert_weight", "v5", failing, func(r *plugin.Request) (any, error) { return d.CandidateWeight(ctx, r) })
+	current("current_after_revert")
+
+	traffic = nil
+	slotCall("deploy_candidate_without_traffic", "v6", good, func(r *plugin.Request) (any, error) { return d.DeployCandidate(ctx, r) })
 	return report
 }
 
