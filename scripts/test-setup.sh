@@ -2,7 +2,8 @@
 # What the tests need besides node_modules, installed only when missing (so a second run takes
 # seconds): OpenSSH server and client for remote-copy, util-linux for the external-plugin host,
 # Go modules and the Go binaries of the interop tests, helm for the chart tests, Prometheus for the
-# analysis tests, HAProxy for the percentage rollouts of remote-copy.
+# analysis tests, HAProxy for the percentage rollouts of remote-copy, and the real Kubernetes
+# control plane (etcd, kube-apiserver, kube-controller-manager) the kubernetes plugin's tests run on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # jq and curl: the CLI tests and the tutorials' doc tests (test/docs) run them as the pages show.
@@ -15,3 +16,4 @@ bash scripts/ci/external-plugins.sh
 bash scripts/ci/prometheus.sh
 bash scripts/ci/go.sh --no-test
 bash scripts/ci/kubernetes.sh --no-test
+bash scripts/ci/kube-control-plane.sh
