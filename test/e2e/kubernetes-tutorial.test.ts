@@ -1,36 +1,91 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { TestApiServer, tutorialRole } from "../plugins/kubernetes/api-server/index.js";
-import { helloManifest, stuckManifest } from "../plugins/kubernetes/helpers.js";
+import { helloManifest, pullableImages, stuckManifest } from "../plugins/kubernetes/helpers.js";
+import { KubeControlPlane } from "../support/kube/control-plane.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, type Workspace } from "../support/workspace.js";
 
+/** The tutorial's section 1, rbac.yaml, as the reader applies it with kubectl. */
+const rbacYaml = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: hello
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: manent
+  namespace: hello
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: manent-deployer
+  namespace: hello
+rules:
+  - apiGroups: [""]
+    resources: [configmaps, services]          # configmaps: anche lo storico delle release
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [apps]
+    resources: [deployments, replicasets]
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: manent-deployer
+  namespace: hello
+subjects:
+  - {kind: ServiceAccount, name: manent, namespace: hello}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: manent-deployer
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: manent-token
+  namespace: hello
+  annotations:
+    kubernetes.io/service-account.name: manent
+type: kubernetes.io/service-account-token
+`;
+
 /**
  * The Kubernetes tutorial (tutorial-kubernetes.it.md), step by step, through the real manent CLI and
- * manent-server against the test API server: dry-run output, deploy, the stuck 1.1.0 rolled back.
+ * manent-server against a real kube-apiserver + etcd + kube-controller-manager (the kubelet
+ * simulated): rbac.yaml and the token Secret, dry-run output, deploy, the stuck 1.1.0 rolled back.
  * The one deliberate difference: manent.yml names a Postgres, where the tutorial wrote sqlite.
  */
 describe("tutorial: deploy to Kubernetes", () => {
-  let api: TestApiServer;
+  let cp: KubeControlPlane;
   let pg: TestPostgres;
   let ws: Workspace;
   let server: ServerProcess;
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
 
   before(async () => {
-    api = await TestApiServer.start({
-      tokens: { "tok-manent": { user: "system:serviceaccount:hello:manent", rules: tutorialRole("hello") } },
-      namespaces: ["hello"],
-    });
+    cp = await KubeControlPlane.start({ pullableImages });
     pg = await TestPostgres.start();
     ws = await createWorkspace();
-    await ws.write("k8s/token", "tok-manent\n");
-    await ws.write("k8s/ca.crt", api.caPem);
+    // Section 1: kubectl apply -f rbac.yaml, then the token and ca.crt from the Secret the token controller filled.
+    await cp.admin.applyYaml(rbacYaml, { manager: "kubectl" });
+    const secret = await cp.admin.waitFor("the token Secret filled", async () => {
+      const data = (await cp.get("v1", "Secret", "hello", "manent-token"))?.data as Record<string, string> | undefined;
+      return data?.token && data["ca.crt"] ? data : undefined;
+    });
+    await cp.admin.waitFor("the namespace's default service account", () => cp.get("v1", "ServiceAccount", "hello", "default"));
+    await ws.write("k8s/token", Buffer.from(secret.token!, "base64").toString("utf8"));
+    await ws.write("k8s/ca.crt", Buffer.from(secret["ca.crt"]!, "base64").toString("utf8"));
     await ws.write("k8s/dist/hello-1.0.0.yaml", helloManifest);
     await ws.write("envconfig/untenanted/hello/hello/test.yml", {
       plugin: "kubernetes",
-      targets: [{ host: api.host, port: api.port }],
+      targets: [{ host: cp.host, port: cp.port }],
       params: { namespace: "hello", token_secret: "kube-token", ca_secret: "kube-ca", "var.REPLICAS": "2", wait_timeout: "3m" },
       secrets: [
         { name: "kube-token", ref: `file:${ws.path("k8s/token")}` },
@@ -54,7 +109,7 @@ describe("tutorial: deploy to Kubernetes", () => {
   });
   after(async () => {
     await server?.stop();
-    await api?.close();
+    await cp?.stop();
     await pg?.stop();
   });
 
@@ -70,18 +125,18 @@ describe("tutorial: deploy to Kubernetes", () => {
         {
           host: "127.0.0.1",
           status: "ready",
-          details: { cluster_version: api.gitVersion, namespace: "hello", objects_checked: "2", objects_skipped: "0" },
+          details: { cluster_version: "v1.34.2", namespace: "hello", objects_checked: "2", objects_skipped: "0" },
         },
       ],
     });
-    assert.equal(api.get("apps", "deployments", "hello", "hello"), undefined);
+    assert.equal(await cp.get("apps/v1", "Deployment", "hello", "hello"), undefined);
   });
 
   it("5. deploy: rollout complete, labels, annotation and the two history ConfigMaps", async () => {
     const r = await cli("deploy", "-f", "hello.yml");
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /127\.0\.0\.1: deployed/);
-    const dep = api.get("apps", "deployments", "hello", "hello")!;
+    const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
     const meta = dep.metadata as { labels: Record<string, string>; annotations: Record<string, string> };
     assert.deepEqual(
       {
@@ -95,7 +150,7 @@ describe("tutorial: deploy to Kubernetes", () => {
       { managedBy: "manent", app: "hello", artifact: "hello", tenant: "untenanted", env: "test", version: "1.0.0" },
     );
     assert.equal((dep.status as { availableReplicas: number }).availableReplicas, 2);
-    const names = api.list("", "configmaps", "hello").map((c) => (c.metadata as { name: string }).name);
+    const names = (await cp.list("v1", "ConfigMap", "hello")).map((c) => (c.metadata as { name: string }).name);
     assert.ok(names.includes("manent-hello-test"), names.join(","));
     assert.ok(names.some((n) => /^manent-hello-test-1-0-0-[0-9a-f]{8}$/.test(n)), names.join(","));
   });
@@ -109,7 +164,7 @@ describe("tutorial: deploy to Kubernetes", () => {
     assert.match(d.error.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[a-z0-9]+" has timed out progressing\.; rollback completed$/);
     assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "a stuck rollout is permanent");
     assert.equal(d.steps.find((s) => s.name === "rollback")!.status, "succeeded");
-    const dep = api.get("apps", "deployments", "hello", "hello")!;
+    const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
     const image = (dep.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image;
     assert.equal(`${image} ${(dep.metadata as { annotations: Record<string, string> }).annotations["manent.io/version"]}`, "hashicorp/http-echo:1.0 1.0.0");
   });

@@ -1,6 +1,6 @@
 import { Code, ManentError } from "../../core/errors.js";
 import type { ClusterClient } from "./cluster-client.js";
-import { KubeApiError, missingPermission } from "./kube-api-error.js";
+import { isMissingNamespace, isUndeclaredField, KubeApiError, missingPermission } from "./kube-api-error.js";
 import { fieldManager } from "./labels.js";
 import { describeRef, refOf, type KubeObject, type ObjectRef } from "./objects.js";
 
@@ -37,6 +37,20 @@ export function objectError(client: ClusterClient, ref: ObjectRef, action: strin
       Code.Aborted,
       `${where}: field manager conflict: ${err.body.message ?? "conflict"} (another field manager owns these fields; set param force_conflicts: "true" to take them over)`,
       { cause: err, details: { object: describeRef(ref) } },
+    );
+  }
+  if (err.status === 404 && isMissingNamespace(err.body)) {
+    return new ManentError(
+      err.code,
+      `${where}: namespace "${err.body.details?.name ?? ref.namespace ?? ""}" does not exist: create it (with the service account's Role, as in the tutorial) or set param namespace to an existing one`,
+      { cause: err, details: { ...err.details, object: describeRef(ref), namespace: err.body.details?.name ?? ref.namespace ?? "" } },
+    );
+  }
+  if (isUndeclaredField(err)) {
+    return new ManentError(
+      err.code,
+      `${where}: the API server refused a field its schema does not declare (a typo, or a field of another apiVersion): ${err.body.message ?? ""}`,
+      { cause: err, details: { ...err.details, object: describeRef(ref) } },
     );
   }
   return new ManentError(err.code, `${where}: ${action}: ${err.body.message ?? `HTTP ${err.status}`}`, { cause: err, details: err.details });
@@ -101,4 +115,128 @@ export async function deleteAll(client: ClusterClient, refs: ObjectRef[], signal
     }
   }
   return deleted;
+}
+
+/** A `metadata.managedFields` entry, as the API server returns it. */
+interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  subresource?: string;
+  fieldsV1?: FieldSet;
+}
+type FieldSet = { [key: string]: FieldSet };
+
+/**
+ * Applies an object without taking fields over: a field another manager owns stays theirs. A
+ * conflict (409) is answered by dropping, from what manent applies, every field the live object's
+ * other managers own, and applying the rest. Used by rollbacks: a rollback restores what manent
+ * changed and leaves what someone else changed (a `kubectl scale`, an HPA) as it found it.
+ */
+export async function applyYielding(client: ClusterClient, obj: KubeObject, signal: AbortSignal): Promise<KubeObject> {
+  try {
+    return await client.apply(obj, { manager: fieldManager, force: false, dryRun: false, signal });
+  } catch (err) {
+    if (!(err instanceof KubeApiError && err.status === 409)) throw objectError(client, refOf(obj), "patch", err);
+  }
+  let live: KubeObject | undefined;
+  try {
+    live = await client.get(obj.apiVersion, obj.kind, obj.metadata.namespace, obj.metadata.name, signal);
+  } catch (err) {
+    throw objectError(client, refOf(obj), "get", err);
+  }
+  const yielded = structuredClone(obj);
+  for (const entry of (live?.metadata.managedFields ?? []) as ManagedFieldsEntry[]) {
+    // Every other manager, also through a subresource: `kubectl scale` owns .spec.replicas via "scale".
+    if (entry.manager === fieldManager || !entry.fieldsV1) continue;
+    stripFields(yielded as unknown as Record<string, unknown>, entry.fieldsV1, true);
+  }
+  try {
+    return await client.apply(yielded, { manager: fieldManager, force: false, dryRun: false, signal });
+  } catch (err) {
+    throw objectError(client, refOf(obj), "patch", err);
+  }
+}
+
+/**
+ * Removes from `value` the fields a FieldsV1 set names (`f:name`, `k:{"name":"x"}` list items by
+ * key, `v:` set members, `i:` indexes). The object's identity (apiVersion, kind, metadata.name and
+ * namespace) and the key fields of list items are kept; a map or list left empty is removed.
+ */
+function stripFields(value: Record<string, unknown>, set: FieldSet, root: boolean, keep: ReadonlySet<string> = new Set()): void {
+  for (const [key, sub] of Object.entries(set)) {
+    if (!key.startsWith("f:")) continue;
+    const name = key.slice(2);
+    if (keep.has(name) || (root && (name === "apiVersion" || name === "kind"))) continue;
+    if (!(name in value)) continue;
+    const child = value[name];
+    const leaf = Object.keys(sub).every((k) => k === ".");
+    if (root && name === "metadata" && child && typeof child === "object") {
+      stripFields(child as Record<string, unknown>, sub, false, new Set(["name", "namespace"]));
+      continue;
+    }
+    if (leaf) {
+      delete value[name];
+    } else if (Array.isArray(child)) {
+      stripListItems(child, sub);
+      if (child.length === 0) delete value[name];
+    } else if (child && typeof child === "object") {
+      stripFields(child as Record<string, unknown>, sub, false);
+      if (Object.keys(child).length === 0) delete value[name];
+    }
+  }
+}
+
+function stripListItems(list: unknown[], set: FieldSet): void {
+  for (const [key, sub] of Object.entries(set)) {
+    const leaf = Object.keys(sub).every((k) => k === ".");
+    let match: (item: unknown, i: number) => boolean;
+    let keyFields = new Set<string>();
+    if (key.startsWith("k:")) {
+      const k = JSON.parse(key.slice(2)) as Record<string, unknown>;
+      keyFields = new Set(Object.keys(k));
+      match = (item) => !!item && typeof item === "object" && Object.entries(k).every(([f, v]) => JSON.stringify((item as Record<string, unknown>)[f]) === JSON.stringify(v));
+    } else if (key.startsWith("v:")) {
+      const v = key.slice(2);
+      match = (item) => JSON.stringify(item) === v;
+    } else if (key.startsWith("i:")) {
+      const at = Number(key.slice(2));
+      match = (_item, i) => i === at;
+    } else continue;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const item = list[i];
+      if (!match(item, i)) continue;
+      if (leaf || !item || typeof item !== "object") list.splice(i, 1);
+      else stripFields(item as Record<string, unknown>, sub, false, keyFields);
+    }
+  }
+}
+
+/**
+ * Deletes the objects among `refs` that are still manent's for this application and environment
+ * (its labels say so), in the given order; one that another owner made, or took over, is left. A
+ * deploy refused before it changed an object (a conflict) must not delete that object on rollback.
+ */
+export async function deleteOwned(client: ClusterClient, refs: ObjectRef[], owner: Record<string, string>, signal: AbortSignal): Promise<{ deleted: number; kept: ObjectRef[] }> {
+  let deleted = 0;
+  const kept: ObjectRef[] = [];
+  for (const ref of refs) {
+    let live: KubeObject | undefined;
+    try {
+      live = await client.get(ref.apiVersion, ref.kind, ref.namespace, ref.name, signal);
+    } catch (err) {
+      throw objectError(client, ref, "get", err);
+    }
+    if (!live) continue;
+    const labels = live.metadata.labels ?? {};
+    if (!Object.entries(owner).every(([k, v]) => labels[k] === v)) {
+      kept.push(ref);
+      continue;
+    }
+    try {
+      if (await client.delete(ref.apiVersion, ref.kind, ref.namespace, ref.name, signal)) deleted++;
+    } catch (err) {
+      throw objectError(client, ref, "delete", err);
+    }
+  }
+  return { deleted, kept };
 }

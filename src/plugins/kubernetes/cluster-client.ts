@@ -33,6 +33,7 @@ export class ClusterClient {
   private httpsOptions: Promise<https.RequestOptions> | undefined;
   private agent: https.Agent | undefined;
   private readonly resourceCache = new Map<string, Promise<ApiResource[]>>();
+  private readonly hasCa: boolean;
 
   constructor(
     readonly target: Target,
@@ -40,6 +41,7 @@ export class ClusterClient {
     ca: string | undefined,
   ) {
     this.server = `https://${formatHost(target.host)}:${target.port ?? 443}`;
+    this.hasCa = ca !== undefined && ca !== "";
     this.kc = new KubeConfig();
     this.kc.loadFromOptions({
       clusters: [
@@ -150,6 +152,12 @@ export class ClusterClient {
     }
   }
 
+  /** LIST objects of a kind in a namespace, by label selector. */
+  async list(apiVersion: string, kind: string, namespace: string | undefined, labelSelector: string, signal?: AbortSignal): Promise<KubeObject[]> {
+    const path = await this.pathOf(apiVersion, kind, namespace);
+    return ((await this.request("GET", path, { query: { labelSelector }, signal })) as { items?: KubeObject[] }).items ?? [];
+  }
+
   /** DELETE an object (background propagation); false when it was already gone. */
   async delete(apiVersion: string, kind: string, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<boolean> {
     const path = await this.pathOf(apiVersion, kind, namespace, name);
@@ -226,10 +234,55 @@ export class ClusterClient {
     if (e.code === Code.Canceled) return e;
     const status = (err as { code?: unknown }).code;
     if (typeof status === "number" && status >= 400) {
-      return new KubeApiError(status, ((err as { body?: unknown }).body ?? {}) as KubeStatus, what);
+      return new KubeApiError(status, statusBody((err as { body?: unknown }).body), what);
+    }
+    const tls = tlsFailure(err);
+    if (tls) {
+      // A certificate that does not verify today will not verify on a retry: say what to set.
+      return new ManentError(
+        Code.FailedPrecondition,
+        `cluster ${this.target.host}: ${what}: cannot verify the API server's certificate (${tls}): ${this.hasCa ? "the CA in ca_secret did not sign it; put the cluster's CA (the token Secret's ca.crt) in that secret" : "set param ca_secret (or the target's label ca_secret) to a secret holding the cluster's CA, the token Secret's ca.crt"}`,
+        { cause: err, details: { tls_error: tls } },
+      );
     }
     return new ManentError(Code.Unavailable, `cluster ${this.target.host}: ${what}: ${e.message}`, { cause: err });
   }
+}
+
+/** Node's codes for a server certificate that does not verify (OpenSSL's, and the host name check). */
+const tlsCodes = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_UNTRUSTED",
+  "CERT_REJECTED",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/** The TLS verification code anywhere in an error's cause chain (fetch wraps it), if any. */
+function tlsFailure(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && tlsCodes.has(code)) return code;
+  }
+  return undefined;
+}
+
+/** client-node's ApiException carries the Status as text or as an object. */
+function statusBody(body: unknown): KubeStatus {
+  if (typeof body === "string") {
+    try {
+      return JSON.parse(body) as KubeStatus;
+    } catch {
+      return { message: body.slice(0, 300) };
+    }
+  }
+  return (body ?? {}) as KubeStatus;
 }
 
 function formatHost(host: string): string {

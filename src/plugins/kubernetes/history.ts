@@ -3,7 +3,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { Code, ManentError } from "../../core/errors.js";
 import { objectError } from "./apply.js";
 import type { ClusterClient } from "./cluster-client.js";
-import { fieldManager, ownershipLabels, type ReleaseContext } from "./labels.js";
+import { fieldManager, labelValue, ownershipLabels, type ReleaseContext } from "./labels.js";
 import { refOf, type KubeObject, type ObjectRef } from "./objects.js";
 
 /** One release in the history, as the index lists it. */
@@ -204,4 +204,32 @@ export async function deleteRelease(client: ClusterClient, ctx: ReleaseContext, 
       throw objectError(client, { apiVersion: "v1", kind: "ConfigMap", namespace: ctx.namespace, name }, "delete", err);
     }
   }
+}
+
+/**
+ * Deletes the release and part ConfigMaps of this application and environment that no entry of
+ * `kept` names: a failed release's, or one a stale index forgot. Needs `list` on ConfigMaps (the
+ * tutorial's Role has it); without it the sweep is skipped and the reason returned.
+ */
+export async function deleteOrphanReleases(client: ClusterClient, ctx: ReleaseContext, kept: ReleaseEntry[], signal?: AbortSignal): Promise<{ deleted: number; error?: string }> {
+  const names = new Set(kept.flatMap((e) => [e.configmap, ...Array.from({ length: e.parts }, (_, i) => `${e.configmap}-part-${i + 1}`)]));
+  const selector = `manent.io/history in (release,part),manent.io/application=${labelValue(ctx.application)},manent.io/environment=${labelValue(ctx.environment)}`;
+  let found: KubeObject[];
+  try {
+    found = await client.list("v1", "ConfigMap", ctx.namespace, selector, signal);
+  } catch (err) {
+    return { deleted: 0, error: ManentError.from(err).message };
+  }
+  let deleted = 0;
+  for (const cm of found) {
+    const name = cm.metadata.name;
+    // Only names of this index's releases: another index with a longer name shares the labels' values.
+    if (names.has(name) || !name.startsWith(`${indexName(ctx)}-`)) continue;
+    try {
+      if (await client.delete("v1", "ConfigMap", ctx.namespace, name, signal)) deleted++;
+    } catch (err) {
+      throw objectError(client, { apiVersion: "v1", kind: "ConfigMap", namespace: ctx.namespace, name }, "delete", err);
+    }
+  }
+  return { deleted };
 }

@@ -18,11 +18,12 @@ import {
   type TargetOutcome,
   type TargetRelease,
 } from "../../core/contract/index.js";
-import { applyAll, deleteAll } from "./apply.js";
+import { applyAll, applyYielding, deleteOwned } from "./apply.js";
 import { loadArtifact, type ArtifactContent } from "./artifact.js";
 import { ClusterClient } from "./cluster-client.js";
 import {
   deleteRelease,
+  deleteOrphanReleases,
   readIndex,
   readRefs,
   readRelease,
@@ -32,10 +33,10 @@ import {
   type HistoryIndex,
   type ReleaseEntry,
 } from "./history.js";
-import type { ReleaseContext } from "./labels.js";
+import { labelValue, managedBy, type ReleaseContext } from "./labels.js";
 import { refKey, refOf, sortForDelete, type KubeObject, type ObjectRef } from "./objects.js";
 import { parseParams, type KubernetesParams } from "./params.js";
-import { manifestObjects, manifestVars, renderForCluster } from "./render.js";
+import { manifestObjects, manifestVars, renderForCluster, type Rendered } from "./render.js";
 import { waitForCrds, waitForRollouts } from "./rollout.js";
 
 export const pluginName = "kubernetes";
@@ -124,18 +125,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
   private async dryRunTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
     const version = await client.version();
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
-    const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
-    const errors = await applyAll(client, checkable, { dryRun: true, force: prep.params.force_conflicts, signal: req.signal, collect: true });
-    // The history is written on every deploy: a token that cannot write ConfigMaps must fail here.
-    try {
-      await writeIndex(client, prep.ctx, await readIndex(client, prep.ctx, req.signal), { dryRun: true, signal: req.signal });
-    } catch (err) {
-      const e = ManentError.from(err);
-      errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err }));
-    }
-    if (errors.length > 0) {
-      throw new ManentError(errors[0]!.code, errors.map((e) => e.message).join("; "), { details: errors[0]!.details });
-    }
+    const checkable = await checkOnServer(client, r, prep, await readIndex(client, prep.ctx, req.signal), req.signal);
     return {
       status: TargetStatus.Ready,
       details: {
@@ -154,6 +144,10 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     const index = await readIndex(client, ctx, req.signal);
     const refs = r.objects.map(refOf);
 
+    // A deploy the server refuses (schema, admission, RBAC, a field another manager owns) is
+    // refused before anything changes, the history included: the cluster stays as it was.
+    await checkOnServer(client, r, prep, index, req.signal);
+
     // Record the release before touching anything: a rollback must know what this one added.
     const entry = await writeRelease(client, ctx, releaseName(ctx, r.objects), r.objects, refs, req.signal);
     await writeIndex(client, ctx, { ...index, pending: entry }, { signal: req.signal });
@@ -170,11 +164,13 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     req.logger.info("kubernetes: objects applied, waiting for rollouts", { cluster: t.host, objects: r.objects.length, release: entry.configmap });
     await waitForRollouts(client, rest, params.wait_timeout, req.signal);
 
-    // Success: drop what the release in service had and this one no longer has.
-    let pruned = 0;
-    if (index.current && index.current.configmap !== entry.configmap) {
-      pruned = await deleteAll(client, dropped(await readRefs(client, ctx, index.current, req.signal), refs), req.signal);
+    // Success: drop what the release in service had and this one no longer has, and what a
+    // release that failed earlier and was never rolled back (a stale pending one) added.
+    const before: ObjectRef[] = [];
+    for (const old of [index.current, index.pending]) {
+      if (old && old.configmap !== entry.configmap) before.push(...(await readRefs(client, ctx, old, req.signal)));
     }
+    const { deleted: pruned } = await deleteOwned(client, dropped(before, refs), ownerLabels(ctx), req.signal);
     await this.commitHistory(client, ctx, params, index, entry, req.signal);
     req.logger.info("kubernetes: release in service", { cluster: t.host, release: entry.configmap, pruned });
     return {
@@ -200,6 +196,9 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     if (previous && kept.some((e) => e.configmap === previous.configmap)) next.previous = previous;
     await writeIndex(client, ctx, next, { signal });
     for (const old of all.slice(params.history_limit)) await deleteRelease(client, ctx, old, signal);
+    // Release ConfigMaps no index entry names any more (a failed release's, a stale pending one).
+    const orphans = await deleteOrphanReleases(client, ctx, kept, signal);
+    if (orphans.error) this.logger.warn("kubernetes: could not sweep orphaned history ConfigMaps", { cluster: client.target.host, error: orphans.error });
   }
 
   private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
@@ -220,6 +219,11 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     if (recorded.version !== "" && !target) {
       throw new ManentError(Code.FailedPrecondition, `cluster ${t.host}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`);
     }
+    if (!target && !index.current && !index.pending && index.releases.length === 0) {
+      // No history at all: the failed deploy was refused before it recorded anything.
+      req.logger.info("kubernetes: nothing to roll back", { cluster: t.host });
+      return { status: TargetStatus.RolledBack, details: { version: "", release: "", objects_removed: "0" } };
+    }
     // The release that failed: the one being deployed, or the one in service if it got that far.
     const failed = index.pending ?? (index.current && index.current.configmap !== target?.configmap ? index.current : undefined);
 
@@ -227,14 +231,16 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     if (target) {
       const stored = await readRelease(client, ctx, target, req.signal);
       keep = stored.refs;
-      // The saved objects are manent's own: force, so whatever the failed release changed goes back.
+      // Without force: what the failed release changed of manent's fields goes back, and a field
+      // another manager owns (a refused deploy's conflict, a `kubectl scale`) stays as it is.
       const objs: KubeObject[] = stored.objects;
-      throwFirst(await applyAll(client, objs, { dryRun: false, force: true, signal: req.signal }));
+      for (const obj of objs) await applyYielding(client, obj, req.signal);
       await waitForRollouts(client, objs, params.wait_timeout, req.signal);
     }
     let removed = 0;
     if (failed && failed.configmap !== target?.configmap) {
-      removed = await deleteAll(client, dropped(await readRefs(client, ctx, failed, req.signal), keep), req.signal);
+      // Only what is still manent's: an object the failed release never got to change is not its to delete.
+      removed = (await deleteOwned(client, dropped(await readRefs(client, ctx, failed, req.signal), keep), ownerLabels(ctx), req.signal)).deleted;
     }
 
     const releases = index.releases;
@@ -259,6 +265,26 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
   }
 }
 
+/**
+ * Applies every object the cluster can check now (not custom resources of a CRD this release
+ * brings) with dryRun=All, and the history index too, so a token that cannot write ConfigMaps is
+ * caught as well. Every refusal is reported at once. Returns the objects checked.
+ */
+async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared, index: HistoryIndex, signal: AbortSignal): Promise<KubeObject[]> {
+  const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
+  const errors = await applyAll(client, checkable, { dryRun: true, force: prep.params.force_conflicts, signal, collect: true });
+  try {
+    await writeIndex(client, prep.ctx, index, { dryRun: true, signal });
+  } catch (err) {
+    const e = ManentError.from(err);
+    errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err }));
+  }
+  if (errors.length > 0) {
+    throw new ManentError(errors[0]!.code, errors.map((e) => e.message).join("; "), { details: errors[0]!.details });
+  }
+  return checkable;
+}
+
 function contextOf(req: Request, params: KubernetesParams): ReleaseContext {
   return {
     tenant: req.tenant,
@@ -277,14 +303,53 @@ function contextOf(req: Request, params: KubernetesParams): ReleaseContext {
  */
 async function withClient<T>(req: Request, params: KubernetesParams, t: Target, fn: (c: ClusterClient) => Promise<T>): Promise<T> {
   const caSecret = t.labels.ca_secret ?? params.ca_secret;
-  const token = (await req.secrets.secret(t.labels.token_secret ?? params.token_secret)).trim();
-  const ca = caSecret ? await req.secrets.secret(caSecret) : undefined;
+  const tokenSecret = t.labels.token_secret ?? params.token_secret;
+  const token = (await readSecret(req, tokenSecret, t.labels.token_secret ? "target label token_secret" : "param token_secret")).trim();
+  if (token === "") {
+    throw new ManentError(Code.FailedPrecondition, `kubernetes: cluster ${t.host}: secret "${tokenSecret}" (the service account token) is empty: put the token Secret's token in it`, {
+      details: { secret: tokenSecret },
+    });
+  }
+  const ca = caSecret ? await readSecret(req, caSecret, t.labels.ca_secret ? "target label ca_secret" : "param ca_secret") : undefined;
   const client = new ClusterClient(t, token, ca);
   try {
     return await fn(client);
+  } catch (err) {
+    if (err instanceof ManentError && err.code === Code.Unauthenticated) {
+      // 401: the server knows no such token. A retry sends the same token.
+      throw new ManentError(Code.Unauthenticated, `kubernetes: cluster ${t.host}: the API server refused the token in secret "${tokenSecret}" (401 Unauthorized): it is wrong, expired, revoked or another cluster's`, {
+        cause: err,
+        details: { secret: tokenSecret },
+      });
+    }
+    throw err;
   } finally {
     client.close();
   }
+}
+
+/** A secret the params name; one the envconfig does not declare is a permanent error naming the param. */
+async function readSecret(req: Request, name: string, by: string): Promise<string> {
+  try {
+    return await req.secrets.secret(name);
+  } catch (err) {
+    const e = ManentError.from(err);
+    // Not declared (not_found) cannot change between two retries of the same deploy.
+    const code = e.code === Code.NotFound ? Code.FailedPrecondition : e.code;
+    throw new ManentError(code, `kubernetes: secret "${name}" (${by}): ${e.message}${e.code === Code.NotFound ? " (declare it under secrets: in the envconfig)" : ""}`, {
+      cause: err,
+      details: { ...e.details, secret: name },
+    });
+  }
+}
+
+/** The labels that make an object manent's for this application and environment. */
+function ownerLabels(ctx: ReleaseContext): Record<string, string> {
+  return {
+    "app.kubernetes.io/managed-by": managedBy,
+    "manent.io/application": labelValue(ctx.application),
+    "manent.io/environment": labelValue(ctx.environment),
+  };
 }
 
 function findEntry(index: HistoryIndex, recorded: TargetRelease): ReleaseEntry | undefined {

@@ -7,9 +7,9 @@ import { promisify } from "node:util";
 import { c as tarCreate } from "tar";
 import { Code, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
-import { clusterAdmin, TestApiServer } from "./api-server/index.js";
+import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
 import { findHelm } from "./find-helm.js";
-import { helloManifest, makeRequest, memoryLogger, scratch } from "./helpers.js";
+import { getObj, helloManifest, makeRequest as makeRequestOn, memoryLogger, pullableImages, scratch, type RequestInput } from "./helpers.js";
 
 const run = promisify(execFile);
 const helm = findHelm();
@@ -82,20 +82,23 @@ spec:
 };
 
 describe("kubernetes plugin: artifacts", () => {
-  let api: TestApiServer;
+  let cp: KubeControlPlane;
+  let access: ClusterAccess;
   let files: Awaited<ReturnType<typeof scratch>>;
   const d = new KubernetesDeployer(memoryLogger());
   const savedHelm = process.env.MANENT_HELM;
+  const makeRequest = (input: Omit<RequestInput, "clusters" | "access">) => makeRequestOn({ ...input, clusters: [cp], access: [access] });
 
   before(async () => {
-    api = await TestApiServer.start({ tokens: { "tok-manent": { user: "admin", rules: clusterAdmin } }, namespaces: ["hello"] });
+    cp = await KubeControlPlane.start({ pullableImages });
+    access = await cp.clusterAdminAccount("hello");
     files = await scratch();
   });
   after(async () => {
     if (savedHelm === undefined) delete process.env.MANENT_HELM;
     else process.env.MANENT_HELM = savedHelm;
-    await api.close();
-    await files.cleanup();
+    await cp?.stop();
+    await files?.cleanup();
   });
 
   it("deploys a .tar.gz of manifests (YAML files in path order, others ignored)", async () => {
@@ -108,17 +111,17 @@ describe("kubernetes plugin: artifacts", () => {
     const archive = join(files.dir, "hello-2.0.0.tar.gz");
     await tarCreate({ gzip: true, file: archive, cwd: dir }, ["manifests"]);
 
-    const res = await d.deploy(makeRequest({ clusters: [api], application: "tgz", version: "2.0.0", artifactPath: archive, params: { "var.REPLICAS": "3" } }));
+    const res = await d.deploy(makeRequest({ application: "tgz", version: "2.0.0", artifactPath: archive, params: { "var.REPLICAS": "3" } }));
     assert.equal(res.targets[0]!.details?.objects_applied, "2");
-    assert.equal((api.get("apps", "deployments", "hello", "hello")!.spec as { replicas: number }).replicas, 3);
-    assert.ok(api.get("", "services", "hello", "hello"));
+    assert.equal((await getObj(cp, "apps/v1", "Deployment", "hello"))!.spec.replicas, 3);
+    assert.ok(await getObj(cp, "v1", "Service", "hello"));
   });
 
   it("a chart needs helm: a clear error when it is missing, only for charts", { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" }, async () => {
     const tgz = await packageChart();
     process.env.MANENT_HELM = join(files.dir, "no-such-helm");
     try {
-      const err = await d.deploy(makeRequest({ clusters: [api], application: "nohelm", version: "0.1.0", artifactPath: tgz })).then(
+      const err = await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: tgz })).then(
         () => assert.fail("deployed a chart without helm"),
         (e: unknown) => ManentError.from(e),
       );
@@ -126,7 +129,7 @@ describe("kubernetes plugin: artifacts", () => {
       assert.match(err.message, /the artifact is a Helm chart and the helm binary was not found .*MANENT_HELM/);
       // plain manifests do not need helm
       const plain = await files.write("plain.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {a: b}\n");
-      await d.deploy(makeRequest({ clusters: [api], application: "nohelm", version: "0.1.0", artifactPath: plain }));
+      await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: plain }));
     } finally {
       process.env.MANENT_HELM = helm;
     }
@@ -140,60 +143,54 @@ describe("kubernetes plugin: artifacts", () => {
       "helm_value.replicaCount": "4",
       helm_values: "ingress:\n  enabled: true\n  host: shop.example.com\n",
     };
-    const req = makeRequest({ clusters: [api], application: "shop", artifactName: "shop", version: "0.1.0", artifactPath: tgz, params });
+    const req = makeRequest({ application: "shop", artifactName: "shop", version: "0.1.0", artifactPath: tgz, params });
 
     // Before the CRD exists the cluster cannot check a Widget: the dry-run skips it.
     const dry = await d.dryRun(req);
-    assert.deepEqual(dry.targets[0]!.details, { cluster_version: api.gitVersion, namespace: "hello", objects_checked: "4", objects_skipped: "2" });
+    assert.deepEqual(dry.targets[0]!.details, { cluster_version: "v1.34.2", namespace: "hello", objects_checked: "4", objects_skipped: "2" });
 
+    const before = (await cp.auditedRequests()).length;
     const res = await d.deploy(req);
     assert.equal(res.targets[0]!.details?.objects_skipped, "1", "the hook");
-    const settings = api.get("", "configmaps", "hello", "shop-settings")!;
-    assert.deepEqual(settings.data, { message: "from-prod-values", kube: api.gitVersion, apps: "true", deployments: "true", gadgets: "false" });
-    const dep = api.get("apps", "deployments", "hello", "shop")!;
-    assert.equal((dep.spec as { replicas: number }).replicas, 4);
-    assert.equal((dep.metadata.labels as Record<string, string>)["app.kubernetes.io/managed-by"], "manent");
-    assert.equal((api.get("networking.k8s.io", "ingresses", "hello", "shop")!.spec as { rules: { host: string }[] }).rules[0]!.host, "shop.example.com");
-    assert.equal(api.get("batch", "jobs", "hello", "shop-migrate"), undefined, "hooks are skipped");
-    const crd = api.get("apiextensions.k8s.io", "customresourcedefinitions", undefined, "widgets.example.com")!;
-    assert.equal(
-      ((crd.spec as { versions: { schema: { openAPIV3Schema: Record<string, unknown> } }[] }).versions[0]!.schema.openAPIV3Schema)["x-kubernetes-preserve-unknown-fields"],
-      true,
-      "CRD fields survive the apply unchanged",
-    );
-    assert.deepEqual(api.get("example.com", "widgets", "hello", "default-widget")!.spec, { size: 3 });
-    const crdPatch = api.requests.findIndex((r) => r.method === "PATCH" && r.path.includes("customresourcedefinitions") && r.query.dryRun === undefined);
-    const widgetPatch = api.requests.findIndex((r) => r.method === "PATCH" && r.path.includes("/widgets/") && r.query.dryRun === undefined);
+    const settings = (await getObj(cp, "v1", "ConfigMap", "shop-settings"))!;
+    assert.deepEqual(settings.data, { message: "from-prod-values", kube: "v1.34.2", apps: "true", deployments: "true", gadgets: "false" });
+    const dep = (await getObj(cp, "apps/v1", "Deployment", "shop"))!;
+    assert.equal(dep.spec.replicas, 4);
+    assert.equal(dep.status.availableReplicas, 4);
+    assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
+    assert.equal((await getObj(cp, "networking.k8s.io/v1", "Ingress", "shop"))!.spec.rules[0].host, "shop.example.com");
+    assert.equal(await getObj(cp, "batch/v1", "Job", "shop-migrate"), undefined, "hooks are skipped");
+    const crd = (await getObj(cp, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "widgets.example.com", undefined))!;
+    assert.equal(crd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true, "CRD fields survive the apply unchanged");
+    assert.deepEqual((await getObj(cp, "example.com/v1", "Widget", "default-widget"))!.spec, { size: 3 });
+    const applies = (await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch" && !r.requestURI.includes("dryRun"));
+    const crdPatch = applies.findIndex((r) => r.requestURI.includes("/customresourcedefinitions/"));
+    const widgetPatch = applies.findIndex((r) => r.requestURI.includes("/widgets/"));
     assert.ok(crdPatch >= 0 && widgetPatch > crdPatch, "the CRD is applied before its resources");
 
-    // With helm_include_hooks the hook Job is applied too.
-    await d.deploy(makeRequest({ ...{ clusters: [api], application: "shop", artifactName: "shop", version: "0.1.1", artifactPath: tgz }, params: { ...params, helm_include_hooks: "true" } }));
-    assert.ok(api.get("batch", "jobs", "hello", "shop-migrate"));
+    // With helm_include_hooks the hook Job is applied too (and the real Job controller runs it).
+    await d.deploy(makeRequest({ application: "shop", artifactName: "shop", version: "0.1.1", artifactPath: tgz, params: { ...params, helm_include_hooks: "true" } }));
+    assert.ok(await getObj(cp, "batch/v1", "Job", "shop-migrate"));
   });
 
   it("adopts the objects of an existing Helm release by forcing the apply", { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" }, async () => {
     process.env.MANENT_HELM = helm;
     const tgz = await packageChart();
-    const res = api.resource("apps", "v1", "deployments")!;
-    // What `helm install` left: its own field manager owns replicas=1.
-    api.store.apply(
-      res,
-      "hello",
-      {
+    // What `helm install` left: a Deployment created by the "helm" field manager (replicas 1).
+    await cp.admin.request("POST", "/apis/apps/v1/namespaces/hello/deployments", {
+      query: { fieldManager: "helm" },
+      body: {
         apiVersion: "apps/v1",
         kind: "Deployment",
         metadata: { name: "legacy", annotations: { "meta.helm.sh/release-name": "legacy", "meta.helm.sh/release-namespace": "hello" }, labels: { "app.kubernetes.io/managed-by": "Helm" } },
         spec: { replicas: 1, selector: { matchLabels: { app: "shop" } }, template: { metadata: { labels: { app: "shop" } }, spec: { containers: [{ name: "shop", image: "nginx:1.26" }] } } },
       },
-      "helm",
-      false,
-      false,
-    );
-    await d.deploy(makeRequest({ clusters: [api], application: "legacy", artifactName: "legacy", version: "0.1.0", artifactPath: tgz, params: { "helm_value.replicaCount": "2" } }));
-    const dep = api.get("apps", "deployments", "hello", "legacy")!;
-    assert.equal((dep.spec as { replicas: number }).replicas, 2);
-    assert.equal((dep.metadata.labels as Record<string, string>)["app.kubernetes.io/managed-by"], "manent");
-    const managers = (dep.metadata.managedFields as { manager: string; fieldsV1: Record<string, unknown> }[]);
+    });
+    await d.deploy(makeRequest({ application: "legacy", artifactName: "legacy", version: "0.1.0", artifactPath: tgz, params: { "helm_value.replicaCount": "2" } }));
+    const dep = (await getObj(cp, "apps/v1", "Deployment", "legacy"))!;
+    assert.equal(dep.spec.replicas, 2);
+    assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
+    const managers = dep.metadata.managedFields!;
     const manent = managers.find((m) => m.manager === "manent")!;
     assert.ok(JSON.stringify(manent.fieldsV1).includes('"f:replicas"'));
     assert.ok(!JSON.stringify(managers.find((m) => m.manager === "helm")?.fieldsV1 ?? {}).includes('"f:replicas"'), "helm no longer owns replicas");

@@ -2,46 +2,93 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
-import { clusterAdmin, TestApiServer } from "./api-server/index.js";
-import { makeRequest, memoryLogger, scratch } from "./helpers.js";
+import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
+import { getObj, helloManifest, historyConfigMaps, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, specManagers } from "./helpers.js";
 
 const manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast, owner: manent}\n";
 
+async function failure(p: Promise<unknown>): Promise<ManentError> {
+  return p.then(
+    () => assert.fail("expected a failure"),
+    (e: unknown) => ManentError.from(e),
+  );
+}
+
+/** Field ownership as the real API server keeps it: another manager's fields, and a refused deploy's rollback. */
 describe("kubernetes plugin: field-manager conflicts", () => {
-  let api: TestApiServer;
+  let cp: KubeControlPlane;
+  let access: ClusterAccess;
   let files: Awaited<ReturnType<typeof scratch>>;
   const d = new KubernetesDeployer(memoryLogger());
 
   before(async () => {
-    api = await TestApiServer.start({ tokens: { "tok-manent": { user: "admin", rules: clusterAdmin } }, namespaces: ["hello"] });
+    cp = await KubeControlPlane.start({ pullableImages });
+    access = await cp.serviceAccount("hello");
     files = await scratch();
     // Someone applied `mode: slow` with their own field manager (not a Helm release).
-    api.store.apply(api.resource("", "v1", "configmaps")!, "hello", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings" }, data: { mode: "slow" } }, "ops-team", false, false);
+    await cp.admin.apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings", namespace: "hello" }, data: { mode: "slow" } }, { manager: "ops-team" });
   });
   after(async () => {
-    await api.close();
-    await files.cleanup();
+    await cp?.stop();
+    await files?.cleanup();
   });
 
-  it("a conflict is a permanent error naming the object, the other manager and the field", async () => {
-    const path = await files.write("c.yaml", manifest);
-    const err = await d.deploy(makeRequest({ clusters: [api], application: "conf", version: "1.0.0", artifactPath: path })).then(
-      () => assert.fail("took over another manager's field without force"),
-      (e: unknown) => ManentError.from(e),
-    );
+  it("a conflict is a permanent error naming the object, the other manager and the field; the rollback leaves their object alone", async () => {
+    const req = makeRequest({ clusters: [cp], access: [access], application: "conf", version: "1.0.0", artifactPath: await files.write("c.yaml", manifest) });
+    const before = await d.currentRelease(req);
+    const err = await failure(d.deploy(req));
     assert.equal(err.code, Code.Aborted);
     assert.ok(err.permanent);
-    assert.match(err.message, /^cluster 127\.0\.0\.1: ConfigMap\/hello\/settings: field manager conflict: Apply failed with 1 conflict: conflict with "ops-team" using v1: \.data\.mode/);
+    assert.match(err.message, /^cluster 127\.0\.0\.1: ConfigMap\/hello\/settings: field manager conflict: Apply failed with 1 conflict: conflict with "ops-team"( using v1)?: \.data\.mode/);
     assert.match(err.message, /force_conflicts: "true"/);
-    assert.deepEqual(api.get("", "configmaps", "hello", "settings")!.data, { mode: "slow" });
+    const cm = (await getObj(cp, "v1", "ConfigMap", "settings"))!;
+    assert.deepEqual(cm.data, { mode: "slow" });
+
+    // The engine rolls back to what was there before: nothing of manent's. ops-team's ConfigMap stays.
+    const rb = await d.rollback(rollbackRequest(req, before));
+    assert.equal(rb.targets[0]!.status, "rolled_back");
+    const after = (await getObj(cp, "v1", "ConfigMap", "settings"))!;
+    assert.deepEqual(after.data, { mode: "slow" });
+    assert.equal(after.metadata.resourceVersion, cm.metadata.resourceVersion, "not touched at all");
+    assert.deepEqual(await historyConfigMaps(cp), [], "a refused first deploy leaves no history behind");
   });
 
   it("force_conflicts takes the fields over", async () => {
     const path = await files.write("c.yaml", manifest);
-    await d.deploy(makeRequest({ clusters: [api], application: "conf", version: "1.0.0", artifactPath: path, params: { force_conflicts: "true" } }));
-    const cm = api.get("", "configmaps", "hello", "settings")!;
+    await d.deploy(makeRequest({ clusters: [cp], access: [access], application: "conf", version: "1.0.0", artifactPath: path, params: { force_conflicts: "true" } }));
+    const cm = (await getObj(cp, "v1", "ConfigMap", "settings"))!;
     assert.deepEqual(cm.data, { mode: "fast", owner: "manent" });
-    const owners = (cm.metadata.managedFields as { manager: string }[]).map((m) => m.manager);
-    assert.deepEqual(owners, ["manent"], "ops-team lost its only field");
+    assert.deepEqual(specManagers(cm), ["manent/Apply"], "ops-team lost its only field");
+  });
+
+  it("replicas scaled by hand (kubectl scale) then a deploy: refused naming .spec.replicas, and the rollback leaves the cluster as it found it", async () => {
+    const params = { "var.REPLICAS": "2" };
+    const v1 = makeRequest({ clusters: [cp], access: [access], version: "1.0.0", artifactPath: await files.write("h1.yaml", helloManifest), params });
+    await d.deploy(v1);
+    const recorded = await d.currentRelease(v1);
+
+    // What `kubectl scale deployment hello --replicas=3` does: an update of the scale subresource.
+    await cp.admin.patch("apps/v1", "Deployment", "hello", "hello", { spec: { replicas: 3 } }, { subresource: "scale", manager: "kubectl-scale" });
+    await cp.admin.waitFor("3 replicas available", async () => ((await getObj(cp, "apps/v1", "Deployment", "hello"))?.status?.availableReplicas === 3 ? true : undefined));
+    const scaled = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
+    const service = (await getObj(cp, "v1", "Service", "hello"))!;
+
+    const v2 = makeRequest({ ...{ clusters: [cp], access: [access], params }, version: "1.1.0", artifactPath: await files.write("h2.yaml", helloManifest.replace("hello from", "hi from")) });
+    const err = await failure(d.deploy(v2));
+    assert.equal(err.code, Code.Aborted);
+    assert.match(err.message, /Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl-scale" with subresource "scale" using apps\/v1: \.spec\.replicas/);
+
+    const rb = await d.rollback(rollbackRequest(v2, recorded));
+    assert.equal(rb.targets[0]!.status, "rolled_back");
+    const dep = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
+    assert.equal(dep.spec.replicas, 3, "the hand-set replicas stay");
+    assert.equal(dep.metadata.generation, scaled.metadata.generation, "the Deployment's spec was not changed");
+    assert.ok(specManagers(dep).includes("kubectl-scale/Update"), `kubectl-scale still owns replicas: ${specManagers(dep).join(", ")}`);
+    assert.deepEqual(dep.spec.template.spec.containers[0].args, ["-listen=:8080", "-text=hello from 1.0.0 in test"]);
+    const svc = (await getObj(cp, "v1", "Service", "hello"))!;
+    assert.equal(svc.metadata.annotations!["manent.io/version"], "1.0.0");
+    assert.equal(svc.metadata.resourceVersion, service.metadata.resourceVersion, "the Service was not touched");
+    const names = (await historyConfigMaps(cp)).map((c) => String(c.metadata.name)).filter((n) => n.startsWith("manent-hello-test"));
+    assert.equal(names.length, 2, `only the index and 1.0.0 remain: ${names.join(", ")}`);
   });
 });

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger, Request, RollbackRequest, SecretsAccessor, TargetRelease } from "../../../src/plugin.js";
 import { Code, ManentError } from "../../../src/plugin.js";
-import type { TestApiServer } from "./api-server/index.js";
+import type { ClusterAccess, KubeControlPlane } from "../../support/kube/control-plane.js";
+import type { KubeObj } from "../../support/kube/kube-client.js";
 
 /** Secrets from a map, failing like the engine's accessor on an unknown name. */
 export function secretsOf(values: Record<string, string>): SecretsAccessor & { asked: string[] } {
@@ -30,12 +31,12 @@ export function memoryLogger(lines: LogLine[] = []): Logger & { lines: LogLine[]
 }
 
 export interface RequestInput {
-  clusters: TestApiServer[];
+  clusters: KubeControlPlane[];
+  /** Each cluster's service-account credentials (same order as `clusters`). */
+  access: ClusterAccess[];
   artifactPath: string;
   version: string;
   params?: Record<string, string>;
-  /** token secret value per cluster index; defaults to "tok-manent". */
-  token?: string;
   application?: string;
   environment?: string;
   artifactName?: string;
@@ -44,24 +45,54 @@ export interface RequestInput {
 
 /**
  * A Request as the engine builds it for the tutorial's environment: one target per cluster, the
- * token and CA as secrets. With several clusters each gets its own CA secret name… but the plugin
- * takes one `ca_secret`, so the clusters here share one CA bundle (all their CAs concatenated).
+ * token and CA as secrets (`kube-token`, `kube-ca`). With several clusters each target names its
+ * own token secret (`kube-token-<i>`, target label token_secret) and `kube-ca` holds every CA.
  */
 export function makeRequest(input: RequestInput): Request {
-  const ca = input.clusters.map((c) => c.caPem).join("\n");
+  const several = input.clusters.length > 1;
+  const secrets: Record<string, string> = { "kube-ca": input.access.map((a) => a.caPem).join("\n") };
+  input.access.forEach((a, i) => (secrets[several ? `kube-token-${i}` : "kube-token"] = `${a.token}\n`));
   return {
     deploymentId: `dep-${input.version}`,
     tenant: "untenanted",
     application: input.application ?? "hello",
     environment: input.environment ?? "test",
     artifact: { type: "kubernetes", name: input.artifactName ?? "hello", version: input.version, source: input.artifactPath, path: input.artifactPath },
-    targets: input.clusters.map((c) => ({ host: c.host, port: c.port, labels: {} })),
-    params: { namespace: "hello", token_secret: "kube-token", ca_secret: "kube-ca", wait_timeout: "30s", ...input.params },
-    secrets: secretsOf({ "kube-token": `${input.token ?? "tok-manent"}\n`, "kube-ca": ca }),
+    targets: input.clusters.map((c, i) => ({ host: c.host, port: c.port, labels: (several ? { token_secret: `kube-token-${i}` } : {}) as Record<string, string> })),
+    params: { namespace: "hello", token_secret: several ? "kube-token-0" : "kube-token", ca_secret: "kube-ca", wait_timeout: "60s", ...input.params },
+    secrets: secretsOf(secrets),
     parallelism: input.parallelism ?? 1,
     logger: memoryLogger(),
     signal: new AbortController().signal,
   };
+}
+
+/** The images the kubelet simulator pulls in the plugin's tests; `:does-not-exist` is not one. */
+export const pullableImages: (string | RegExp)[] = ["hashicorp/http-echo:1.0", "nginx:1.27", "nginx:1.26", "postgres:17", "fluent-bit:3", "busybox:1.36", /@sha256:[a-f0-9]{64}$/];
+
+/** The history ConfigMaps in a namespace (not the cluster's own kube-root-ca.crt), sorted by name. */
+export async function historyConfigMaps(cp: KubeControlPlane, namespace = "hello"): Promise<KubeObj[]> {
+  const cms = await cp.list("v1", "ConfigMap", namespace, "manent.io/history");
+  return cms.sort((a, b) => String(a.metadata.name).localeCompare(String(b.metadata.name)));
+}
+
+/** An object's labels, annotations, spec and status, typed loosely for assertions. */
+export interface Loose {
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; generation?: number; resourceVersion?: string; managedFields?: { manager: string; operation: string; subresource?: string; fieldsV1?: unknown }[] };
+  spec?: any;
+  status?: any;
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+}
+
+/** GET through the harness's admin, as a loosely typed object (undefined when absent). */
+export async function getObj(cp: KubeControlPlane, apiVersion: string, kind: string, name: string, namespace: string | undefined = "hello"): Promise<Loose | undefined> {
+  return (await cp.get(apiVersion, kind, namespace, name)) as unknown as Loose | undefined;
+}
+
+/** Managers of an object's fields other than the status writers (controllers, the kubelet simulator). */
+export function specManagers(obj: Loose): string[] {
+  return (obj.metadata.managedFields ?? []).filter((m) => m.subresource !== "status").map((m) => `${m.manager}/${m.operation}`);
 }
 
 export function rollbackRequest(req: Request, releases: TargetRelease[]): RollbackRequest {
@@ -113,7 +144,10 @@ spec:
   ports: [{port: 80, targetPort: 8080}]
 `;
 
-/** The tutorial's sed: the 1.1.0 whose image does not exist. */
-export function stuckManifest(): string {
-  return helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 30");
+/**
+ * The tutorial's sed: the 1.1.0 whose image does not exist, with the tutorial's 30 s progress
+ * deadline or a shorter one (the real Deployment controller waits that long in real time).
+ */
+export function stuckManifest(progressDeadlineSeconds = 30): string {
+  return helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", `progressDeadlineSeconds: ${progressDeadlineSeconds}`);
 }

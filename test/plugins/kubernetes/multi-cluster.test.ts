@@ -2,52 +2,48 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { ResultError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
-import { TestApiServer, tutorialRole } from "./api-server/index.js";
-import { helloManifest, makeRequest, memoryLogger, rollbackRequest, scratch, stuckManifest } from "./helpers.js";
+import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
+import { getObj, helloManifest, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, secretsOf, stuckManifest } from "./helpers.js";
 
+/** Two real control planes, each with its own CA, service-account keys and token. */
 describe("kubernetes plugin: several clusters", () => {
-  const clusters: TestApiServer[] = [];
+  const clusters: KubeControlPlane[] = [];
+  const access: ClusterAccess[] = [];
   let files: Awaited<ReturnType<typeof scratch>>;
   const d = new KubernetesDeployer(memoryLogger());
 
   before(async () => {
-    for (const v of ["v1.31.4+eu1", "v1.30.8+eu2"]) {
-      clusters.push(
-        await TestApiServer.start({
-          tokens: { "tok-manent": { user: "system:serviceaccount:hello:manent", rules: tutorialRole("hello") } },
-          namespaces: ["hello"],
-          gitVersion: v,
-        }),
-      );
-    }
+    for (const cp of await Promise.all([KubeControlPlane.start({ pullableImages }), KubeControlPlane.start({ pullableImages })])) clusters.push(cp);
+    for (const cp of clusters) access.push(await cp.serviceAccount("hello"));
     files = await scratch();
   });
   after(async () => {
-    await Promise.all(clusters.map((c) => c.close()));
-    await files.cleanup();
+    await Promise.all(clusters.map((c) => c.stop()));
+    await files?.cleanup();
   });
 
   it("dry-runs and deploys to two clusters in parallel, each with its own history", async () => {
     assert.equal(d.parallelTargets(), true);
-    const req = makeRequest({ clusters, artifactPath: await files.write("h.yaml", helloManifest), version: "1.0.0", params: { "var.REPLICAS": "2" }, parallelism: 2 });
+    const req = makeRequest({ clusters, access, artifactPath: await files.write("h.yaml", helloManifest), version: "1.0.0", params: { "var.REPLICAS": "2" }, parallelism: 2 });
     const dry = await d.dryRun(req);
     assert.deepEqual(
-      dry.targets.map((t) => [t.status, t.details?.cluster_version]),
+      dry.targets.map((t) => [t.host, t.status, t.details?.cluster_version]),
       [
-        ["ready", "v1.31.4+eu1"],
-        ["ready", "v1.30.8+eu2"],
+        ["127.0.0.1", "ready", "v1.34.2"],
+        ["127.0.0.1", "ready", "v1.34.2"],
       ],
     );
-    // Both clusters are being applied to at once: each sees its first PATCH before either finishes.
-    const marks = clusters.map((c) => c.requests.length);
+    const marks = await Promise.all(clusters.map(async (c) => (await c.auditedRequests()).length));
     const res = await d.deploy(req);
     assert.deepEqual(res.targets.map((t) => t.status), ["deployed", "deployed"]);
-    const [a, b] = clusters.map((c, i) => c.requests.slice(marks[i]));
-    const firstPatch = (rs: typeof a) => rs!.find((r) => r.method === "PATCH" && r.query.dryRun === undefined)!.at;
-    assert.ok(firstPatch(b) < a!.at(-1)!.at && firstPatch(a) < b!.at(-1)!.at, "the clusters were deployed at the same time");
+    // Both clusters were being deployed at once: each saw its first apply before the other's last request.
+    const [a, b] = await Promise.all(clusters.map(async (c, i) => (await c.auditedRequests()).slice(marks[i])));
+    const firstApply = (rs: typeof a) => rs!.find((r) => r.verb === "patch" && !r.requestURI.includes("dryRun"))!.received;
+    const last = (rs: typeof a) => rs!.at(-1)!.completed;
+    assert.ok(firstApply(b) < last(a) && firstApply(a) < last(b), "the clusters were deployed at the same time");
     for (const c of clusters) {
-      assert.equal((c.get("apps", "deployments", "hello", "hello")!.status as { availableReplicas: number }).availableReplicas, 2);
-      assert.ok(c.get("", "configmaps", "hello", "manent-hello-test"));
+      assert.equal((await getObj(c, "apps/v1", "Deployment", "hello"))!.status.availableReplicas, 2);
+      assert.ok(await getObj(c, "v1", "ConfigMap", "manent-hello-test"));
     }
     const releases = await d.currentRelease(req);
     assert.deepEqual(releases.map((r) => [r.host, r.version]), [
@@ -57,9 +53,9 @@ describe("kubernetes plugin: several clusters", () => {
   });
 
   it("a stuck rollout fails the deploy; rollback returns every cluster to 1.0.0", async () => {
-    const base = { clusters, params: { "var.REPLICAS": "2" }, parallelism: 2 };
+    const base = { clusters, access, params: { "var.REPLICAS": "2" }, parallelism: 2 };
     const recorded = await d.currentRelease(makeRequest({ ...base, version: "1.0.0", artifactPath: await files.write("h.yaml", helloManifest) }));
-    const req = makeRequest({ ...base, version: "1.1.0", artifactPath: await files.write("s.yaml", stuckManifest()) });
+    const req = makeRequest({ ...base, version: "1.1.0", artifactPath: await files.write("s.yaml", stuckManifest(2)) });
     const err = await d.deploy(req).then(
       () => assert.fail("deployed a missing image"),
       (e: unknown) => e,
@@ -72,32 +68,36 @@ describe("kubernetes plugin: several clusters", () => {
     const rb = await d.rollback(rollbackRequest(req, recorded));
     assert.deepEqual(rb.targets.map((t) => t.status), ["rolled_back", "rolled_back"]);
     for (const c of clusters) {
-      const dep = c.get("apps", "deployments", "hello", "hello")!;
-      assert.equal((dep.metadata.annotations as Record<string, string>)["manent.io/version"], "1.0.0");
+      assert.equal((await getObj(c, "apps/v1", "Deployment", "hello"))!.metadata.annotations!["manent.io/version"], "1.0.0");
     }
   });
 
-  it("uses each cluster's own token and CA when its target labels name them", async () => {
-    const own: TestApiServer[] = [];
-    try {
-      for (const token of ["tok-eu1", "tok-eu2"]) {
-        own.push(await TestApiServer.start({ tokens: { [token]: { user: "system:serviceaccount:hello:manent", rules: tutorialRole("hello") } }, namespaces: ["hello"] }));
-      }
-      const base = makeRequest({ clusters: own, artifactPath: await files.write("own.yaml", helloManifest), version: "1.0.0", params: { "var.REPLICAS": "1" }, parallelism: 2 });
-      const secrets: Record<string, string> = { "tok-eu1": "tok-eu1", "tok-eu2": "tok-eu2", "ca-eu1": own[0]!.caPem, "ca-eu2": own[1]!.caPem };
-      const req = {
-        ...base,
-        params: { ...base.params, token_secret: "tok-eu1", ca_secret: "ca-eu1" },
-        targets: base.targets.map((t, i) => (i === 1 ? { ...t, labels: { token_secret: "tok-eu2", ca_secret: "ca-eu2" } } : t)),
-        secrets: { secret: (name: string) => Promise.resolve(secrets[name]!) },
-      };
-      const res = await d.deploy(req);
-      assert.deepEqual(res.targets.map((t) => t.status), ["deployed", "deployed"]);
-      for (const c of own) assert.ok(c.get("apps", "deployments", "hello", "hello"));
-      // Without the label, the second cluster gets the first one's credentials, and refuses them.
-      await assert.rejects(d.deploy({ ...req, targets: base.targets }), (err: unknown) => err instanceof ResultError && err.result.targets[1]!.status === "failed");
-    } finally {
-      await Promise.all(own.map((c) => c.close()));
-    }
+  it("uses each cluster's own token and CA when its target labels name them; another cluster's token is refused", async () => {
+    const base = makeRequest({ clusters, access, artifactPath: await files.write("own.yaml", helloManifest), version: "1.0.0", application: "own", params: { "var.REPLICAS": "1" }, parallelism: 2 });
+    const secrets = secretsOf({ "tok-eu1": access[0]!.token, "tok-eu2": access[1]!.token, "ca-eu1": access[0]!.caPem, "ca-eu2": access[1]!.caPem });
+    const req = {
+      ...base,
+      params: { ...base.params, token_secret: "tok-eu1", ca_secret: "ca-eu1" },
+      targets: base.targets.map((t, i) => ({ ...t, labels: (i === 1 ? { token_secret: "tok-eu2", ca_secret: "ca-eu2" } : {}) as Record<string, string> })),
+      secrets,
+    };
+    const res = await d.deploy(req);
+    assert.deepEqual(res.targets.map((t) => t.status), ["deployed", "deployed"]);
+    for (const c of clusters) assert.ok(await getObj(c, "v1", "ConfigMap", "manent-own-test"));
+    // Without the labels, the second cluster gets the first one's CA and token: its certificate does not verify.
+    const err = await d.deploy({ ...req, targets: base.targets.map((t) => ({ ...t, labels: {} })) }).then(
+      () => assert.fail("accepted another cluster's credentials"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ResultError && err.result.targets[1]!.status === "failed");
+    assert.ok(err.permanent);
+    assert.match(err.message, /cannot verify the API server's certificate/);
+    // With the right CA but the first cluster's token: 401, permanent.
+    const wrongToken = await d.deploy({ ...req, targets: base.targets.map((t, i) => ({ ...t, labels: (i === 1 ? { ca_secret: "ca-eu2" } : {}) as Record<string, string> })) }).then(
+      () => assert.fail("accepted another cluster's token"),
+      (e: unknown) => e,
+    );
+    assert.ok(wrongToken instanceof ResultError && wrongToken.permanent);
+    assert.match(wrongToken.message, /refused the token in secret "tok-eu1" \(401 Unauthorized\)/);
   });
 });

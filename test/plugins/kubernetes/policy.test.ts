@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, isPermanent, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
-import { clusterAdmin, TestApiServer } from "./api-server/index.js";
-import { helloManifest, makeRequest, memoryLogger, scratch } from "./helpers.js";
+import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
+import { getObj, helloManifest, makeRequest as makeRequestOn, memoryLogger, pullableImages, scratch, type RequestInput } from "./helpers.js";
 
 const digest = "sha256:" + "a".repeat(64);
 
@@ -15,17 +15,21 @@ async function rejection(p: Promise<unknown>): Promise<ManentError> {
 }
 
 describe("kubernetes plugin: manifest policies", () => {
-  let api: TestApiServer;
+  let cp: KubeControlPlane;
+  let access: ClusterAccess;
   let files: Awaited<ReturnType<typeof scratch>>;
   const d = new KubernetesDeployer(memoryLogger());
+  const makeRequest = (input: Omit<RequestInput, "clusters" | "access">) => makeRequestOn({ ...input, clusters: [cp], access: [access] });
 
   before(async () => {
-    api = await TestApiServer.start({ tokens: { "tok-manent": { user: "admin", rules: clusterAdmin } }, namespaces: ["hello", "other"] });
+    cp = await KubeControlPlane.start({ pullableImages });
+    access = await cp.clusterAdminAccount("hello");
+    await cp.namespace("other");
     files = await scratch();
   });
   after(async () => {
-    await api.close();
-    await files.cleanup();
+    await cp?.stop();
+    await files?.cleanup();
   });
 
   it("require_image_digest refuses tags, in containers and init containers of every pod-template kind", async () => {
@@ -43,47 +47,47 @@ spec:
           restartPolicy: Never
 `;
     const path = await files.write("tags.yaml", `${helloManifest}---\n${job}`);
-    const req = makeRequest({ clusters: [api], artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } });
+    const req = makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } });
     const err = await rejection(d.validate(req));
     assert.equal(err.code, Code.InvalidArgument);
     assert.match(err.message, /Deployment\/hello container hello image "hashicorp\/http-echo:1\.0"/);
     assert.match(err.message, /CronJob\/nightly container init image "busybox:1\.36"/);
     assert.doesNotMatch(err.message, /container run/);
     // deploy refuses too, before touching the cluster
-    const before = api.requests.length;
+    const before = (await cp.auditedRequests()).length;
     const deployErr = await rejection(d.deploy(req));
     assert.ok(isPermanent(deployErr));
-    assert.equal(api.requests.filter((r, i) => i >= before && r.method === "PATCH").length, 0);
+    assert.deepEqual((await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch"), []);
 
     const pinned = await files.write("pinned.yaml", helloManifest.replace("hashicorp/http-echo:1.0", `hashicorp/http-echo@${digest}`));
-    await d.validate(makeRequest({ clusters: [api], artifactPath: pinned, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } }));
+    await d.validate(makeRequest({ artifactPath: pinned, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } }));
     // without the param, tags are fine
-    await d.validate(makeRequest({ clusters: [api], artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1" } }));
+    await d.validate(makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1" } }));
   });
 
   it("an object naming another namespace is refused; objects without one go to params.namespace", async () => {
     const stray = await files.write("stray.yaml", `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: other}\ndata: {k: v}\n`);
-    const err = await rejection(d.deploy(makeRequest({ clusters: [api], artifactPath: stray, version: "1.0.0" })));
+    const err = await rejection(d.deploy(makeRequest({ artifactPath: stray, version: "1.0.0" })));
     assert.ok(isPermanent(err));
     assert.match(err.message, /ConfigMap\/other\/a: names a namespace other than "hello"/);
-    assert.equal(api.get("", "configmaps", "other", "a"), undefined);
+    assert.equal(await getObj(cp, "v1", "ConfigMap", "a", "other"), undefined);
 
     const ok = await files.write("ok.yaml", `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: hello}\ndata: {k: v}\n`);
-    await d.deploy(makeRequest({ clusters: [api], artifactPath: ok, version: "1.0.0", application: "ns" }));
-    assert.ok(api.get("", "configmaps", "hello", "a"));
-    assert.ok(api.get("", "configmaps", "hello", "b"));
+    await d.deploy(makeRequest({ artifactPath: ok, version: "1.0.0", application: "ns" }));
+    assert.ok(await getObj(cp, "v1", "ConfigMap", "a"));
+    assert.ok(await getObj(cp, "v1", "ConfigMap", "b"));
   });
 
   it("an unknown variable is a permanent error naming it and the param to set", async () => {
     const path = await files.write("vars.yaml", helloManifest);
-    const err = await rejection(d.validate(makeRequest({ clusters: [api], artifactPath: path, version: "1.0.0" })));
+    const err = await rejection(d.validate(makeRequest({ artifactPath: path, version: "1.0.0" })));
     assert.equal(err.code, Code.InvalidArgument);
     assert.ok(isPermanent(err));
     assert.match(err.message, /unknown variable \$\{REPLICAS\} \(set it with param var\.REPLICAS\)/);
     // $${X} stays literal and needs no variable
     const escaped = await files.write("escaped.yaml", `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: esc}\ndata: {script: "echo $\${HOME}"}\n`);
-    await d.deploy(makeRequest({ clusters: [api], artifactPath: escaped, version: "1.0.0", application: "esc" }));
-    assert.deepEqual(api.get("", "configmaps", "hello", "esc")!.data, { script: "echo ${HOME}" });
+    await d.deploy(makeRequest({ artifactPath: escaped, version: "1.0.0", application: "esc" }));
+    assert.deepEqual((await getObj(cp, "v1", "ConfigMap", "esc"))!.data, { script: "echo ${HOME}" });
   });
 
   it("bad params are refused with the param's name", async () => {
@@ -95,7 +99,7 @@ spec:
       [{ helm_values: "- a list" }, "helm_values"],
       [{ colour: "blue" }, "colour"],
     ] as [Record<string, string>, string][]) {
-      const err = await rejection(d.validate(makeRequest({ clusters: [api], artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", ...params } })));
+      const err = await rejection(d.validate(makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", ...params } })));
       assert.equal(err.code, Code.InvalidArgument);
       assert.ok(err.message.includes(field), err.message);
     }
