@@ -61,7 +61,7 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
   it("a failed release that was never rolled back: its history ConfigMap and what it added go with the next successful deploy", async () => {
     await d.deploy(makeRequest({ ...on("orphan"), version: "1.0.0", artifactPath: await files.write("o1.yaml", configMap("orphan-a", "1").slice(4)) }));
     // 1.1.0 fails (its image never pulls) and rollback is off: its release ConfigMap stays pending.
-    const failed = makeRequest({ ...on("orphan"), version: "1.1.0", artifactPath: await files.write("o2.yaml", configMap("orphan-a", "2").slice(4) + configMap("orphan-added", "x") + stuckManifest(2).replace(/name: hello/g, "name: orphan-web").replace(/app: hello/g, "app: orphan-web")) });
+    const failed = makeRequest({ ...on("orphan"), version: "1.1.0", artifactPath: await files.write("o2.yaml", configMap("orphan-a", "2").slice(4) + configMap("orphan-added", "x") + "---\n" + stuckManifest(2).replace(/name: hello/g, "name: orphan-web").replace(/app: hello/g, "app: orphan-web")) });
     await assert.rejects(d.deploy(failed), /rollout stuck/);
     const pendingName = (await cm("manent-orphan-test"))!.data!.pending;
     assert.ok(pendingName, "the failed release is pending in the index");

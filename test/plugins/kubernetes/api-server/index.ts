@@ -1,1 +1,0 @@
-export { TestApiServer, tutorialRole, clusterAdmin, type RbacRule, type TokenInfo, type TestApiServerOptions, type RecordedRequest } from "./server.js";
