@@ -6,6 +6,8 @@ cd "$(dirname "$0")"
 manent="node ../../bin/manent.js"
 server="node ../../bin/manent-server.js"
 export MANENT_SERVER=http://127.0.0.1:8080
+# Show the progress as on a terminal even when this script's output is piped (JSON otherwise).
+export MANENT_OUTPUT=text
 
 ./build.sh
 $server -c manent.yml serve >work.server.out 2>work.server.log &

@@ -1,3 +1,6 @@
+import { createReadStream } from "node:fs";
+import { Readable } from "node:stream";
+import type { ReadableStream } from "node:stream/web";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 
@@ -35,27 +38,63 @@ export class ApiClient {
     return this.request("GET", "/api/v1/plugins");
   }
 
+  /** Whether this tenant's upload of these bytes is on the server already (its size), or undefined. */
+  async uploaded(tenant: string, sha256: string): Promise<number | undefined> {
+    try {
+      return (await this.request<{ size: number }>("GET", uploadPath(tenant, sha256))).size;
+    } catch (err) {
+      if (err instanceof ManentError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+  }
+
+  /** Streams a file to the server as an upload named by its sha256. */
+  upload(tenant: string, sha256: string, file: string, size: number): Promise<{ sha256: string; size: number; created: boolean }> {
+    const body = Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>;
+    return this.request("PUT", uploadPath(tenant, sha256), { raw: body, type: "application/octet-stream", length: size });
+  }
+
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     let response: Response;
+    const raw = body instanceof Object && "raw" in body ? (body as RawBody) : undefined;
     try {
       response = await fetch(new URL(path, this.baseUrl), {
         method,
         headers: {
-          ...(body !== undefined && { "content-type": "application/json" }),
+          ...(body !== undefined && { "content-type": raw ? raw.type : "application/json" }),
+          ...(raw && { "content-length": String(raw.length) }),
           ...(this.token && { authorization: `Bearer ${this.token}` }),
         },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-      });
+        ...(raw ? { body: raw.raw, duplex: "half" } : body !== undefined && { body: JSON.stringify(body) }),
+      } as RequestInit);
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ManentError(Code.Unavailable, `cannot reach manent-server at ${this.baseUrl} (${cause}); is it running? (set --server or MANENT_SERVER)`);
+      throw new ManentError(
+        Code.Unavailable,
+        `cannot reach manent-server at ${this.baseUrl} (${cause}); is it running? (set --server or MANENT_SERVER)`,
+      );
     }
     const text = await response.text();
-    const json = text ? (JSON.parse(text) as unknown) : {};
+    let json: unknown = {};
+    try {
+      if (text) json = JSON.parse(text) as unknown;
+    } catch {
+      throw new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}: not a manent-server answer`);
+    }
     if (!response.ok) {
       const error = (json as { error?: ErrorJSON }).error;
       throw error ? ManentError.fromJSON(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
     }
     return json as T;
   }
+}
+
+interface RawBody {
+  raw: ReadableStream<Uint8Array>;
+  type: string;
+  length: number;
+}
+
+function uploadPath(tenant: string, sha256: string): string {
+  return `/api/v1/uploads/${sha256}?tenant=${encodeURIComponent(tenant)}`;
 }

@@ -1,25 +1,30 @@
-import { readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { parseYaml, descriptorSchema } from "../core/config/index.js";
-import { isUrl } from "../core/engine/artifact-fetch.js";
 import { terminalStatuses, type DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import { ApiClient } from "./api-client.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
+import { isRemoteSource, uploadLocalArtifact } from "./local-artifact.js";
 import { ProgressPrinter } from "./progress-printer.js";
 
 type Output = "text" | "json";
+
+/** Descriptors are small; a larger file is refused before it is read whole. */
+export const maxDescriptorBytes = 1 << 20;
 interface GlobalOpts {
   server: string;
   token?: string;
 }
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
+const err = (line: string): void => void process.stderr.write(`${line}\n`);
 
 /** The `manent` command line. Exit codes: see {@link Exit}. */
 export async function main(argv: string[]): Promise<void> {
+  quietOnClosedPipe();
   const program = new Command("manent")
     .version(version)
     .description("submit deploys to manent-server and follow them")
@@ -33,7 +38,10 @@ export async function main(argv: string[]): Promise<void> {
     const g = program.opts<GlobalOpts>();
     return new ApiClient(g.server, g.token);
   };
-  const output = () => new Option("-o, --output <format>", "text or json").choices(["text", "json"]).default("text");
+  const output = () =>
+    new Option("-o, --output <format>", "text or json (default: text on a terminal, json when stdout is a pipe or a file)")
+      .choices(["text", "json"])
+      .env("MANENT_OUTPUT");
 
   program
     .command("deploy")
@@ -41,20 +49,34 @@ export async function main(argv: string[]): Promise<void> {
     .requiredOption("-f, --file <descriptor>", "the descriptor (apiVersion: manent/v1)")
     .option("--dry-run", "resolve, fetch, validate and ask the plugin what it would do; change nothing")
     .option("--version <version>", "deploy this version instead of the descriptor's")
-    .option("--source <source>", "take the artifact from here instead (path or http(s) URL)")
+    .option(
+      "--source <source>",
+      "take the artifact from here instead: a local file (uploaded), an http(s) URL or a file:// path on the server",
+    )
     .option("--sha256 <hex>", "expected sha256 of the artifact")
     .option("--no-wait", "print the deploy id and return at once")
     .addOption(output())
-    .action(async (o: { file: string; dryRun?: boolean; version?: string; source?: string; sha256?: string; wait: boolean; output: Output }) => {
-      const descriptor = await readDescriptor(o.file);
-      const overrides = {
-        ...(o.version !== undefined && { version: o.version }),
-        ...(o.source !== undefined && { source: absoluteSource(o.source, process.cwd()) }),
-        ...(o.sha256 !== undefined && { sha256: o.sha256 }),
-      };
-      const submitted = await client().submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
-      await follow(client(), submitted, o.wait, o.output);
-    });
+    .action(
+      async (o: { file: string; dryRun?: boolean; version?: string; source?: string; sha256?: string; wait: boolean; output?: Output }) => {
+        const descriptor = await readDescriptor(o.file);
+        const artifact = descriptor.artifact as Record<string, unknown>;
+        const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
+        let source = o.source === undefined ? undefined : absoluteSource(o.source, process.cwd());
+        // A file on this machine reaches the server as an upload, whether the server is here or not.
+        if (source !== undefined && !isRemoteSource(source))
+          source = (await uploadLocalArtifact(client(), tenant, source, "--source")).source;
+        if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
+          artifact.source = (await uploadLocalArtifact(client(), tenant, artifact.source, `${o.file}: artifact.source`)).source;
+        }
+        const overrides = {
+          ...(o.version !== undefined && { version: o.version }),
+          ...(source !== undefined && { source }),
+          ...(o.sha256 !== undefined && { sha256: o.sha256 }),
+        };
+        const submitted = await client().submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
+        await follow(client(), submitted, o.wait, outputOf(o.output));
+      },
+    );
 
   program
     .command("rollback")
@@ -63,10 +85,10 @@ export async function main(argv: string[]): Promise<void> {
     .option("--to <version>", "the version to return to (default: the last good one before the current)")
     .option("--no-wait", "print the deploy id and return at once")
     .addOption(output())
-    .action(async (o: { file: string; to?: string; wait: boolean; output: Output }) => {
+    .action(async (o: { file: string; to?: string; wait: boolean; output?: Output }) => {
       const descriptor = await readDescriptor(o.file);
       const submitted = await client().rollback({ descriptor, descriptor_file: o.file, ...(o.to !== undefined && { to: o.to }) });
-      await follow(client(), submitted, o.wait, o.output);
+      await follow(client(), submitted, o.wait, outputOf(o.output));
     });
 
   program
@@ -75,16 +97,18 @@ export async function main(argv: string[]): Promise<void> {
     .argument("<id>", "deploy id")
     .option("-w, --watch", "follow it to the end")
     .addOption(output())
-    .action(async (id: string, o: { watch?: boolean; output: Output }) => {
-      await follow(client(), { id }, o.watch === true, o.output, true);
+    .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
+      await follow(client(), { id }, o.watch === true, outputOf(o.output), true);
     });
 
   program
     .command("cancel")
     .description("cancel a queued or running deploy (refused once its deploy step has finished: roll back instead)")
     .argument("<id>", "deploy id")
-    .action(async (id: string) => {
+    .addOption(output())
+    .action(async (id: string, o: { output?: Output }) => {
       const d = await client().cancel(id);
+      if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
       out(`${d.id} ${d.cancel?.outcome ?? d.status}${d.cancel ? `: ${d.cancel.message}` : ""}`);
     });
 
@@ -97,28 +121,31 @@ export async function main(argv: string[]): Promise<void> {
     .option("--artifact <artifact>", "only deploys of this artifact")
     .option("--limit <n>", "how many", "20")
     .addOption(output())
-    .action(async (o: { tenant?: string; application?: string; environment?: string; artifact?: string; limit: string; output: Output }) => {
-      const { deploys } = await client().list({
-        tenant: o.tenant,
-        application: o.application,
-        environment: o.environment,
-        artifact: o.artifact,
-        limit: o.limit,
-      });
-      if (o.output === "json") return out(JSON.stringify(deploys, null, 2));
-      out(["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"].join("\t"));
-      for (const d of deploys) out([d.created_at, d.id, d.kind, d.application, d.environment, d.version, d.status].join("\t"));
-    });
+    .action(
+      async (o: { tenant?: string; application?: string; environment?: string; artifact?: string; limit: string; output?: Output }) => {
+        const { deploys } = await client().list({
+          tenant: o.tenant,
+          application: o.application,
+          environment: o.environment,
+          artifact: o.artifact,
+          limit: o.limit,
+        });
+        if (outputOf(o.output) === "json") return out(JSON.stringify(deploys, null, 2));
+        out(["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"].join("\t"));
+        for (const d of deploys) out([d.created_at, d.id, d.kind, d.application, d.environment, d.version, d.status].join("\t"));
+      },
+    );
 
   program
     .command("plugins")
     .description("list the server's plugins and their capabilities (external plugins are not started)")
     .addOption(output())
-    .action(async (o: { output: Output }) => {
+    .action(async (o: { output?: Output }) => {
       const { plugins } = await client().plugins();
-      if (o.output === "json") return out(JSON.stringify(plugins, null, 2));
+      if (outputOf(o.output) === "json") return out(JSON.stringify(plugins, null, 2));
       for (const p of plugins) {
-        const caps = p.capabilities === null ? "(not started yet: capabilities known after its first use)" : p.capabilities.join(", ") || "(none)";
+        const caps =
+          p.capabilities === null ? "(not started yet: capabilities known after its first use)" : p.capabilities.join(", ") || "(none)";
         out(`${p.name}\t${p.kind}\t${caps}`);
       }
     });
@@ -136,23 +163,59 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-/** Reads and checks a descriptor here, so bad input fails fast; a relative source is made absolute against the file's directory. */
+/** JSON for programs (stdout a pipe or a file), text for people; `-o` or MANENT_OUTPUT decide otherwise. */
+function outputOf(chosen: Output | undefined): Output {
+  return chosen ?? (process.stdout.isTTY ? "text" : "json");
+}
+
+/**
+ * Reads and checks a descriptor here, so bad input fails fast; a relative source is made absolute
+ * against the file's directory. A file larger than any descriptor is refused before it is read.
+ */
 async function readDescriptor(file: string): Promise<Record<string, unknown>> {
   let text: string;
+  const handle = await open(file, "r").catch(() => {
+    throw new ManentError(Code.InvalidArgument, `${file}: file not found or not readable`, { details: { file } });
+  });
   try {
-    text = await readFile(file, "utf8");
-  } catch {
-    throw new ManentError(Code.InvalidArgument, `${file}: file not found or not readable`);
+    const info = await handle.stat();
+    if (!info.isFile()) throw new ManentError(Code.InvalidArgument, `${file}: not a regular file`, { details: { file } });
+    if (info.size > maxDescriptorBytes) {
+      throw new ManentError(Code.InvalidArgument, `${file}: ${info.size} bytes, larger than a descriptor may be (${maxDescriptorBytes})`, {
+        details: { file },
+      });
+    }
+    const buffer = Buffer.alloc(maxDescriptorBytes + 1);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    if (bytesRead > maxDescriptorBytes)
+      throw new ManentError(Code.InvalidArgument, `${file}: larger than a descriptor may be (${maxDescriptorBytes} bytes)`, {
+        details: { file },
+      });
+    text = buffer.subarray(0, bytesRead).toString("utf8");
+  } catch (err) {
+    if (err instanceof ManentError) throw err;
+    throw new ManentError(Code.InvalidArgument, `${file}: cannot read: ${(err as Error).message}`, { details: { file } });
+  } finally {
+    await handle.close();
   }
   const descriptor = parseYaml(text, file, descriptorSchema);
-  return { ...descriptor, artifact: { ...descriptor.artifact, source: absoluteSource(descriptor.artifact.source, dirname(resolve(file))) } };
+  return {
+    ...descriptor,
+    artifact: { ...descriptor.artifact, source: absoluteSource(descriptor.artifact.source, dirname(resolve(file))) },
+  };
 }
 
 function absoluteSource(source: string, base: string): string {
-  return isUrl(source) || isAbsolute(source) ? source : resolve(base, source);
+  return isRemoteSource(source) || isAbsolute(source) ? source : resolve(base, source);
 }
 
-async function follow(api: ApiClient, submitted: { id: string; queued_behind?: string }, wait: boolean, output: Output, quietStart = false): Promise<void> {
+async function follow(
+  api: ApiClient,
+  submitted: { id: string; queued_behind?: string },
+  wait: boolean,
+  output: Output,
+  quietStart = false,
+): Promise<void> {
   if (!wait) {
     const d = await api.deploy(submitted.id);
     if (output === "json") out(JSON.stringify(d, null, 2));
@@ -161,8 +224,10 @@ async function follow(api: ApiClient, submitted: { id: string; queued_behind?: s
     process.exitCode = terminalStatuses.has(d.status) && d.status !== "succeeded" ? Exit.DeployFailed : Exit.Ok;
     return;
   }
-  const printer = output === "text" ? new ProgressPrinter(out) : undefined;
-  if (submitted.queued_behind && printer) out(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
+  // JSON goes to stdout once, at the end; a person watching the terminal still sees the progress on stderr.
+  const printer = output === "text" ? new ProgressPrinter(out) : process.stderr.isTTY ? new ProgressPrinter(err) : undefined;
+  if (submitted.queued_behind && printer)
+    (output === "text" ? out : err)(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
   let d: DeployRecord;
   for (;;) {
     d = await api.deploy(submitted.id);
@@ -170,7 +235,23 @@ async function follow(api: ApiClient, submitted: { id: string; queued_behind?: s
     printer?.update(d);
     await new Promise((r) => setTimeout(r, 250));
   }
-  if (printer) printer.finish(d);
-  else out(JSON.stringify(d, null, 2));
+  if (output === "text") printer!.finish(d);
+  else {
+    printer?.finish(d);
+    out(JSON.stringify(d, null, 2));
+  }
   process.exitCode = d.status === "succeeded" ? Exit.Ok : Exit.DeployFailed;
+}
+
+/**
+ * `manent … | head -1`: once the reader has gone, stop quietly (as a shell tool does on SIGPIPE)
+ * instead of crashing on EPIPE. The deploy goes on on the server; `manent status` follows it.
+ */
+function quietOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code !== "EPIPE") throw e;
+      process.exit(typeof process.exitCode === "number" ? process.exitCode : Exit.Ok);
+    });
+  }
 }

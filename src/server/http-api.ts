@@ -13,6 +13,8 @@ import { Code, ManentError } from "../core/errors.js";
 import type { Authenticator, Caller } from "./auth.js";
 import { httpStatus } from "./http-status.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
+import { uploadsPathPattern } from "./routes/uploads.js";
+import type { UploadDeps } from "./uploads.js";
 
 export interface ApiDeps {
   engine: Engine;
@@ -23,6 +25,8 @@ export interface ApiDeps {
   logger: Logger;
   /** Checks the database for /healthz. */
   ping: () => Promise<void>;
+  /** Where clients' uploaded artifacts go, and how large one may be. */
+  uploads: UploadDeps;
 }
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
@@ -64,15 +68,14 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     throw new ManentError(Code.NotFound, `no route ${c.req.method} ${c.req.path}`);
   });
 
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      // The rest of the body is not read: the connection is closed so the client does not reuse it mid-upload.
-      onError: (c) =>
-        c.json({ error: new ManentError(Code.InvalidArgument, "request body: larger than 1 MiB").toJSON() }, 400, { connection: "close" }),
-    }),
-  );
+  const jsonBodyLimit = bodyLimit({
+    maxSize: maxBodyBytes,
+    // The rest of the body is not read: the connection is closed so the client does not reuse it mid-upload.
+    onError: (c) =>
+      c.json({ error: new ManentError(Code.InvalidArgument, "request body: larger than 1 MiB").toJSON() }, 400, { connection: "close" }),
+  });
+  // An artifact upload is streamed to disk under its own limit (artifacts.max_upload_size).
+  app.use("*", (c, next) => (uploadsPathPattern.test(c.req.path) ? next() : jsonBodyLimit(c, next)));
   app.use("/api/v1/*", async (c, next) => {
     if (c.req.path !== openApiPath) c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
     await next();

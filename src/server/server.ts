@@ -4,6 +4,8 @@ import pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
 import { loadManentConfig, type LoadedConfig } from "../core/config/index.js";
+import { UploadStore } from "../core/artifacts/upload-store.js";
+import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { Engine } from "../core/engine/engine.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
@@ -65,6 +67,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   };
   try {
     plugins = await PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external?.(metrics.registry));
+    await prepareWorkdir(config.workdirPath);
     embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
     const databaseUrl = config.dbos.database_url ?? embedded!.url;
     pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
@@ -75,7 +78,16 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
     await reconcileDeploys(db, logger);
     startup.ready(
-      createApiHandler({ engine, store, plugins, auth, metrics: metrics.registry, logger, ping: async () => void (await db.query("select 1")) }),
+      createApiHandler({
+        engine,
+        store,
+        plugins,
+        auth,
+        metrics: metrics.registry,
+        logger,
+        ping: async () => void (await db.query("select 1")),
+        uploads: { store: new UploadStore(config.workdirPath), maxSize: config.artifacts.max_upload_size },
+      }),
     );
     logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
     let closing: Promise<void> | undefined;

@@ -127,8 +127,10 @@ describe("manent CLI", () => {
     assert.equal(d.version, "2.0.0");
     const fetched = JSON.parse(d.steps.find((s) => s.name === "fetch")!.output!.result) as { version: string; sha256: string; source: string };
     assert.equal(fetched.version, "2.0.0");
-    assert.equal(fetched.source, ws.path("dist", "app-2.txt"));
-    assert.equal(fetched.sha256, createHash("sha256").update("two\n").digest("hex"));
+    // The local file reached the server as an upload, named by its sha256.
+    const sha256 = createHash("sha256").update("two\n").digest("hex");
+    assert.equal(fetched.source, `upload:${sha256}/app-2.txt`);
+    assert.equal(fetched.sha256, sha256);
     assert.equal(await release("over-1"), "2.0.0");
   });
 

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { readdir } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { stringify } from "yaml";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
@@ -83,16 +82,14 @@ describe("bad input", () => {
   it("20. duplicate key in YAML", () => refused("apiVersion: manent/v1\napplication: shop\napplication: shop\n", /malformed YAML: Map keys must be unique/));
   it("21. --version override that is not a version", () => refused(shop(), /artifact\.version: must be letters/, ["--version", "../etc"]));
 
-  it("22. a sha256 mismatch fails the fetch at once and touches no target", async () => {
+  it("22. a sha256 that is not the uploaded file's is refused before anything is recorded", async () => {
     const file = await ws.write("mismatch.yml", stringify(shop({}, { sha256: "0".repeat(64) })));
+    const before = (await server.api.list({ limit: "1000" })).deploys.length;
     const r = await runCli(["deploy", "-f", file, "-o", "json"], { cwd: ws.dir, server: server.url });
-    assert.equal(r.code, 1);
-    const d = JSON.parse(r.stdout) as { status: string; steps: { name: string; attempts: number }[]; error: { message: string } };
-    assert.equal(d.status, "failed");
-    assert.match(d.error.message, /artifact shop 1\.0\.0: sha256 mismatch: expected 0{64}, got [0-9a-f]{64}/);
-    assert.deepEqual(d.steps.map((s) => `${s.name}:${s.attempts}`), ["resolve:1", "fetch:1"]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal((await server.api.list({ limit: "1000" })).deploys.length, before, "a deploy was recorded");
+    assert.match(r.stderr, /mismatch\.yml: artifact\.sha256: differs from the sha256 of the upload artifact\.source names/);
     assert.equal(existsSync(ws.path("state")), false);
-    assert.deepEqual(await readdir(ws.path("work", "artifacts", "tmp")), []);
   });
 });
 

@@ -46,7 +46,9 @@ export async function startServer(
       const m = /listening on (http:\/\/\S+)/.exec(stdout);
       if (m) resolve(m[1]!);
     });
-    void exited.then(({ code, signal }) => reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)));
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)),
+    );
   });
   return {
     url,
@@ -72,13 +74,18 @@ export interface CliResult {
 }
 
 /** Runs the real `manent` CLI. */
-export async function runCli(args: string[], opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> }): Promise<CliResult> {
+export async function runCli(
+  args: string[],
+  opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> },
+): Promise<CliResult> {
   const child = spawn(process.execPath, [cliBin, ...args], {
     cwd: opts.cwd,
     env: {
       ...process.env,
       ...(opts.server && { MANENT_SERVER: opts.server }),
       ...(opts.token && { MANENT_TOKEN: opts.token }),
+      // The text a terminal shows (stdout is a pipe here, which would mean JSON); test/cli/tutorial-pipe.test.ts tests the pipe's default.
+      MANENT_OUTPUT: "text",
       ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],

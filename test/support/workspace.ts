@@ -33,6 +33,9 @@ export function manentYml(databaseUrl: string | undefined, extra: Record<string,
     workdir: "./work",
     listen: "127.0.0.1:0",
     plugins: { noop: { artifact_types: ["file"] } },
+    // Tests name artifacts in their workspace and serve some over loopback: allowed here explicitly
+    // (the default allows neither; test/server/artifact-rules.test.ts tests the refusals).
+    artifacts: { allowed_paths: ["."], allowed_urls: ["http://127.0.0.1:*/"], allowed_networks: ["127.0.0.1/32"] },
     envconfig: {
       required: true,
       providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }],

@@ -6,3 +6,4 @@ export * from "./envconfig.js";
 export * from "./manent-config.js";
 export * from "./load-manent-config.js";
 export * from "./envconfig-provider.js";
+export * from "./artifacts-config.js";

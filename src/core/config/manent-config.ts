@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { artifactsConfigSchema } from "./artifacts-config.js";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
 
@@ -82,23 +83,27 @@ const token = z
 
 /** The server's configuration (`manent.yml`). */
 export const manentConfigSchema = z.strictObject({
-  dbos: z
-    .strictObject({
-      database_url: databaseUrl.optional().meta({
-        description: "The Postgres that keeps deploys and workflows; absent: an embedded Postgres under workdir",
-        examples: ["postgres://manent:secret@db:5432/manent"],
-      }),
-      executor_id: z
-        .string()
-        .min(1)
-        .optional()
-        .meta({
-          description: 'Identifies this server among several sharing one database; recovery resumes its own workflows (default "local")',
-          examples: ["worker-1"],
+  // `dbos:` written with no value (as the tutorial does) means the defaults: the embedded Postgres.
+  dbos: z.preprocess(
+    (v) => (v === null ? undefined : v),
+    z
+      .strictObject({
+        database_url: databaseUrl.optional().meta({
+          description: "The Postgres that keeps deploys and workflows; absent: an embedded Postgres under workdir",
+          examples: ["postgres://manent:secret@db:5432/manent"],
         }),
-    })
-    .default({})
-    .describe("The durable workflow engine (DBOS Transact)"),
+        executor_id: z
+          .string()
+          .min(1)
+          .optional()
+          .meta({
+            description: 'Identifies this server among several sharing one database; recovery resumes its own workflows (default "local")',
+            examples: ["worker-1"],
+          }),
+      })
+      .default({})
+      .describe("The durable workflow engine (DBOS Transact); absent or empty: the embedded Postgres"),
+  ),
   workdir: z.string().min(1).default("./work").describe("The artifacts cache and the embedded Postgres, relative to the working directory"),
   listen: z
     .string()
@@ -127,6 +132,7 @@ export const manentConfigSchema = z.strictObject({
     .strictObject({ tokens: z.array(token).default([]).describe("API tokens; none: the API is open") })
     .default({ tokens: [] })
     .describe("Who may call the API"),
+  artifacts: artifactsConfigSchema,
   concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
   shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),
 });

@@ -1,29 +1,41 @@
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream, existsSync } from "node:fs";
-import { chmod, mkdir, rename, rm, stat } from "node:fs/promises";
-import { basename, isAbsolute, join } from "node:path";
-import { Readable, Transform } from "node:stream";
+import { chmod, rename, rm } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
+import { bad, parseArtifactSource, safeFileName, type ArtifactSource } from "../artifacts/artifact-source.js";
+import { fetchPinned } from "../artifacts/pinned-fetch.js";
+import { privateDir } from "../artifacts/workdir-modes.js";
+import type { LoadedConfig } from "../config/index.js";
 import type { Artifact } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 
-export function isUrl(source: string): boolean {
-  return /^https?:\/\//.test(source);
+export { isUrl } from "../artifacts/artifact-source.js";
+
+export interface ArtifactContext {
+  config: Pick<LoadedConfig, "artifacts" | "baseDir" | "workdirPath">;
+  tenant: string;
+  /** Tests decide what names resolve to; the system resolver otherwise. */
+  resolver?: Resolver;
 }
 
 /**
- * Brings an artifact into the immutable cache `<workdir>/artifacts/<sha256>/<file>` and verifies
- * it. A cached copy is used without reading the source again when the descriptor gives the
- * sha256. A sha256 mismatch or a missing source is permanent; a network failure or a 5xx is not.
+ * Brings an artifact into the tenant's immutable cache `<workdir>/artifacts/<tenant>/<sha256>/<file>`
+ * (private to the server's user) and verifies it. A cached copy is used without reading the source
+ * again when the descriptor gives the sha256. A mismatch or a refused source is permanent; a
+ * network failure or a 5xx is not.
  */
-export async function fetchArtifact(artifact: Artifact, workdir: string, signal: AbortSignal): Promise<Artifact> {
-  const cacheRoot = join(workdir, "artifacts");
-  const fileName = fileNameOf(artifact);
+export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, signal: AbortSignal): Promise<Artifact> {
+  const source = parseArtifactSource(artifact.source);
+  const cacheRoot = join(ctx.config.workdirPath, "artifacts", ctx.tenant);
+  const fileName = fileNameOf(artifact, source);
   if (artifact.sha256) {
     const cached = join(cacheRoot, artifact.sha256, fileName);
     if (existsSync(cached)) return { ...artifact, path: cached };
   }
-  await mkdir(join(cacheRoot, "tmp"), { recursive: true });
+  await privateDir(join(cacheRoot, "tmp"));
   const tmp = join(cacheRoot, "tmp", `${randomUUID()}-${fileName}`);
   const hash = createHash("sha256");
   const hashing = new Transform({
@@ -33,7 +45,7 @@ export async function fetchArtifact(artifact: Artifact, workdir: string, signal:
     },
   });
   try {
-    await pipeline(await openSource(artifact, signal), hashing, createWriteStream(tmp, { mode: 0o600 }), { signal });
+    await pipeline(await openSource(source, ctx, signal), hashing, createWriteStream(tmp, { mode: 0o600 }), { signal });
   } catch (err) {
     await rm(tmp, { force: true });
     throw ManentError.from(err, Code.Unavailable);
@@ -41,59 +53,72 @@ export async function fetchArtifact(artifact: Artifact, workdir: string, signal:
   const actual = hash.digest("hex");
   if (artifact.sha256 && artifact.sha256 !== actual) {
     await rm(tmp, { force: true });
+    // The hash read is not told: it would tell a caller the hash of a file it cannot read.
     throw new ManentError(
       Code.InvalidArgument,
-      `artifact ${artifact.name} ${artifact.version}: sha256 mismatch: expected ${artifact.sha256}, got ${actual} (${artifact.source})`,
-      { details: { field: "artifact.sha256" } },
+      `artifact ${artifact.name} ${artifact.version}: the content does not match artifact.sha256`,
+      {
+        details: { field: "artifact.sha256" },
+      },
     );
   }
   const dir = join(cacheRoot, actual);
   const path = join(dir, fileName);
-  await mkdir(dir, { recursive: true });
+  await privateDir(dir);
   if (existsSync(path)) await rm(tmp, { force: true });
   else {
-    await chmod(tmp, 0o444);
+    await chmod(tmp, 0o400);
     await rename(tmp, path);
   }
   return { ...artifact, sha256: actual, path };
 }
 
-/** Checks at submission that a local source exists (a URL is checked when fetched). */
-export async function checkArtifactSource(artifact: Artifact): Promise<void> {
-  if (isUrl(artifact.source)) return;
-  if (!isAbsolute(artifact.source)) {
-    throw new ManentError(Code.InvalidArgument, `artifact.source: "${artifact.source}" must be an absolute path or an http(s) URL`, {
-      details: { field: "artifact.source" },
-    });
+/**
+ * Checks at submission, before anything is recorded, that the source is one the server may read:
+ * an upload of this tenant that exists, a file under an allowed directory, or an allowed URL
+ * whose host resolves only to allowed addresses (nothing is fetched yet).
+ */
+export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactContext): Promise<void> {
+  const source = parseArtifactSource(artifact.source);
+  const policy = policyOf(ctx);
+  if (source.kind === "url") {
+    await policy.checkUrl(source.url);
+    return;
   }
-  const info = await stat(artifact.source).catch(() => undefined);
-  if (!info?.isFile()) {
-    throw new ManentError(Code.InvalidArgument, `artifact.source: ${artifact.source} does not exist or is not a file`, {
-      details: { field: "artifact.source" },
+  if (source.kind === "path") {
+    const { handle } = await policy.openPath(source.path);
+    await handle.close();
+    return;
+  }
+  if (!existsSync(policy.uploadPath(ctx.tenant, source.sha256))) {
+    throw bad(
+      `no upload ${source.sha256} for tenant ${ctx.tenant}: upload the file first (the manent CLI does when the source is a local file)`,
+    );
+  }
+  if (artifact.sha256 && artifact.sha256 !== source.sha256) {
+    throw new ManentError(Code.InvalidArgument, "artifact.sha256: differs from the sha256 of the upload artifact.source names", {
+      details: { field: "artifact.sha256" },
     });
   }
 }
 
-async function openSource(artifact: Artifact, signal: AbortSignal): Promise<Readable> {
-  if (!isUrl(artifact.source)) {
-    await checkArtifactSource(artifact);
-    return createReadStream(artifact.source);
+async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: AbortSignal): Promise<Readable> {
+  const policy = policyOf(ctx);
+  if (source.kind === "url") return fetchPinned(source.url, policy, signal);
+  if (source.kind === "path") {
+    const { handle } = await policy.openPath(source.path);
+    return handle.createReadStream();
   }
-  let response: Response;
-  try {
-    response = await fetch(artifact.source, { signal, redirect: "follow" });
-  } catch (err) {
-    throw new ManentError(Code.Unavailable, `artifact ${artifact.source}: ${(err as Error).message}`, { cause: err });
-  }
-  if (!response.ok || !response.body) {
-    const code = response.status >= 500 || response.status === 429 ? Code.Unavailable : Code.FailedPrecondition;
-    throw new ManentError(code, `artifact ${artifact.source}: HTTP ${response.status} ${response.statusText}`);
-  }
-  return Readable.fromWeb(response.body as import("node:stream/web").ReadableStream);
+  const path = policy.uploadPath(ctx.tenant, source.sha256);
+  if (!existsSync(path)) throw bad(`no upload ${source.sha256} for tenant ${ctx.tenant}`);
+  return createReadStream(path);
 }
 
-function fileNameOf(artifact: Artifact): string {
-  const raw = isUrl(artifact.source) ? new URL(artifact.source).pathname : artifact.source;
-  const name = basename(raw);
-  return name && name !== "/" ? name : `${artifact.name}-${artifact.version}`;
+function policyOf(ctx: ArtifactContext): ArtifactPolicy {
+  return new ArtifactPolicy({ ...ctx.config, ...(ctx.resolver && { resolver: ctx.resolver }) });
+}
+
+function fileNameOf(artifact: Artifact, source: ArtifactSource): string {
+  const raw = source.kind === "upload" ? source.fileName : source.kind === "url" ? basename(source.url.pathname) : basename(source.path);
+  return raw && raw !== "/" ? safeFileName(raw) : safeFileName(`${artifact.name}-${artifact.version}`);
 }

@@ -104,7 +104,7 @@ export class DeployWorkflow {
 
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
     const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
-      fetchArtifact(r.artifact, this.deps.config.workdirPath, signal),
+      fetchArtifact(r.artifact, { config: this.deps.config, tenant: r.tenant }, signal),
     );
     const resolved = { ...r, artifact };
     const caps = await this.validate(id, resolved, plugin);

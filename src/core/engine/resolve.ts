@@ -80,9 +80,16 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
     `${s.descriptorFile} (with --version/--source/--sha256)`,
     overridden,
   );
-  if (s.kind !== "rollback") await checkArtifactSource(artifact).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
+  if (s.kind !== "rollback") {
+    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant }).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
+  }
 
-  const key = { tenant: descriptor.tenant, application: descriptor.application, artifact: artifact.name, environment: descriptor.environment };
+  const key = {
+    tenant: descriptor.tenant,
+    application: descriptor.application,
+    artifact: artifact.name,
+    environment: descriptor.environment,
+  };
   const { envconfig, file } = await findEnvconfig(config, key);
   const where = file ?? config.file;
   for (const [i, secret] of envconfig.secrets.entries()) {

@@ -23,6 +23,7 @@ import { deployRoutes } from "./deploys.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
 import { pluginRoutes } from "./plugins.js";
+import { uploadRoutes } from "./uploads.js";
 
 export { openApiPath };
 
@@ -30,6 +31,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   healthRoutes(app, deps);
   deployRoutes(app, deps);
   pluginRoutes(app, deps);
+  uploadRoutes(app, deps);
   // Last, so the document it serves includes every route registered above.
   openApiRoute(app);
 }

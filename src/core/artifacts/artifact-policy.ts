@@ -1,0 +1,160 @@
+import { lookup } from "node:dns/promises";
+import { constants } from "node:fs";
+import { open, realpath, type FileHandle } from "node:fs/promises";
+import { isIP } from "node:net";
+import { join, relative, resolve, sep, isAbsolute } from "node:path";
+import type { ArtifactsConfig } from "../config/index.js";
+import { Code, ManentError } from "../errors.js";
+import { AddressRules } from "./address-rules.js";
+import { bad, clip } from "./artifact-source.js";
+
+/** Resolves a host name to its addresses (injectable, so tests decide what a name resolves to). */
+export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
+
+export const systemResolver: Resolver = (hostname) => lookup(hostname, { all: true, verbatim: true });
+
+export interface PolicyOptions {
+  artifacts: ArtifactsConfig;
+  /** Relative `allowed_paths` resolve against it. */
+  baseDir: string;
+  /** Never readable as an artifact, even under an allowed path: it holds the server's own state. */
+  workdirPath: string;
+  resolver?: Resolver;
+}
+
+/** A host checked against the address rules: connect to this address, and to nothing else. */
+export interface CheckedHost {
+  address: string;
+  family: 4 | 6;
+}
+
+/**
+ * The rules of manent.yml's `artifacts` section, applied to every caller alike: which server
+ * paths and which URLs a deploy may name. Every refusal is `invalid_argument` on `artifact.source`.
+ */
+export class ArtifactPolicy {
+  private readonly roots: string[];
+  private readonly workdir: string;
+  private readonly addresses: AddressRules;
+  private readonly resolver: Resolver;
+
+  constructor(private readonly o: PolicyOptions) {
+    this.roots = o.artifacts.allowed_paths.map((p) => resolve(o.baseDir, p));
+    this.workdir = resolve(o.baseDir, o.workdirPath);
+    this.addresses = new AddressRules(o.artifacts.allowed_networks);
+    this.resolver = o.resolver ?? systemResolver;
+  }
+
+  /**
+   * Opens a server file for reading after checking that it lies under an allowed directory once
+   * every link is resolved, and that the opened file is the checked one. Nothing is read before the
+   * checks pass, and a refusal says nothing about a file outside the allowed directories.
+   */
+  async openPath(path: string): Promise<{ handle: FileHandle; size: number }> {
+    if (this.roots.length === 0) {
+      throw bad(
+        "server-side paths are not allowed (artifacts.allowed_paths in manent.yml lists none); deploy a local file with the manent CLI, which uploads it",
+      );
+    }
+    const lexical = resolve(path);
+    if (!this.roots.some((r) => isUnder(lexical, r)) || isUnder(lexical, this.workdir)) throw this.outside(path);
+    const real = await realpath(lexical).catch(() => undefined);
+    if (real === undefined) throw bad(`${clip(path)} does not exist`);
+    if (!(await this.underRealRoot(real))) throw this.outside(path);
+    let handle: FileHandle;
+    try {
+      handle = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch {
+      throw bad(`${clip(path)} cannot be opened`);
+    }
+    try {
+      // A link swapped in between the check and the open is caught here: judge the file opened.
+      const opened = await realpath(`/proc/self/fd/${handle.fd}`).catch(() => real);
+      if (!(await this.underRealRoot(opened))) throw this.outside(path);
+      const info = await handle.stat();
+      if (!info.isFile()) throw bad(`${clip(path)} is not a regular file`);
+      return { handle, size: info.size };
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
+  }
+
+  /** Checks a URL against `allowed_urls`, then the addresses its host resolves to; returns the address to connect to. */
+  async checkUrl(url: URL): Promise<CheckedHost> {
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw bad(`${clip(url.href)}: only http and https are fetched`);
+    if (!this.o.artifacts.allowed_urls.some((prefix) => urlMatches(prefix, url))) {
+      throw bad(
+        this.o.artifacts.allowed_urls.length === 0
+          ? `${clip(url.href)}: the server fetches no URL (artifacts.allowed_urls in manent.yml lists none); deploy a local file with the manent CLI, which uploads it`
+          : `${clip(url.href)} is not under an allowed URL (artifacts.allowed_urls in manent.yml)`,
+      );
+    }
+    return this.checkHost(url.hostname);
+  }
+
+  /** Every address a name resolves to must pass the address rules: one refused address refuses the name. */
+  async checkHost(hostname: string): Promise<CheckedHost> {
+    const host = hostname.replace(/^\[|\]$/g, "");
+    let found: { address: string; family: number }[];
+    if (isIP(host)) found = [{ address: host, family: isIP(host) }];
+    else {
+      try {
+        found = await this.resolver(host);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "ENOTFOUND" || code === "ENODATA") throw bad(`host ${clip(host)} does not resolve`);
+        throw new ManentError(Code.Unavailable, `artifact.source: cannot resolve ${clip(host)}: ${code ?? (err as Error).message}`, {
+          cause: err,
+        });
+      }
+    }
+    if (found.length === 0) throw bad(`host ${clip(host)} does not resolve`);
+    for (const { address } of found) {
+      const why = this.addresses.refusal(address);
+      if (why)
+        throw bad(
+          `host ${clip(host)} is ${why} (${address}); the server fetches from it only when artifacts.allowed_networks in manent.yml holds it`,
+        );
+    }
+    const first = found[0]!;
+    return { address: first.address, family: first.family === 6 ? 6 : 4 };
+  }
+
+  /** Where the upload `sha256` of a tenant is kept. */
+  uploadPath(tenant: string, sha256: string): string {
+    return join(this.workdir, "uploads", tenant, sha256);
+  }
+
+  private async underRealRoot(real: string): Promise<boolean> {
+    const workdir = await realpath(this.workdir).catch(() => this.workdir);
+    if (isUnder(real, workdir)) return false;
+    for (const root of this.roots) {
+      const r = await realpath(root).catch(() => undefined);
+      if (r !== undefined && isUnder(real, r)) return true;
+    }
+    return false;
+  }
+
+  private outside(path: string): ManentError {
+    return bad(`${clip(path)} is not under a directory the server allows (artifacts.allowed_paths in manent.yml)`);
+  }
+}
+
+function isUnder(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
+}
+
+/**
+ * An `allowed_urls` entry matches a URL of the same scheme, host and port (":*" for any port)
+ * whose path starts with the entry's path at a segment boundary.
+ */
+export function urlMatches(prefix: string, url: URL): boolean {
+  const anyPort = /:\*(?=\/|$)/.test(prefix);
+  const p = new URL(prefix.replace(/:\*(?=\/|$)/, ""));
+  if (p.protocol !== url.protocol || p.hostname !== url.hostname) return false;
+  if (!anyPort && p.port !== url.port) return false;
+  const base = p.pathname.endsWith("/") ? p.pathname : `${p.pathname}/`;
+  return url.pathname === p.pathname || url.pathname.startsWith(base);
+}
