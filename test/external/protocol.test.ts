@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { createPrivateKey, X509Certificate } from "node:crypto";
-import { PassThrough } from "node:stream";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { PassThrough, Writable } from "node:stream";
 import { describe, it } from "node:test";
 import { forwardStderr } from "../../src/external/host/stderr-forwarder.js";
 import { Code, ManentError } from "../../src/plugin.js";
@@ -11,6 +13,8 @@ import { formatHandshake, parseHandshake } from "../../src/external/protocol/han
 import { formatHclogLine, parseHclogLine } from "../../src/external/protocol/hclog.js";
 import { decodeRawBase64, encodeRawBase64, generateIdentity } from "../../src/external/protocol/mtls.js";
 import { fromServiceError, toStatus } from "../../src/external/protocol/wire-errors.js";
+import { createLogger } from "../../src/server/logger.js";
+import { parseDocument } from "yaml";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 
 describe("handshake line", () => {
@@ -64,7 +68,7 @@ describe("hclog lines", () => {
   it("parses level, message and attributes", () => {
     const line = formatHclogLine("warn", "disk low", { host: "web1", free: 3 });
     const parsed = parseHclogLine(line.trimEnd());
-    assert.deepEqual(parsed, { level: "warn", message: "disk low", attrs: { host: "web1", free: 3 } });
+    assert.deepEqual(parsed, { level: "warn", message: "disk low", attrs: { host: "web1", free: 3 }, timestamp: JSON.parse(line)["@timestamp"] });
     assert.match(JSON.parse(line)["@timestamp"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
   });
 
@@ -163,13 +167,67 @@ describe("stderr forwarding", () => {
     await ended;
     await new Promise((r) => setImmediate(r));
     assert.deepEqual(seen, [
-      ["warn", "slow", { host: "a", plugin: "p" }],
-      ["debug", "t", { plugin: "p" }],
+      ["warn", "slow", { plugin: "p", "@timestamp": (seen[0]![2] as Record<string, string>)["@timestamp"], plugin_fields: { host: "a" } }],
+      ["debug", "t", { plugin: "p", "@timestamp": "2026-01-01T00:00:00.000000Z" }],
       ["warn", "[WARN] old style", { plugin: "p", stream: "stderr" }],
       ["info", "plain", { plugin: "p", stream: "stderr" }],
       ["error", "panic: boom", { plugin: "p", stream: "stderr" }],
       ["error", "goroutine 1 [running]:", { plugin: "p", stream: "stderr" }],
     ]);
     assert.equal(fwd.tail().length, 6);
+  });
+
+  it("keeps a plugin's attributes apart: a plugin logging level, time, msg, service or deploy cannot forge manent's", async () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(...chunk.toString().split("\n").filter(Boolean));
+        done();
+      },
+    });
+    const logger = createLogger({ level: "debug", destination });
+    // A real process writing hclog JSON on stderr, as a plugin does.
+    const forged = {
+      "@level": "info",
+      "@message": "innocent",
+      "@module": "forger",
+      "@timestamp": "2026-01-01T00:00:00.000000Z",
+      level: "error",
+      time: 0,
+      msg: "forged message",
+      service: "not-manent",
+      deploy: "00000000-0000-0000-0000-000000000000",
+      plugin: "someone-else",
+      pid: 1,
+      hostname: "forged",
+    };
+    const child = spawn(process.execPath, ["-e", `process.stderr.write(${JSON.stringify(JSON.stringify(forged) + "\n")})`], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    forwardStderr(child.stderr, "forger-plugin", logger);
+    await once(child, "close");
+    await new Promise((r) => setImmediate(r));
+    assert.equal(lines.length, 1, lines.join("\n"));
+    const line = lines[0]!;
+    assert.deepEqual(parseDocument(line, { uniqueKeys: true }).errors, [], `no duplicate key in ${line}`);
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    assert.equal(entry.level, 30, "the hclog level, not the attribute");
+    assert.equal(entry.msg, "innocent");
+    assert.equal(entry.service, "manent-server");
+    assert.equal(entry.plugin, "forger-plugin");
+    assert.notEqual(entry.time, 0);
+    assert.equal(entry.deploy, undefined);
+    assert.equal(entry["@module"], "forger");
+    assert.equal(entry["@timestamp"], "2026-01-01T00:00:00.000000Z");
+    assert.deepEqual(entry.plugin_fields, {
+      level: "error",
+      time: 0,
+      msg: "forged message",
+      service: "not-manent",
+      deploy: "00000000-0000-0000-0000-000000000000",
+      plugin: "someone-else",
+      pid: 1,
+      hostname: "forged",
+    });
   });
 });

@@ -46,9 +46,7 @@ export async function startServer(
       const m = /listening on (http:\/\/\S+)/.exec(stdout);
       if (m) resolve(m[1]!);
     });
-    void exited.then(({ code, signal }) =>
-      reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)),
-    );
+    void exited.then(({ code, signal }) => reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)));
   });
   return {
     url,
@@ -74,10 +72,7 @@ export interface CliResult {
 }
 
 /** Runs the real `manent` CLI. */
-export async function runCli(
-  args: string[],
-  opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> },
-): Promise<CliResult> {
+export async function runCli(args: string[], opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> }): Promise<CliResult> {
   const child = spawn(process.execPath, [cliBin, ...args], {
     cwd: opts.cwd,
     env: {

@@ -12,10 +12,11 @@ const prefixed: [string, keyof Logger][] = [
 ];
 
 /**
- * Forwards a plugin's stderr to manent's logger: hclog JSON lines keep their level, message and
- * attributes (plus `plugin`); other lines go as they are, with go-plugin's level guess (`[WARN]`
- * prefixes; a Go panic and everything after it is an error). Keeps the last lines so a failed
- * start can say why.
+ * Forwards a plugin's stderr to manent's logger: hclog JSON lines keep their level and message,
+ * their attributes nested under `plugin_fields` (so a plugin's `level`, `time`, `msg`, `deploy`…
+ * cannot stand in for manent's own fields) and hclog's `@module` and `@timestamp`, plus `plugin`;
+ * other lines go as they are, with go-plugin's level guess (`[WARN]` prefixes; a Go panic and
+ * everything after it is an error). Keeps the last lines so a failed start can say why.
  */
 export function forwardStderr(stream: Readable, plugin: string, logger: Logger, keep = 20): { tail(): string[] } {
   const last: string[] = [];
@@ -31,7 +32,12 @@ export function forwardStderr(stream: Readable, plugin: string, logger: Logger, 
       logger[level](line, { plugin, stream: "stderr" });
       return;
     }
-    const attrs = { ...entry.attrs, plugin };
+    const attrs = {
+      plugin,
+      ...(entry.module !== undefined && { "@module": entry.module }),
+      ...(entry.timestamp !== undefined && { "@timestamp": entry.timestamp }),
+      ...(Object.keys(entry.attrs).length > 0 && { plugin_fields: entry.attrs }),
+    };
     logger[entry.level === "trace" ? "debug" : entry.level](entry.message, attrs);
   });
   return { tail: () => [...last] };

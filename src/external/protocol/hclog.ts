@@ -8,6 +8,9 @@ export interface LogLine {
   level: LogLevel;
   message: string;
   attrs: Record<string, unknown>;
+  /** hclog's `@module` (the plugin's logger name) and `@timestamp`, when the line has them. */
+  module?: string;
+  timestamp?: string;
 }
 
 const levels: Record<string, LogLevel> = { trace: "trace", debug: "debug", info: "info", warn: "warn", warning: "warn", error: "error" };
@@ -27,7 +30,13 @@ export function parseHclogLine(line: string): LogLine | undefined {
   if (level === undefined || typeof obj["@message"] !== "string") return undefined;
   const attrs: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(obj)) if (!k.startsWith("@")) attrs[k] = v;
-  return { level, message: obj["@message"], attrs };
+  return {
+    level,
+    message: obj["@message"],
+    attrs,
+    ...(typeof obj["@module"] === "string" && { module: obj["@module"] }),
+    ...(typeof obj["@timestamp"] === "string" && { timestamp: obj["@timestamp"] }),
+  };
 }
 
 /** hclog's JSON timestamp: microseconds and an explicit offset (`2006-01-02T15:04:05.000000Z07:00`). */
