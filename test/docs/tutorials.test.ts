@@ -86,7 +86,8 @@ async function baseSetup(cwd?: string): Promise<PageSetup> {
   const home = join(dir, "home");
   await mkdir(home, { recursive: true, mode: 0o755 });
   const bin = await shims(dir);
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_LOG_LEVEL: "info" };
+  // MANENT_OUTPUT=text: the pages show what a reader sees on a terminal; this shell's stdout is a pipe (JSON otherwise).
+  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_LOG_LEVEL: "info", MANENT_OUTPUT: "text" };
   delete env.MANENT_SERVER;
   delete env.MANENT_TOKEN;
   return { cwd: cwd ?? home, home, env, cleanup: () => rm(dir, { recursive: true, force: true }) };
