@@ -91,4 +91,51 @@ describe("kubernetes plugin: field-manager conflicts", () => {
     const names = (await historyConfigMaps(cp)).map((c) => String(c.metadata.name)).filter((n) => n.startsWith("manent-hello-test"));
     assert.equal(names.length, 2, `only the index and 1.0.0 remain: ${names.join(", ")}`);
   });
+
+  it("a rollback restores what the failed release changed of manent's fields and leaves a container image `kubectl set image` owns", async () => {
+    const web = (text: string, image: string) => `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "${image}", args: ["-text=${text}"]}]
+`;
+    const broken = `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web-broken}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 2
+  selector: {matchLabels: {app: web-broken}}
+  template:
+    metadata: {labels: {app: web-broken}}
+    spec:
+      containers: [{name: web, image: "hashicorp/http-echo:does-not-exist"}]
+`;
+    const v1 = makeRequest({ clusters: [cp], access: [access], application: "web", version: "1.0.0", artifactPath: await files.write("w1.yaml", web("v1", "hashicorp/http-echo:1.0")) });
+    await d.deploy(v1);
+    const recorded = await d.currentRelease(v1);
+    // `kubectl set image deployment/web web=nginx:1.27`: a strategic merge patch by another manager.
+    await cp.admin.patch("apps/v1", "Deployment", "hello", "web", { spec: { template: { spec: { containers: [{ name: "web", image: "nginx:1.27" }] } } } }, { manager: "kubectl-set", contentType: "application/strategic-merge-patch+json" });
+
+    // 1.1.0 agrees on the image (shared, no conflict), changes the args, and fails on another Deployment.
+    const v2 = makeRequest({ clusters: [cp], access: [access], application: "web", version: "1.1.0", artifactPath: await files.write("w2.yaml", web("v2", "nginx:1.27") + broken) });
+    await assert.rejects(d.deploy(v2), /Deployment\/hello\/web-broken: rollout stuck/);
+    assert.deepEqual((await getObj(cp, "apps/v1", "Deployment", "web"))!.spec.template.spec.containers[0].args, ["-text=v2"]);
+
+    const rb = await d.rollback(rollbackRequest(v2, recorded));
+    assert.equal(rb.targets[0]!.status, "rolled_back");
+    const dep = (await getObj(cp, "apps/v1", "Deployment", "web"))!;
+    const container = dep.spec.template.spec.containers[0];
+    assert.deepEqual(container.args, ["-text=v1"], "manent's field is back to 1.0.0");
+    assert.equal(container.image, "nginx:1.27", "the image kubectl-set owns stays");
+    assert.equal(dep.status.availableReplicas, 1);
+    assert.ok(specManagers(dep).includes("kubectl-set/Update"));
+    assert.equal(await getObj(cp, "apps/v1", "Deployment", "web-broken"), undefined, "what the failed release added is gone");
+  });
 });

@@ -84,22 +84,19 @@ describe("test harness: real kube-apiserver, etcd, kube-controller-manager and t
   });
 
   it("a CRD and its custom resources can be applied (Gateway API style), unknown fields preserved", async () => {
-    await cp.admin.apply({
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name: "widgets.example.com" },
-      spec: {
-        group: "example.com",
-        scope: "Namespaced",
-        names: { plural: "widgets", singular: "widget", kind: "Widget" },
-        versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+    await cp.installCrds([
+      {
+        apiVersion: "apiextensions.k8s.io/v1",
+        kind: "CustomResourceDefinition",
+        metadata: { name: "widgets.example.com" },
+        spec: {
+          group: "example.com",
+          scope: "Namespaced",
+          names: { plural: "widgets", singular: "widget", kind: "Widget" },
+          versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+        },
       },
-    });
-    await cp.admin.waitFor("CRD established", async () => {
-      const crd = await cp.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", undefined, "widgets.example.com");
-      return ((crd?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []).some((c) => c.type === "Established" && c.status === "True") ? true : undefined;
-    });
-    await cp.admin.waitFor("widgets served", () => cp.admin.list("example.com/v1", "Widget", "harness").catch(() => undefined));
+    ]);
     await cp.admin.apply({ apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w", namespace: "harness" }, spec: { anything: { goes: [1, 2] } } });
     assert.deepEqual((await cp.get("example.com/v1", "Widget", "harness", "w"))!.spec, { anything: { goes: [1, 2] } });
   });

@@ -319,6 +319,31 @@ export class KubeControlPlane {
     return out;
   }
 
+  /**
+   * Applies CustomResourceDefinitions (Gateway API's, a test's own) and waits until each is
+   * Established and its kind is served, so custom resources can be applied right after.
+   */
+  async installCrds(crds: KubeObj[]): Promise<void> {
+    for (const crd of crds) await this.admin.apply(crd);
+    for (const crd of crds) {
+      const name = String(crd.metadata.name);
+      const spec = crd.spec as { group: string; names: { kind: string }; versions: { name: string; served?: boolean }[] };
+      await this.admin.waitFor(`CRD ${name} established`, async () => {
+        const live = await this.admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", undefined, name);
+        const conditions = (live?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? [];
+        return conditions.some((c) => c.type === "Established" && c.status === "True") ? true : undefined;
+      });
+      for (const v of spec.versions.filter((x) => x.served !== false)) {
+        await this.admin.waitFor(`${spec.names.kind} served in ${spec.group}/${v.name}`, () =>
+          this.admin.pathOf(`${spec.group}/${v.name}`, spec.names.kind).then(
+            () => true,
+            () => undefined,
+          ),
+        );
+      }
+    }
+  }
+
   /** Objects of a kind in a namespace, by label selector; for assertions. */
   list(apiVersion: string, kind: string, namespace?: string, labelSelector?: string): Promise<KubeObj[]> {
     return this.admin.list(apiVersion, kind, namespace, labelSelector);
