@@ -5,13 +5,17 @@ import { Counter, Gauge, Registry } from "prom-client";
 /**
  * A small application exporter that Prometheus scrapes: request and error counters and an error
  * ratio per version, all set by the test (`app_requests_total`, `app_errors_total`,
- * `app_error_ratio`, each labelled `version`).
+ * `app_error_ratio`, each labelled `version`), and `app_error_ratio_at_weight` (labels `version`,
+ * `weight`): the error ratio a release shows under a share of the traffic, as one that fails only
+ * under load does.
  */
 export interface MetricsExporter {
   /** host:port, as a Prometheus scrape target. */
   target: string;
   /** Counts requests of a version, `errors` of them failed, and sets its error ratio gauge to the lifetime ratio. */
   serve(version: string, requests: number, errors: number): void;
+  /** Sets the error ratio a version shows at a canary weight. */
+  errorRatioAtWeight(version: string, weight: number, ratio: number): void;
   stop(): Promise<void>;
 }
 
@@ -23,6 +27,12 @@ export async function startMetricsExporter(): Promise<MetricsExporter> {
     name: "app_error_ratio",
     help: "Failed requests over all requests.",
     labelNames: ["version"],
+    registers: [registry],
+  });
+  const atWeight = new Gauge({
+    name: "app_error_ratio_at_weight",
+    help: "Failed requests over all requests, by the candidate's share of the traffic.",
+    labelNames: ["version", "weight"],
     registers: [registry],
   });
   const totals = new Map<string, { requests: number; errors: number }>();
@@ -48,6 +58,9 @@ export async function startMetricsExporter(): Promise<MetricsExporter> {
       t.errors += failed;
       totals.set(version, t);
       ratio.set({ version }, t.requests === 0 ? 0 : t.errors / t.requests);
+    },
+    errorRatioAtWeight(version, weight, r) {
+      atWeight.set({ version, weight: String(weight) }, r);
     },
     stop: () =>
       new Promise<void>((resolve, reject) => {

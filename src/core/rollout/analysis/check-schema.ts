@@ -90,8 +90,8 @@ const httpSchema = z
     expected_status: z
       .array(z.number().int().min(100).max(599))
       .min(1)
-      .default([200])
-      .describe("Status codes that count as healthy (default [200]); any other is a failed measurement."),
+      .optional()
+      .describe("Status codes that count as healthy (default: any 2xx); any other is a failed measurement."),
     json_field: z
       .string()
       .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, { message: 'must be a dotted path such as "checks.db.status" or "items.0.ready"' })

@@ -53,11 +53,12 @@ export async function measureHttp(
       return { value: null, verdict: "inconclusive", message: `${name}: ${spec.method} ${shownUrl} unreachable: ${err.message}` };
     throw err;
   }
-  if (!spec.expected_status.includes(answer.status)) {
+  const expected = spec.expected_status ? spec.expected_status.includes(answer.status) : answer.status >= 200 && answer.status < 300;
+  if (!expected) {
     return {
       value: answer.status,
       verdict: "failed",
-      message: `${name}: ${spec.method} ${shownUrl} answered ${answer.status}, expected ${spec.expected_status.join(" or ")}`,
+      message: `${name}: ${spec.method} ${shownUrl} answered ${answer.status}, expected ${spec.expected_status?.join(" or ") ?? "2xx"}`,
     };
   }
   if (spec.json_field === undefined) {
