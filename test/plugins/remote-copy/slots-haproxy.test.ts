@@ -17,7 +17,7 @@ import {
   startHaproxy,
   type Haproxy,
   type SlotServer,
-} from "./haproxy-fixture.js";
+} from "../../support/haproxy.js";
 import { currentOf, request, rollbackRequest, type TestArtifact } from "./helpers.js";
 
 const run = promisify(execFile);

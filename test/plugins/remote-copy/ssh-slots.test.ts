@@ -18,7 +18,7 @@ import {
   startHaproxy,
   type Haproxy,
   type SlotServer,
-} from "./haproxy-fixture.js";
+} from "../../support/haproxy.js";
 import { currentOf, request, type TestArtifact } from "./helpers.js";
 import { sshAccess } from "./ssh-fixture.js";
 
