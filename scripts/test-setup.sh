@@ -16,4 +16,5 @@ bash scripts/ci/external-plugins.sh
 bash scripts/ci/prometheus.sh
 bash scripts/ci/go.sh --no-test
 bash scripts/ci/kubernetes.sh --no-test
+bash scripts/ci/gateway-api.sh >/dev/null
 bash scripts/ci/kube-control-plane.sh

@@ -43,6 +43,16 @@ const schema = z.object({
     }, "must be a YAML mapping"),
   helm_include_hooks: bool,
   helm_release_name: dnsLabel.optional(),
+  /** Percentage rollouts: the Gateway API HTTPRoute (in `namespace`) whose backendRefs get the weights; without it the weight is the candidate's share of replicas. */
+  traffic_route: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, "must be an HTTPRoute name (lowercase letters, digits, '-', '.')")
+    .optional(),
+  /** Percentage rollouts with a route: the header that sends testers to the candidate (`Name: value`). */
+  tester_header: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,100}:\s*[^\s].{0,199}$/, "must be a header as Name: value")
+    .default("X-Canary: always"),
 });
 
 export interface KubernetesParams extends z.output<typeof schema> {

@@ -14,11 +14,15 @@ import {
   type Result,
   type RollbackRequest,
   type Rollbacker,
+  type SlotDeployer,
+  type SlotScaler,
   type Target,
+  type TesterRouter,
+  type TrafficRouter,
   type TargetOutcome,
   type TargetRelease,
 } from "../../core/contract/index.js";
-import { applyAll, applyYielding, deleteOwned } from "./apply.js";
+import { applyAll, applyYielding, deleteAll, deleteOwned } from "./apply.js";
 import { loadArtifact, type ArtifactContent } from "./artifact.js";
 import { ClusterClient } from "./cluster-client.js";
 import {
@@ -38,6 +42,18 @@ import { refKey, refOf, sortForDelete, type KubeObject, type ObjectRef } from ".
 import { parseParams, type KubernetesParams } from "./params.js";
 import { manifestObjects, manifestVars, renderForCluster, type Rendered } from "./render.js";
 import { waitForCrds, waitForRollouts } from "./rollout.js";
+import {
+  canaryReplicas,
+  candidateObjects,
+  listCandidates,
+  readRoute,
+  routeRules,
+  routeWeight,
+  specReplicas,
+  stableReplicas,
+  testerMatch,
+  writeRouteRules,
+} from "./canary.js";
 
 export const pluginName = "kubernetes";
 
@@ -53,7 +69,9 @@ interface Prepared {
  * server-side apply, waits for rollouts, and keeps the release history in ConfigMaps next to the
  * application so that a rollback needs nothing but the cluster.
  */
-export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer {
+export class KubernetesDeployer
+  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, SlotScaler
+{
   constructor(private readonly logger: Logger) {}
 
   name(): string {
@@ -114,6 +132,174 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
     return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
   }
 
+  /** Records, per cluster, the stable Deployments' replicas and the release in service; checks the route. */
+  async prepareSlots(req: Request): Promise<Record<string, string>> {
+    const params = parseParams(req.params);
+    const ctx = contextOf(req, params);
+    const state: Record<string, string> = { namespace: params.namespace, route: params.traffic_route ?? "" };
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, params, t, async (client) => {
+        const index = await readIndex(client, ctx, req.signal);
+        state[`stable_version/${clusterKey(t)}`] = index.current?.version ?? "";
+        for (const [name, n] of await stableReplicas(client, params.namespace, selectorOf(ctx), req.signal)) state[`replicas/${clusterKey(t)}/${name}`] = String(n);
+        if (params.traffic_route) await readRoute(client, params.namespace, params.traffic_route, req.signal);
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+    return state;
+  }
+
+  /** Applies the candidate Deployments (and Services, with a route) beside the stable ones and waits for them. */
+  async deployCandidate(req: Request): Promise<Result> {
+    const prep = await this.prepare(req);
+    const out = await forEachTarget(req, (t) =>
+      withClient(req, prep.params, t, async (client) => {
+        const cands = await this.candidates(req, prep, client, 0);
+        req.logger.info("kubernetes: candidate applied, waiting for it", { cluster: t.host, objects: cands.map((o) => `${o.kind}/${o.metadata.name}`) });
+        return {
+          status: TargetStatus.Deployed,
+          details: { namespace: prep.params.namespace, candidates: cands.map((o) => `${o.kind}/${o.metadata.name}`).join(",") },
+        };
+      }),
+    );
+    return resultOrThrow({ plugin: pluginName, targets: out.targets }, out.error);
+  }
+
+  /** Candidate replicas in proportion to the weight (at least one with a route, for testers). */
+  async scaleCandidate(req: Request, weight: number): Promise<void> {
+    const prep = await this.prepare(req);
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, prep.params, t, async (client) => {
+        await this.candidates(req, prep, client, weight);
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+  }
+
+  /** With a route: the candidate Services get `weight`, the stable ones `100 - weight`. Without: the weight is the replicas' (scaleCandidate). */
+  async setCandidateWeight(req: Request, weight: number): Promise<void> {
+    const prep = await this.prepare(req);
+    const route = prep.params.traffic_route;
+    if (!route) return;
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, prep.params, t, async (client) => {
+        const services = await this.stableServices(req, prep, client);
+        const current = await readRoute(client, prep.params.namespace, route, req.signal);
+        const rules = routeRules(current.spec?.rules ?? [], services, weight, { keepCandidate: true, testers: undefined });
+        await writeRouteRules(client, prep.params.namespace, route, rules, { signal: req.signal });
+        req.logger.info("kubernetes: route weights set", { cluster: t.host, route, candidate_weight: weight });
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+  }
+
+  async candidateWeight(req: Request): Promise<number> {
+    const prep = await this.prepare(req);
+    const t = req.targets[0];
+    if (!t) return 0;
+    return withClient(req, prep.params, t, async (client) => {
+      if (prep.params.traffic_route) {
+        const route = await readRoute(client, prep.params.namespace, prep.params.traffic_route, req.signal);
+        return routeWeight(route.spec?.rules ?? [], await this.stableServices(req, prep, client));
+      }
+      const cands = (await listCandidates(client, prep.params.namespace, selectorOf(prep.ctx), req.signal)).filter((o) => o.kind === "Deployment");
+      const first = cands[0];
+      if (!first) return 0;
+      const stable = Number(req.traffic?.[`replicas/${clusterKey(t)}/${first.metadata.name.replace(/-canary$/, "")}`] ?? 1);
+      return stable === 0 ? 0 : Math.min(100, Math.round((100 * specReplicas(first)) / stable));
+    });
+  }
+
+  /** A rule first on the route: requests with the tester header go to the candidate Services only. */
+  async routeTesters(req: Request): Promise<Record<string, string>> {
+    const prep = await this.prepare(req);
+    const route = prep.params.traffic_route;
+    if (!route) {
+      throw new ManentError(Code.FailedPrecondition, "kubernetes: testers need a route: set param traffic_route (a Gateway API HTTPRoute)", { details: { param: "traffic_route" } });
+    }
+    const header = testerMatch(prep.params.tester_header);
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, prep.params, t, async (client) => {
+        const services = await this.stableServices(req, prep, client);
+        const current = await readRoute(client, prep.params.namespace, route, req.signal);
+        const rules = current.spec?.rules ?? [];
+        const next = routeRules(rules, services, routeWeight(rules, services), { keepCandidate: true, testers: header });
+        await writeRouteRules(client, prep.params.namespace, route, next, { signal: req.signal });
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+    return { route, header: `${header.name}: ${header.value}` };
+  }
+
+  /** The candidate's spec becomes the stable one (a normal deploy: apply, wait, history), then traffic moves back and the candidate goes. */
+  async promoteCandidate(req: Request): Promise<void> {
+    const prep = await this.prepare(req);
+    const out = await forEachTarget(req, (t) =>
+      withClient(req, prep.params, t, async (client) => {
+        const result = await this.deployTarget(req, prep, t, client);
+        await this.removeCandidate(req, prep.params, prep.ctx, client);
+        return result;
+      }),
+    );
+    if (out.error) throw out.error;
+  }
+
+  /** Nothing left to retire: the promote's rollout replaced the previous pods. */
+  async retirePrevious(_req: Request): Promise<void> {}
+
+  /** Weight back to the stable Services, tester rule and candidate objects removed. */
+  async revertCandidate(req: Request): Promise<void> {
+    const params = parseParams(req.params);
+    const ctx = contextOf(req, params);
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, params, t, async (client) => {
+        await this.removeCandidate(req, params, ctx, client);
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+  }
+
+  /** Renders the release and applies its candidates with replicas for `weight`. */
+  private async candidates(req: Request, prep: Prepared, client: ClusterClient, weight: number): Promise<KubeObject[]> {
+    const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
+    const withRoute = Boolean(prep.params.traffic_route);
+    const key = clusterKey(client.target);
+    const cands = candidateObjects(r.objects, withRoute, (o) => {
+      const recorded = req.traffic?.[`replicas/${key}/${o.metadata.name}`];
+      return canaryReplicas(recorded === undefined ? specReplicas(o) : Number(recorded), weight, withRoute ? 1 : 0);
+    });
+    if (!cands.some((o) => o.kind === "Deployment")) {
+      throw new ManentError(Code.FailedPrecondition, `kubernetes: release ${req.artifact.version} has no Deployment: nothing to run as a candidate`);
+    }
+    // The candidates are manent's own objects: force, as a rollback does.
+    throwFirst(await applyAll(client, cands, { dryRun: false, force: true, signal: req.signal }));
+    await waitForRollouts(client, cands, prep.params.wait_timeout, req.signal);
+    return cands;
+  }
+
+  private async stableServices(req: Request, prep: Prepared, client: ClusterClient): Promise<Set<string>> {
+    const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
+    return new Set(r.objects.filter((o) => o.apiVersion === "v1" && o.kind === "Service").map((o) => o.metadata.name));
+  }
+
+  /** Route back to the stable Services only (no candidate refs, no tester rule); candidate objects deleted. */
+  private async removeCandidate(req: Request, params: KubernetesParams, ctx: ReleaseContext, client: ClusterClient): Promise<void> {
+    const cands = await listCandidates(client, params.namespace, selectorOf(ctx), req.signal);
+    if (params.traffic_route) {
+      const services = new Set(cands.filter((o) => o.kind === "Service").map((o) => o.metadata.name.replace(/-canary$/, "")));
+      const current = await readRoute(client, params.namespace, params.traffic_route, req.signal);
+      const rules = routeRules(current.spec?.rules ?? [], services, 0, { keepCandidate: false, testers: null });
+      await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });
+    }
+    await deleteAll(client, sortForDelete(cands.map(refOf)), req.signal);
+    req.logger.info("kubernetes: candidate removed", { cluster: client.target.host, objects: cands.length });
+  }
+
   private async prepare(req: Request): Promise<Prepared> {
     const params = parseParams(req.params);
     if (!req.artifact.path) {
@@ -125,7 +311,7 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
   private async dryRunTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
     const version = await client.version();
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
-    const checkable = await checkOnServer(client, r, prep, await readIndex(client, prep.ctx, req.signal), req.signal);
+    const checkable = await checkOnServer(client, r, prep, await readIndex(client, prep.ctx, req.signal), req.signal, true);
     return {
       status: TargetStatus.Ready,
       details: {
@@ -268,9 +454,9 @@ export class KubernetesDeployer implements Deployer, DryRunner, ReleaseInspector
 /**
  * Applies every object the cluster can check now (not custom resources of a CRD this release
  * brings) with dryRun=All, and the history index too, so a token that cannot write ConfigMaps is
- * caught as well. Every refusal is reported at once. Returns the objects checked.
+ * caught as well; in a dry-run, the canary's HTTPRoute too. Every refusal is reported at once. Returns the objects checked.
  */
-async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared, index: HistoryIndex, signal: AbortSignal): Promise<KubeObject[]> {
+async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared, index: HistoryIndex, signal: AbortSignal, checkRoute = false): Promise<KubeObject[]> {
   const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
   const errors = await applyAll(client, checkable, { dryRun: true, force: prep.params.force_conflicts, signal, collect: true });
   try {
@@ -279,10 +465,30 @@ async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared,
     const e = ManentError.from(err);
     errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err }));
   }
+  // A canary moves weights on the route (dry-run only): it must exist and the token must be allowed to patch it.
+  const route = prep.params.traffic_route;
+  if (checkRoute && route) {
+    try {
+      const current = await readRoute(client, prep.params.namespace, route, signal);
+      await writeRouteRules(client, prep.params.namespace, route, current.spec?.rules ?? [], { dryRun: true, signal });
+    } catch (err) {
+      errors.push(ManentError.from(err));
+    }
+  }
   if (errors.length > 0) {
     throw new ManentError(errors[0]!.code, errors.map((e) => e.message).join("; "), { details: errors[0]!.details });
   }
   return checkable;
+}
+
+/** A cluster in the rollout state: host and port, as two clusters may share a host. */
+function clusterKey(t: Target): string {
+  return `${t.host}:${t.port ?? 443}`;
+}
+
+/** The label selector of this application's objects in this environment. */
+function selectorOf(ctx: ReleaseContext): string {
+  return `manent.io/application=${labelValue(ctx.application)},manent.io/environment=${labelValue(ctx.environment)}`;
 }
 
 function contextOf(req: Request, params: KubernetesParams): ReleaseContext {

@@ -1,0 +1,237 @@
+import { Code, ManentError } from "../../core/errors.js";
+import { objectError } from "./apply.js";
+import type { ClusterClient } from "./cluster-client.js";
+import type { KubeObject } from "./objects.js";
+
+/**
+ * The candidate of a percentage rollout on Kubernetes: for each Deployment of the release a
+ * second Deployment `<name>-canary` beside the stable one, its pods labelled `manent.io/slot:
+ * canary`; with a Gateway API HTTPRoute, a Service `<name>-canary` per Service selecting only
+ * those pods, and the route's backendRefs weighted between the two. Without a route the candidate
+ * pods also match the stable Service's selector, and the weight is their share of replicas.
+ */
+export const slotLabel = "manent.io/slot";
+export const canarySuffix = "-canary";
+export const routeApiVersion = "gateway.networking.k8s.io/v1";
+
+interface DeploymentSpec {
+  replicas?: number;
+  selector?: { matchLabels?: Record<string, string> };
+  template?: { metadata?: { labels?: Record<string, string> } };
+}
+
+export function canaryName(name: string): string {
+  return `${name}${canarySuffix}`;
+}
+
+/** The candidate objects for the release's objects: Deployments, and Services when a route carries traffic. */
+export function candidateObjects(objects: KubeObject[], withServices: boolean, replicas: (stable: KubeObject) => number): KubeObject[] {
+  const out: KubeObject[] = [];
+  for (const o of objects) {
+    if (o.apiVersion === "apps/v1" && o.kind === "Deployment") {
+      const c = structuredClone(o);
+      c.metadata.name = canaryName(o.metadata.name);
+      c.metadata.labels = { ...(c.metadata.labels ?? {}), [slotLabel]: "canary" };
+      const spec = (c.spec ?? {}) as DeploymentSpec;
+      spec.replicas = replicas(o);
+      spec.selector = { ...(spec.selector ?? {}), matchLabels: { ...(spec.selector?.matchLabels ?? {}), [slotLabel]: "canary" } };
+      spec.template = {
+        ...(spec.template ?? {}),
+        metadata: { ...(spec.template?.metadata ?? {}), labels: { ...(spec.template?.metadata?.labels ?? {}), [slotLabel]: "canary" } },
+      };
+      c.spec = spec;
+      out.push(c);
+    } else if (withServices && o.apiVersion === "v1" && o.kind === "Service") {
+      const c = structuredClone(o);
+      c.metadata.name = canaryName(o.metadata.name);
+      c.metadata.labels = { ...(c.metadata.labels ?? {}), [slotLabel]: "canary" };
+      const spec = (c.spec ?? {}) as { selector?: Record<string, string>; clusterIP?: string; clusterIPs?: string[] };
+      spec.selector = { ...(spec.selector ?? {}), [slotLabel]: "canary" };
+      delete spec.clusterIP;
+      delete spec.clusterIPs;
+      c.spec = spec;
+      out.push(c);
+    }
+  }
+  return out;
+}
+
+/** The stable Deployments' replicas (the live object's, else the manifest's, else 1). */
+export function specReplicas(o: KubeObject | undefined): number {
+  const r = (o?.spec as DeploymentSpec | undefined)?.replicas;
+  return typeof r === "number" && r >= 0 ? r : 1;
+}
+
+/** Candidate replicas at `weight`: in proportion to the stable ones, rounded up; at least one when testers need a pod. */
+export function canaryReplicas(stable: number, weight: number, minimum: number): number {
+  return Math.max(minimum, Math.ceil((stable * weight) / 100));
+}
+
+interface BackendRef {
+  group?: string;
+  kind?: string;
+  name: string;
+  namespace?: string;
+  port?: number;
+  weight?: number;
+  [k: string]: unknown;
+}
+interface RouteRule {
+  matches?: { headers?: { type?: string; name: string; value: string }[]; [k: string]: unknown }[];
+  backendRefs?: BackendRef[];
+  [k: string]: unknown;
+}
+
+const isService = (r: BackendRef): boolean => (r.group ?? "") === "" && (r.kind ?? "Service") === "Service";
+
+/** Parses `X-Canary: always` into a header match. */
+export function testerMatch(header: string): { type: "Exact"; name: string; value: string } {
+  const i = header.indexOf(":");
+  return { type: "Exact", name: header.slice(0, i).trim(), value: header.slice(i + 1).trim() };
+}
+
+/** A rule whose every backend is a candidate Service: the tester rule manent adds. */
+function candidateOnly(rule: RouteRule): boolean {
+  const refs = rule.backendRefs ?? [];
+  return refs.length > 0 && refs.every((r) => isService(r) && r.name.endsWith(canarySuffix));
+}
+
+/**
+ * The route's rules with the candidate at `weight`: every backendRef to a stable Service that has
+ * a candidate gets `100 - weight` and a sibling ref to `<service>-canary` with `weight`; at weight
+ * 0 with `keepCandidate` false the siblings go. The tester rule (a header match to the candidates
+ * only) is put first when `testers` is set, removed when it is null, kept when undefined.
+ */
+export function routeRules(
+  rules: RouteRule[],
+  services: Set<string>,
+  weight: number,
+  opts: { keepCandidate: boolean; testers: { name: string; value: string } | null | undefined },
+): RouteRule[] {
+  const out: RouteRule[] = [];
+  for (const rule of rules) {
+    if (candidateOnly(rule)) {
+      // The tester rule: kept as is unless the testers are set again or removed.
+      if (opts.testers === undefined) out.push(rule);
+      continue;
+    }
+    const refs: BackendRef[] = [];
+    for (const ref of rule.backendRefs ?? []) {
+      if (isService(ref) && ref.name.endsWith(canarySuffix) && services.has(ref.name.slice(0, -canarySuffix.length))) continue;
+      if (!isService(ref) || !services.has(ref.name)) {
+        refs.push(ref);
+        continue;
+      }
+      refs.push({ ...ref, weight: 100 - weight });
+      if (weight > 0 || opts.keepCandidate) refs.push({ ...ref, name: canaryName(ref.name), weight });
+    }
+    out.push({ ...rule, backendRefs: refs });
+  }
+  if (opts.testers) {
+    const testerRefs = out
+      .flatMap((r) => r.backendRefs ?? [])
+      .filter((r) => isService(r) && r.name.endsWith(canarySuffix))
+      .filter((r, i, all) => all.findIndex((x) => x.name === r.name && x.port === r.port) === i)
+      .map((r) => ({ ...r, weight: 1 }));
+    if (testerRefs.length > 0) out.unshift({ matches: [{ headers: [{ type: "Exact", ...opts.testers }] }], backendRefs: testerRefs });
+  }
+  return out;
+}
+
+/** The candidate's weight on the route: the first weighted pair found. */
+export function routeWeight(rules: RouteRule[], services: Set<string>): number {
+  for (const rule of rules) {
+    const refs = rule.backendRefs ?? [];
+    const stable = refs.find((r) => isService(r) && services.has(r.name));
+    const canary = stable && refs.find((r) => isService(r) && r.name === canaryName(stable.name));
+    if (stable && canary) {
+      const s = stable.weight ?? 1;
+      const c = canary.weight ?? 1;
+      return s + c === 0 ? 0 : Math.round((100 * c) / (s + c));
+    }
+    if (stable) return 0;
+  }
+  return 0;
+}
+
+/** Reads the HTTPRoute named in the params; a missing one is a permanent error naming it. */
+export async function readRoute(
+  client: ClusterClient,
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+): Promise<KubeObject & { spec?: { rules?: RouteRule[] } }> {
+  const ref = { apiVersion: routeApiVersion, kind: "HTTPRoute", namespace, name };
+  let route: KubeObject | undefined;
+  try {
+    route = await client.get(routeApiVersion, "HTTPRoute", namespace, name, signal);
+  } catch (err) {
+    throw objectError(client, ref, "get", err);
+  }
+  if (!route) {
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `cluster ${client.target.host}: HTTPRoute ${namespace}/${name} (param traffic_route) does not exist`,
+      {
+        details: { param: "traffic_route" },
+      },
+    );
+  }
+  return route;
+}
+
+/** Replaces the route's rules (a JSON merge patch replaces the whole list, as Gateway API rules are atomic). */
+export async function writeRouteRules(
+  client: ClusterClient,
+  namespace: string,
+  name: string,
+  rules: RouteRule[],
+  opts: { dryRun?: boolean; signal: AbortSignal },
+): Promise<void> {
+  const path = await client.pathOf(routeApiVersion, "HTTPRoute", namespace, name);
+  try {
+    await client.request("PATCH", path, {
+      query: { fieldManager: "manent-canary", dryRun: opts.dryRun ? "All" : undefined },
+      body: { apiVersion: routeApiVersion, kind: "HTTPRoute", metadata: { name, namespace }, spec: { rules } },
+      contentType: "application/merge-patch+json",
+      signal: opts.signal,
+    });
+  } catch (err) {
+    throw objectError(client, { apiVersion: routeApiVersion, kind: "HTTPRoute", namespace, name }, "patch", err);
+  }
+}
+
+/** The candidate objects manent left in the namespace for this application and environment (by label). */
+export async function listCandidates(
+  client: ClusterClient,
+  namespace: string,
+  selector: string,
+  signal: AbortSignal,
+): Promise<KubeObject[]> {
+  const out: KubeObject[] = [];
+  for (const [apiVersion, kind] of [
+    ["apps/v1", "Deployment"],
+    ["v1", "Service"],
+  ] as const) {
+    const path = await client.pathOf(apiVersion, kind, namespace);
+    const list = (await client.request("GET", path, { query: { labelSelector: `${selector},${slotLabel}=canary` }, signal })) as {
+      items?: KubeObject[];
+    };
+    for (const o of list.items ?? []) out.push({ ...o, apiVersion, kind });
+  }
+  return out;
+}
+
+/** The stable Deployments' replicas, by name (the candidates excluded). */
+export async function stableReplicas(
+  client: ClusterClient,
+  namespace: string,
+  selector: string,
+  signal: AbortSignal,
+): Promise<Map<string, number>> {
+  const path = await client.pathOf("apps/v1", "Deployment", namespace);
+  const list = (await client.request("GET", path, { query: { labelSelector: `${selector},${slotLabel}!=canary` }, signal })) as {
+    items?: KubeObject[];
+  };
+  return new Map((list.items ?? []).map((o) => [o.metadata.name, specReplicas(o)]));
+}

@@ -1,0 +1,207 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import { ManentError, type Request } from "../../../src/plugin.js";
+import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
+import { KubeControlPlane, tutorialRoleRules, type ClusterAccess } from "../../support/kube/control-plane.js";
+import { repoRoot } from "../../support/server-process.js";
+import { getObj, helloManifest, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch } from "./helpers.js";
+
+const run = promisify(execFile);
+
+/** The cluster's gateway set-up, as its admin does it: the route to the Service hello. */
+const routeManifest = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: hello
+  namespace: hello
+spec:
+  parentRefs: [{name: gateway}]
+  rules:
+    - backendRefs: [{name: hello, port: 80}]
+`;
+
+const routeRule = { apiGroups: ["gateway.networking.k8s.io"], resources: ["httproutes"], verbs: ["get", "list", "patch"] };
+
+interface Obj {
+  metadata: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec: {
+    replicas?: number;
+    selector?: Record<string, unknown>;
+    template?: { metadata?: { labels?: Record<string, string> } };
+    rules?: { matches?: unknown[]; backendRefs: { name: string; weight?: number }[] }[];
+  };
+}
+
+/**
+ * Percentage rollouts on a real Kubernetes control plane (test/support/kube) with the Gateway API's
+ * own HTTPRoute CRD (sigs.k8s.io/gateway-api from the Go module proxy, scripts/ci/gateway-api.sh):
+ * a candidate Deployment and Service beside the stable ones, weights on the HTTPRoute's
+ * backendRefs, testers by a header rule, replicas in proportion without a route, promote and revert.
+ */
+describe("kubernetes plugin: canary slots and Gateway API weights", () => {
+  let cp: KubeControlPlane;
+  let access: ClusterAccess;
+  let reader: ClusterAccess;
+  let files: Awaited<ReturnType<typeof scratch>>;
+  const d = new KubernetesDeployer(memoryLogger());
+  const artifacts: Record<string, string> = {};
+
+  before(async () => {
+    cp = await KubeControlPlane.start({ pullableImages });
+    const { stdout } = await run("bash", [join(repoRoot, "scripts/ci/gateway-api.sh")]);
+    const crd = await readFile(join(stdout.trim(), "gateway.networking.k8s.io_httproutes.yaml"), "utf8");
+    await cp.admin.applyYaml(crd);
+    await cp.admin.waitFor("the HTTPRoute CRD to be served", async () => {
+      try {
+        await cp.admin.list("gateway.networking.k8s.io/v1", "HTTPRoute", "default");
+        return true;
+      } catch {
+        return undefined;
+      }
+    });
+    access = await cp.serviceAccount("hello", "manent", [...tutorialRoleRules, routeRule]);
+    reader = await cp.serviceAccount("hello", "reader", [...tutorialRoleRules, { ...routeRule, verbs: ["get", "list"] }]);
+    await cp.admin.applyYaml(routeManifest);
+    files = await scratch();
+    for (const v of ["1.0.0", "1.1.0", "1.2.0"]) artifacts[v] = await files.write(`hello-${v}.yaml`, helloManifest);
+  });
+  after(async () => {
+    await cp?.stop();
+    await files?.cleanup();
+  });
+
+  const req = (version: string, params: Record<string, string> = {}, traffic?: Record<string, string>, who = access): Request => {
+    const r = makeRequest({
+      clusters: [cp],
+      access: [who],
+      artifactPath: artifacts[version]!,
+      version,
+      params: { "var.REPLICAS": "4", ...params },
+    });
+    return traffic ? { ...r, traffic } : r;
+  };
+  const deployment = async (name: string) => (await getObj(cp, "apps/v1", "Deployment", name)) as unknown as Obj | undefined;
+  const service = async (name: string) => (await getObj(cp, "v1", "Service", name)) as unknown as Obj | undefined;
+  const route = async () => (await getObj(cp, "gateway.networking.k8s.io/v1", "HTTPRoute", "hello")) as unknown as Obj;
+  const weights = async () => (await route()).spec.rules!.map((r) => r.backendRefs.map((b) => `${b.name}=${b.weight ?? "-"}`).join(" "));
+  const version = async (name: string) => (await deployment(name))?.metadata.annotations?.["manent.io/version"];
+
+  it("weights on the HTTPRoute, testers by header, replicas in proportion; promote leaves exactly the stable objects; rollback still works", async () => {
+    const withRoute = { traffic_route: "hello" };
+    await d.deploy(req("1.0.0", withRoute));
+    const traffic = await d.prepareSlots(req("1.1.0", withRoute));
+    assert.equal(traffic[`replicas/${cp.host}:${cp.port}/hello`], "4");
+    assert.equal(traffic["route"], "hello");
+    const r = req("1.1.0", withRoute, traffic);
+
+    await d.deployCandidate(r);
+    assert.equal(await version("hello"), "1.0.0", "the stable Deployment is untouched");
+    assert.equal(await version("hello-canary"), "1.1.0");
+    const cand = (await deployment("hello-canary"))!;
+    assert.equal(cand.metadata.labels?.["manent.io/slot"], "canary");
+    assert.equal(cand.metadata.labels?.["manent.io/application"], "hello");
+    assert.deepEqual(cand.spec.selector, { matchLabels: { app: "hello", "manent.io/slot": "canary" } });
+    assert.equal(cand.spec.replicas, 1);
+    assert.deepEqual((await service("hello-canary"))!.spec.selector, { app: "hello", "manent.io/slot": "canary" });
+
+    const testers = await d.routeTesters(r);
+    assert.deepEqual(testers, { route: "hello", header: "X-Canary: always" });
+    assert.deepEqual(await weights(), ["hello-canary=1", "hello=100 hello-canary=0"]);
+    assert.deepEqual((await route()).spec.rules![0]!.matches, [{ headers: [{ type: "Exact", name: "X-Canary", value: "always" }] }]);
+
+    for (const [weight, replicas] of [
+      [10, 1],
+      [50, 2],
+      [100, 4],
+    ] as const) {
+      await d.scaleCandidate(r, weight);
+      await d.setCandidateWeight(r, weight);
+      assert.deepEqual(await weights(), ["hello-canary=1", `hello=${100 - weight} hello-canary=${weight}`]);
+      assert.equal((await deployment("hello-canary"))!.spec.replicas, replicas);
+      assert.equal((await deployment("hello"))!.spec.replicas, 4);
+      assert.equal(await d.candidateWeight(r), weight);
+    }
+
+    await d.promoteCandidate(r);
+    await d.retirePrevious(r);
+    assert.equal(await version("hello"), "1.1.0");
+    assert.equal((await deployment("hello"))!.spec.replicas, 4);
+    assert.equal(await deployment("hello-canary"), undefined);
+    assert.equal(await service("hello-canary"), undefined);
+    assert.deepEqual(await weights(), ["hello=100"]);
+    assert.deepEqual(
+      (await d.currentRelease(r)).map((x) => x.version),
+      ["1.1.0"],
+    );
+
+    // History and rollback after a promoted canary: back to 1.0.0.
+    const rolled = await d.rollback(rollbackRequest(req("1.1.0", withRoute), [{ host: cp.host, version: "1.0.0" }]));
+    assert.equal(rolled.targets[0]!.status, "rolled_back");
+    assert.equal(await version("hello"), "1.0.0");
+  });
+
+  it("revert removes the candidate and its weight, leaving exactly the stable objects", async () => {
+    const withRoute = { traffic_route: "hello" };
+    const traffic = await d.prepareSlots(req("1.2.0", withRoute));
+    const r = req("1.2.0", withRoute, traffic);
+    await d.deployCandidate(r);
+    await d.routeTesters(r);
+    await d.scaleCandidate(r, 50);
+    await d.setCandidateWeight(r, 50);
+    assert.equal((await deployment("hello-canary"))!.spec.replicas, 2);
+    // The engine's abort: weight 0, then RevertCandidate.
+    await d.setCandidateWeight(r, 0);
+    await d.revertCandidate(r);
+    assert.equal(await deployment("hello-canary"), undefined);
+    assert.equal(await service("hello-canary"), undefined);
+    assert.deepEqual(await weights(), ["hello=100"]);
+    assert.equal(await version("hello"), "1.0.0");
+  });
+
+  it("without a route, the weight is the candidate's share of replicas behind the stable Service", async () => {
+    const traffic = await d.prepareSlots(req("1.2.0"));
+    const r = req("1.2.0", {}, traffic);
+    await d.deployCandidate(r);
+    assert.equal((await deployment("hello-canary"))!.spec.replicas, 0);
+    assert.equal(await service("hello-canary"), undefined, "no candidate Service: the stable one selects the candidate pods too");
+    const podLabels = ((await deployment("hello-canary"))!.spec as { template?: { metadata?: { labels?: Record<string, string> } } })
+      .template?.metadata?.labels;
+    assert.equal(podLabels?.["app"], "hello");
+    for (const [weight, replicas] of [
+      [10, 1],
+      [50, 2],
+    ] as const) {
+      await d.scaleCandidate(r, weight);
+      await d.setCandidateWeight(r, weight);
+      assert.equal((await deployment("hello-canary"))!.spec.replicas, replicas);
+      assert.equal(await d.candidateWeight(r), weight === 10 ? 25 : 50);
+    }
+    await d.scaleCandidate(r, 0);
+    await d.revertCandidate(r);
+    assert.equal(await deployment("hello-canary"), undefined);
+    assert.equal(await version("hello"), "1.0.0");
+  });
+
+  it("dry-run checks the route: a token that cannot patch the HTTPRoute gets the 403 in the dry-run", async () => {
+    const ok = await d.dryRun(req("1.2.0", { traffic_route: "hello" }));
+    assert.equal(ok.targets[0]!.status, "ready");
+    const missing = await d.dryRun(req("1.2.0", { traffic_route: "nope" })).then(
+      () => assert.fail("a missing route passed"),
+      (e: unknown) => ManentError.from(e),
+    );
+    assert.match(missing.message, /HTTPRoute hello\/nope \(param traffic_route\) does not exist/);
+    const forbidden = await d.dryRun(req("1.2.0", { traffic_route: "hello" }, undefined, reader)).then(
+      () => assert.fail("dry-run passed without patch on the route"),
+      (e: unknown) => ManentError.from(e),
+    );
+    assert.match(
+      forbidden.message,
+      /HTTPRoute\/hello\/hello: forbidden: the token lacks permission "patch" on "httproutes(\.gateway\.networking\.k8s\.io)?"/,
+    );
+    assert.deepEqual(await weights(), ["hello=100"], "the dry-run changed nothing");
+  });
+});
