@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the kubernetes plugin's tests run against:
 # kube-apiserver and kube-controller-manager from the wrapper module in tools/kube (upstream
-# k8s.io/kubernetes, its staging modules pinned to the matching published versions) and etcd from
+# k8s.io/kubernetes, its staging modules pinned to the matching published versions), kubectl of the
+# same version (for the doc tests, which run the tutorial's kubectl commands), and etcd from
 # tools/etcd, into .tools/bin (gitignored). Idempotent: a binary whose recorded version matches is
 # kept, so a second run takes no time; Go's build cache makes a rebuild after a version bump cheaper.
 # Built with `nice`: the machine may be shared. Times are printed so CI logs show them.
@@ -20,12 +21,11 @@ command -v go >/dev/null || { echo "scripts/ci/kube-control-plane.sh: go is need
 # compatibility-version checks treat it as an unreleased binary.
 major=${kube_version#v}; major=${major%%.*}
 minor=${kube_version#v*.}; minor=${minor%%.*}
-kube_ldflags="-s -w \
-  -X k8s.io/component-base/version.gitVersion=$kube_version \
-  -X k8s.io/component-base/version.gitMajor=$major \
-  -X k8s.io/component-base/version.gitMinor=$minor \
-  -X k8s.io/component-base/version.gitTreeState=clean \
-  -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
+kube_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags="$kube_ldflags -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor \
+    -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
 
 build() { # name version dir package ldflags
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=$5
@@ -45,3 +45,4 @@ build() { # name version dir package ldflags
 build etcd "$etcd_version" tools/etcd . "-s -w"
 build kube-apiserver "$kube_version" tools/kube ./cmd/kube-apiserver "$kube_ldflags"
 build kube-controller-manager "$kube_version" tools/kube ./cmd/kube-controller-manager "$kube_ldflags"
+build kubectl "$kube_version" tools/kube ./cmd/kubectl "$kube_ldflags"

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { KubeControlPlane } from "../../support/kube/control-plane.js";
 import { KubeRequestError, type KubeObj } from "../../support/kube/kube-client.js";
+import { toolsBin } from "../../support/kube/processes.js";
 
 /** The harness itself: the real control plane, and the kubelet simulator's part in it. */
 describe("test harness: real kube-apiserver, etcd, kube-controller-manager and the kubelet simulator", () => {
@@ -99,6 +104,16 @@ describe("test harness: real kube-apiserver, etcd, kube-controller-manager and t
     ]);
     await cp.admin.apply({ apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w", namespace: "harness" }, spec: { anything: { goes: [1, 2] } } });
     assert.deepEqual((await cp.get("example.com/v1", "Widget", "harness", "w"))!.spec, { anything: { goes: [1, 2] } });
+  });
+
+  it("kubectl of the same version (built with the control plane) talks to it", async () => {
+    const access = await cp.serviceAccountToken("harness", "manent");
+    const ca = join(cp.dir, "kubectl-ca.crt");
+    await writeFile(ca, access.caPem);
+    const kubectl = (...args: string[]) => promisify(execFile)(`${toolsBin}/kubectl`, [`--server=${cp.url}`, `--certificate-authority=${ca}`, `--token=${access.token}`, `--cache-dir=${join(cp.dir, "kubectl-cache")}`, ...args]);
+    const version = JSON.parse((await kubectl("version", "-o", "json")).stdout) as { clientVersion: { gitVersion: string }; serverVersion: { gitVersion: string } };
+    assert.deepEqual([version.clientVersion.gitVersion, version.serverVersion.gitVersion], ["v1.34.2", "v1.34.2"]);
+    assert.equal((await kubectl("-n", "harness", "get", "configmap", "x", "-o", "jsonpath={.data.a}")).stdout, "b");
   });
 
   it("audits what a service account sent", async () => {
