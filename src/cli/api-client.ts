@@ -29,6 +29,11 @@ export class ApiClient {
     return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/cancel`, {});
   }
 
+  /** A rollout command: approve, promote (full: skip every remaining step) or abort. */
+  rolloutCommand(id: string, command: "approve" | "promote" | "abort", full = false): Promise<DeployRecord> {
+    return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/${command}`, command === "promote" ? { full } : {});
+  }
+
   list(query: Record<string, string | undefined>): Promise<{ deploys: DeployRecord[] }> {
     const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
     return this.request("GET", `/api/v1/deploys?${q.toString()}`);

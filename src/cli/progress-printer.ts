@@ -1,4 +1,5 @@
 import type { DeployRecord, StepRecord } from "../core/engine/deploy-store.js";
+import { rolloutLines } from "./rollout-printer.js";
 
 const marks: Record<string, string> = { running: "…", succeeded: "✓", failed: "✗", skipped: "-" };
 
@@ -20,6 +21,7 @@ export class ProgressPrinter {
       }
       if (step.status !== "running") this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
     }
+    for (const { key, line } of rolloutLines(d)) this.once(`rollout:${key}`, line);
   }
 
   finish(d: DeployRecord): void {

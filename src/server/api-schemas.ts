@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { codeName, type Code } from "../core/errors.js";
 import { httpStatus as httpStatusOf } from "./http-status.js";
+import { rolloutViewSchema } from "./rollout-schemas.js";
 
 /**
  * The HTTP API's request and response schemas. Requests are validated with them and the OpenAPI
@@ -70,6 +71,7 @@ export const deploySchema = deploySummarySchema
     request: z.record(z.string(), z.unknown()).describe("what was submitted: descriptor, overrides, file names (never secret values)"),
     steps: z.array(stepSchema),
     targets: z.array(targetSchema),
+    rollout: rolloutViewSchema.nullable().describe("waves and canary, for a deploy with rollout settings"),
   })
   .openapi("Deploy");
 

@@ -12,6 +12,7 @@ import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
+import { sendRolloutCommand } from "../rollout/rollout-commands.js";
 
 export interface EngineOptions {
   config: LoadedConfig;
@@ -130,7 +131,7 @@ export class Engine {
    * deploy cannot roll back, it stops and ends `failed` naming what was deployed); once the deploy
    * step has finished, the cancel is refused: the new release is live and only a rollback undoes it.
    */
-  async cancel(id: string): Promise<CancelAnswer> {
+  async cancel(id: string, by?: string): Promise<CancelAnswer> {
     const state = await this.opts.store.requestCancel(id, cancelledBefore.toJSON());
     if (!state) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
     if (!state.accepted) {
@@ -152,6 +153,7 @@ export class Engine {
       return { outcome: "cancelled", message: "cancelled before it started: nothing ran" };
     }
     this.opts.cancels.notify(id);
+    await this.abortRollout(id, by);
     if (!state.deploying) return { outcome: "requested", message: "the deploy stops before its deploy step: the targets are not changed" };
     return {
       outcome: "requested",
@@ -159,6 +161,18 @@ export class Engine {
         ? `the deploy step is interrupted and not rolled back (${state.no_rollback_reason}): targets already deployed keep version ${state.version}, and the deploy ends failed`
         : "the deploy step is interrupted and the targets are rolled back to the checkpoint: the deploy ends rolled_back",
     };
+  }
+
+  /**
+   * A rollout waiting at a pause or an approval runs no step that could see a cancel: it is sent
+   * an abort as well, so its canary is reverted and its waves rolled back now.
+   */
+  private async abortRollout(id: string, by: string | undefined): Promise<void> {
+    const deploy = await this.opts.store.getDeploy(id);
+    if (!deploy?.rollout || deploy.status !== "running") return;
+    await sendRolloutCommand(this.opts.store, deploy, "abort", { by: by ?? null, cancel: true }).catch((err: unknown) =>
+      this.opts.logger.warn("cancel: the rollout was not sent an abort", { deploy: id, error: ManentError.from(err).message }),
+    );
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */

@@ -14,14 +14,16 @@ export class RolloutStopped extends ManentError {
     message: string,
     /** Set when an operator's command stopped it. */
     readonly command?: CommandMessage,
+    details?: Record<string, string>,
   ) {
-    super(code, message);
+    super(code, message, details ? { details } : {});
   }
 }
 
 export function abortedBy(m: CommandMessage, where: string): RolloutStopped {
   const who = m.by ? ` by ${m.by}` : "";
-  return new RolloutStopped(Code.Aborted, m.cancel ? `cancelled${who} during ${where}` : `aborted${who} during ${where}`, m);
+  if (m.cancel) return new RolloutStopped(Code.Canceled, `cancelled${who} during ${where}`, m, { cancelled_by: "user" });
+  return new RolloutStopped(Code.Aborted, `aborted${who} during ${where}`, m);
 }
 
 /**

@@ -11,7 +11,7 @@ export interface CommandMessage {
   command: CommandName;
   full: boolean;
   by: string | null;
-  /** Set when the abort comes from `manent cancel`: the deploy ends `cancelled` once reverted. */
+  /** Set when the abort comes from `manent cancel`. */
   cancel?: boolean;
 }
 
@@ -57,3 +57,4 @@ function describeProgress(d: DeployRecord): string | null {
   if (r.canary) return `canary ${r.canary.phase}`;
   return r.current_wave !== null ? `wave ${r.current_wave}` : null;
 }
+

@@ -5,7 +5,7 @@ import type { DeployStatus } from "../engine/deploy-store.js";
 import { isCancellation } from "../engine/step-runner.js";
 import { CanaryFailure, runCanary } from "./canary-runner.js";
 import { CommandInbox } from "./command-inbox.js";
-import { abortedBy, runGate, RolloutStopped } from "./gate-runner.js";
+import { abortedBy, runGate } from "./gate-runner.js";
 import { describeStep, stepKind, type Gate } from "./rollout-config.js";
 import type { RolloutHost } from "./rollout-host.js";
 import { RolloutRecorder } from "./rollout-recorder.js";
@@ -98,7 +98,6 @@ async function stop(
 ): Promise<RolloutOutcome> {
   const canaryFailure = err instanceof CanaryFailure ? err : undefined;
   const cause = canaryFailure ? canaryFailure.error : ManentError.from(err);
-  const cancelled = err instanceof RolloutStopped ? err.command?.cancel === true : false;
   const running = rec.state.current_wave !== null && rec.state.waves[rec.state.current_wave - 1]?.status === "running" ? rec.state.current_wave : undefined;
   const failedAt = running ?? completed;
   // A canary reverts its own wave; a plain wave is rolled back with the ones before it.
@@ -143,7 +142,8 @@ async function stop(
   const message = parts.join("; ");
   rec.state.message = message;
   await rec.save();
-  const status: DeployStatus = cancelled ? "cancelled" : rolledBack ? "rolled_back" : "failed";
+  // A cancel that reached a rollout is reported as what it did: the targets were changed, then put back.
+  const status: DeployStatus = rolledBack ? "rolled_back" : "failed";
   await summarize(host, waves, results, "failed");
   return { status, error: new ManentError(cause.code, message, { details: cause.details }) };
 }

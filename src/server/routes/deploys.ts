@@ -150,7 +150,7 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(cancel, async (c) => {
     const { id } = c.req.valid("param");
     await visibleDeploy(deps, c.get("caller"), id);
-    const cancel = await deps.engine.cancel(id);
+    const cancel = await deps.engine.cancel(id, c.get("caller").name);
     return c.json({ ...(await deps.store.getDeploy(id))!, cancel }, 200);
   });
 }

@@ -24,12 +24,14 @@ import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
 import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
+import { rolloutRoutes } from "./rollouts.js";
 
 export { openApiPath };
 
 export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   healthRoutes(app, deps);
   deployRoutes(app, deps);
+  rolloutRoutes(app, deps);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);
   // Last, so the document it serves includes every route registered above.

@@ -1,0 +1,60 @@
+import { z } from "@hono/zod-openapi";
+
+/** The `rollout` section of a deploy (see src/core/rollout/rollout-state.ts), for the OpenAPI document. */
+
+const waveSchema = z.object({
+  index: z.number().int().describe("1-based"),
+  name: z.string().describe('the label values of its targets, e.g. "region=eu-west az=a", or "all targets"'),
+  labels: z.record(z.string(), z.string()),
+  hosts: z.array(z.string()),
+  status: z.enum(["pending", "running", "succeeded", "failed", "rolled_back", "skipped"]),
+});
+
+const canarySchema = z.object({
+  wave: z.number().int().nullable().describe("the wave it runs in; null without waves"),
+  steps: z.array(z.string()).describe('the steps as the envconfig lists them, e.g. "set_weight 10", "pause 5m"'),
+  step: z.number().int().describe("1-based current step; 0 before the first, steps+1 once stepping is over"),
+  phase: z.enum(["preparing", "deploying_candidate", "stepping", "promoting", "promoted", "reverting", "reverted"]),
+  weight: z.number().int().describe("the candidate's traffic weight, percent"),
+  traffic: z.record(z.string(), z.string()).nullable().describe("what PrepareSlots returned, passed to every later call"),
+  testers: z.record(z.string(), z.string()).nullable().describe("what RouteTesters returned: how testers reach the candidate"),
+});
+
+const waitingSchema = z.object({
+  kind: z.enum(["pause", "approval"]),
+  step: z.string(),
+  since: z.string(),
+  until: z.string().nullable().describe("when the pause ends or the approval times out; null for none"),
+  hint: z.string().describe('what to do, e.g. "waiting for approval: manent approve <id>"'),
+});
+
+const measurementSchema = z.object({
+  step: z.string(),
+  check: z.string(),
+  at: z.string(),
+  value: z.union([z.number(), z.string()]).nullable(),
+  verdict: z.enum(["successful", "failed", "inconclusive"]),
+  message: z.string(),
+});
+
+export const commandRecordSchema = z
+  .object({
+    command: z.enum(["approve", "promote", "abort"]),
+    full: z.boolean().describe("promote --full: every remaining step skipped"),
+    by: z.string().nullable().describe("the API token's name"),
+    at: z.string(),
+    during: z.string().nullable().describe("what the rollout was doing or waiting for"),
+  })
+  .openapi("RolloutCommand");
+
+export const rolloutViewSchema = z
+  .object({
+    waves: z.array(waveSchema).describe("empty without wave settings"),
+    current_wave: z.number().int().nullable(),
+    canary: canarySchema.nullable(),
+    waiting: waitingSchema.nullable().describe("what the rollout waits for, and how to go on"),
+    measurements: z.array(measurementSchema).describe("every analysis measurement"),
+    message: z.string().nullable().describe("why the rollout stopped early: the step and the reason"),
+    commands: z.array(commandRecordSchema).describe("operator commands, with who sent them and when"),
+  })
+  .openapi("Rollout");

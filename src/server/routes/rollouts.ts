@@ -1,0 +1,47 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { Code } from "../../core/errors.js";
+import { sendRolloutCommand } from "../../core/rollout/rollout-commands.js";
+import type { CommandName } from "../../core/rollout/rollout-state.js";
+import type { Caller } from "../auth.js";
+import { deployIdParams, deploySchema, errorResponses } from "../api-schemas.js";
+import type { ApiApp, ApiDeps } from "../http-api.js";
+import { visibleDeploy } from "./deploys.js";
+
+const promoteBody = z
+  .strictObject({ full: z.boolean().default(false).describe("skip every remaining step and gate, and promote now") })
+  .openapi("PromoteRequest");
+
+const commandRoute = (name: CommandName, summary: string) =>
+  createRoute({
+    method: "post",
+    path: `/api/v1/deploys/{id}/${name}`,
+    summary,
+    tags: ["rollouts"],
+    request: { params: deployIdParams },
+    responses: {
+      200: { description: "the deploy, with the command recorded", content: { "application/json": { schema: deploySchema } } },
+      ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound, Code.FailedPrecondition),
+    },
+  });
+
+const approve = commandRoute("approve", "Approve the approval step or gate the rollout waits at");
+const abort = commandRoute("abort", "Abort the rollout now: weight 0, candidate reverted, earlier waves rolled back");
+const promote = createRoute({
+  ...commandRoute("promote", "End the current pause or approval; with full, skip every remaining step and gate and promote now"),
+  request: { params: deployIdParams, body: { required: false, content: { "application/json": { schema: promoteBody } } } },
+});
+
+/** Operator commands on a running rollout, tenant-scoped, recorded on the deploy with the caller's name and the time. */
+export function rolloutRoutes(app: ApiApp, deps: ApiDeps): void {
+  const run = async (id: string, caller: Caller, command: CommandName, full = false) => {
+    const deploy = await visibleDeploy(deps, caller, id);
+    await sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name });
+    return (await deps.store.getDeploy(id))!;
+  };
+  app.openapi(approve, async (c) => c.json(await run(c.req.valid("param").id, c.get("caller"), "approve"), 200));
+  app.openapi(abort, async (c) => c.json(await run(c.req.valid("param").id, c.get("caller"), "abort"), 200));
+  app.openapi(promote, async (c) => {
+    const body = c.req.valid("json") as z.output<typeof promoteBody> | undefined;
+    return c.json(await run(c.req.valid("param").id, c.get("caller"), "promote", body?.full === true), 200);
+  });
+}
