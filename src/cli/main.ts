@@ -115,9 +115,9 @@ export async function main(argv: string[]): Promise<void> {
   const rolloutCommand = (command: "approve" | "promote" | "abort", description: string, withFull = false) => {
     const cmd = program.command(command).description(description).argument("<id>", "deploy id").addOption(output());
     if (withFull) cmd.option("--full", "skip every remaining step and gate, and promote now");
-    cmd.action(async (id: string, o: { full?: boolean; output: Output }) => {
+    cmd.action(async (id: string, o: { full?: boolean; output?: Output }) => {
       const d = await client().rolloutCommand(id, command, o.full === true);
-      if (o.output === "json") return out(JSON.stringify(d, null, 2));
+      if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
       const done = d.rollout?.commands.at(-1);
       out(`${d.id} ${command}${o.full ? " --full" : ""} sent${done?.by ? ` by ${done.by}` : ""}${done?.during ? ` during ${done.during}` : ""}`);
     });

@@ -16,7 +16,7 @@ describe("rollout gates and commands", () => {
 
   const journal = async (id: string) =>
     (await readJournal(ws.path("journal"))).filter((j) => j.deployment === id && j.call !== "candidate_weight").map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
-  const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
+  const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url, env: { MANENT_OUTPUT: "text" } });
   const start = async (app: string, rollout: Record<string, unknown>, targets = [{ host: `${app}-1` }]) => {
     await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
       plugin: "noop",
