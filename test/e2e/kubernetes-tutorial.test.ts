@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
 import { helloManifest, pullableImages, stuckManifest } from "../plugins/kubernetes/helpers.js";
 import { KubeControlPlane } from "../support/kube/control-plane.js";
+import { toolsBin } from "../support/kube/processes.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, type Workspace } from "../support/workspace.js";
@@ -167,5 +170,28 @@ describe("tutorial: deploy to Kubernetes", () => {
     const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
     const image = (dep.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image;
     assert.equal(`${image} ${(dep.metadata as { annotations: Record<string, string> }).annotations["manent.io/version"]}`, "hashicorp/http-echo:1.0 1.0.0");
+  });
+
+  it("7. replicas scaled with kubectl, then a deploy: refused at once for the conflict, rolled back without taking replicas over", async () => {
+    // The cluster's administrator scales by hand, as the reader would with kubectl.
+    const reader = await cp.clusterAdminAccount("kube-system", "tutorial-reader");
+    await ws.write("k8s/reader-ca.crt", reader.caPem);
+    const kubectl = (...args: string[]) =>
+      promisify(execFile)(`${toolsBin}/kubectl`, [`--server=${cp.url}`, `--certificate-authority=${ws.path("k8s/reader-ca.crt")}`, `--token=${reader.token}`, `--cache-dir=${ws.path("kubectl-cache")}`, ...args]);
+    await kubectl("-n", "hello", "scale", "deployment", "hello", "--replicas=3");
+    const scaled = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
+
+    const v12 = await ws.write("k8s/dist/hello-1.2.0.yaml", helloManifest.replace("hello from", "hi from"));
+    const r = await cli("deploy", "-f", "hello.yml", "--version", "1.2.0", "--source", v12, "-o", "json");
+    assert.equal(r.code, 1);
+    const d = JSON.parse(r.stdout) as { status: string; error: { message: string }; steps: { name: string; attempts: number; status: string }[] };
+    assert.equal(d.status, "rolled_back");
+    assert.match(d.error.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas .*force_conflicts.*; rollback completed$/);
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "a conflict is permanent");
+    const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
+    assert.equal((dep.spec as { replicas: number }).replicas, 3, "the rollback did not take replicas over");
+    assert.equal(dep.metadata.generation, scaled.metadata.generation, "nothing of the Deployment changed");
+    const owners = (dep.metadata.managedFields as { manager: string; subresource?: string }[]).map((m) => `${m.manager}${m.subresource ? `/${m.subresource}` : ""}`);
+    assert.ok(owners.includes("kubectl/scale"), owners.join(", "));
   });
 });

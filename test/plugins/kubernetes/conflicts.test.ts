@@ -68,7 +68,7 @@ describe("kubernetes plugin: field-manager conflicts", () => {
     const recorded = await d.currentRelease(v1);
 
     // What `kubectl scale deployment hello --replicas=3` does: an update of the scale subresource.
-    await cp.admin.patch("apps/v1", "Deployment", "hello", "hello", { spec: { replicas: 3 } }, { subresource: "scale", manager: "kubectl-scale" });
+    await cp.admin.patch("apps/v1", "Deployment", "hello", "hello", { spec: { replicas: 3 } }, { subresource: "scale", manager: "kubectl" });
     await cp.admin.waitFor("3 replicas available", async () => ((await getObj(cp, "apps/v1", "Deployment", "hello"))?.status?.availableReplicas === 3 ? true : undefined));
     const scaled = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
     const service = (await getObj(cp, "v1", "Service", "hello"))!;
@@ -76,14 +76,14 @@ describe("kubernetes plugin: field-manager conflicts", () => {
     const v2 = makeRequest({ ...{ clusters: [cp], access: [access], params }, version: "1.1.0", artifactPath: await files.write("h2.yaml", helloManifest.replace("hello from", "hi from")) });
     const err = await failure(d.deploy(v2));
     assert.equal(err.code, Code.Aborted);
-    assert.match(err.message, /Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl-scale" with subresource "scale" using apps\/v1: \.spec\.replicas/);
+    assert.match(err.message, /Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas/);
 
     const rb = await d.rollback(rollbackRequest(v2, recorded));
     assert.equal(rb.targets[0]!.status, "rolled_back");
     const dep = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
     assert.equal(dep.spec.replicas, 3, "the hand-set replicas stay");
     assert.equal(dep.metadata.generation, scaled.metadata.generation, "the Deployment's spec was not changed");
-    assert.ok(specManagers(dep).includes("kubectl-scale/Update"), `kubectl-scale still owns replicas: ${specManagers(dep).join(", ")}`);
+    assert.ok(specManagers(dep).includes("kubectl/Update"), `kubectl (scale) still owns replicas: ${specManagers(dep).join(", ")}`);
     assert.deepEqual(dep.spec.template.spec.containers[0].args, ["-listen=:8080", "-text=hello from 1.0.0 in test"]);
     const svc = (await getObj(cp, "v1", "Service", "hello"))!;
     assert.equal(svc.metadata.annotations!["manent.io/version"], "1.0.0");
