@@ -8,6 +8,8 @@ cd "$(dirname "$0")"
 manent="node ../../bin/manent.js"
 server="node ../../bin/manent-server.js"
 export MANENT_SERVER=http://127.0.0.1:8081
+# Text output even when stdout is a pipe (a pipe means JSON otherwise).
+export MANENT_OUTPUT=text
 targets=/tmp/manent-canary-quickstart
 haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
 if [ ! -x "$haproxy" ]; then
