@@ -24,7 +24,7 @@ import { artifactFile } from "./artifact-file.js";
 import { readSshSecrets } from "./connect.js";
 import { deployTarget } from "./deploy-target.js";
 import { dryRunTarget } from "./dry-run-target.js";
-import { baseFor, checkVersion, parseParams } from "./params.js";
+import { baseFor, checkVersion, parseParams, type Params } from "./params.js";
 import { probe } from "./release-steps.js";
 import { restoreTarget } from "./restore-target.js";
 import {
@@ -48,6 +48,9 @@ import {
 } from "./slot-rollout.js";
 
 export const pluginName = "remote-copy";
+
+/** Params an envconfig cannot change once manent.yml sets them. */
+const pinnedParams = ["haproxy_socket"] as const;
 
 /** Artifact types this plugin picks when an envconfig names no plugin. */
 const supportedTypes = new Set(["file", "tarball", "archive"]);
@@ -85,7 +88,7 @@ export class RemoteCopyDeployer
   }
 
   async validate(req: Request): Promise<void> {
-    const params = parseParams({ ...this.defaults, ...req.params });
+    const params = this.params(req);
     checkVersion(req.artifact.version);
     if (
       params.transport === "local" &&
@@ -332,9 +335,26 @@ export class RemoteCopyDeployer
     return problems;
   }
 
+  /**
+   * The envconfig's params over manent.yml's defaults. The HAProxy runtime API is the server's
+   * network: when manent.yml names it, an envconfig (a tenant's file) cannot point elsewhere.
+   */
+  private params(req: Request): Params {
+    for (const key of pinnedParams) {
+      const pinned = this.defaults[key];
+      const asked = req.params[key];
+      if (pinned !== undefined && asked !== undefined && asked !== pinned) {
+        throw new ManentError(Code.InvalidArgument, `remote-copy: param ${key}: fixed by the server's configuration (manent.yml plugins.remote-copy.${key}); remove it from the envconfig`, {
+          details: { plugin: pluginName, param: key },
+        });
+      }
+    }
+    return parseParams({ ...this.defaults, ...req.params });
+  }
+
   /** Params and secrets, read once per call (secrets only for the SSH transport). */
   private async call(req: Request): Promise<CallContext> {
-    const params = parseParams({ ...this.defaults, ...req.params });
+    const params = this.params(req);
     const secrets =
       params.transport === "ssh"
         ? await readSshSecrets(params, req)

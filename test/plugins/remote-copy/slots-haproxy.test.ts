@@ -277,6 +277,16 @@ describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "ha
       deployer.validate(request({ artifact: art["1.1.0"]!, targets: [{ host: "web-1", labels: {} }], params })),
       (err: unknown) => err instanceof ManentError && err.code === Code.InvalidArgument && /no slots/.test(err.message),
     );
+    // manent.yml pins the HAProxy runtime API: an envconfig cannot point the server elsewhere.
+    const pinned = new RemoteCopyDeployer({ haproxy_socket: haproxy.socket });
+    await pinned.validate(req("1.1.0"));
+    await assert.rejects(
+      pinned.validate(request({ artifact: art["1.1.0"]!, targets, params: { ...params, haproxy_socket: "127.0.0.1:9999" } })),
+      (err: unknown) =>
+        err instanceof ManentError &&
+        err.code === Code.InvalidArgument &&
+        /haproxy_socket: fixed by the server's configuration/.test(err.message),
+    );
     await deployer.setCandidateWeight(r, 0);
     await deployer.revertCandidate(r);
   });
