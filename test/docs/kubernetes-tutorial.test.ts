@@ -1,0 +1,41 @@
+import { existsSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { KubeControlPlane } from "../support/kube/control-plane.js";
+import { repoRoot } from "../support/server-process.js";
+import { baseSetup, testPage } from "./page-test.js";
+
+/**
+ * docs/tutorials/kubernetes.md against a real control plane (kube-apiserver, controller manager,
+ * etcd; a simulated kubelet runs pods whose image is allowed). The reader administers the cluster:
+ * kubectl gets a cluster-admin token in its kubeconfig.
+ */
+testPage("docs/tutorials/kubernetes.md", async () => {
+  const base = await baseSetup();
+  const cp = await KubeControlPlane.start({ pullableImages: ["hashicorp/http-echo:1.0"] });
+  const admin = await cp.clusterAdminAccount("kube-system", "tutorial-reader");
+  await mkdir(join(base.home, ".kube"), { recursive: true });
+  await writeFile(
+    join(base.home, ".kube/config"),
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "test", cluster: { server: cp.url, "certificate-authority-data": Buffer.from(cp.caPem).toString("base64") } }],
+      users: [{ name: "admin", user: { token: admin.token } }],
+      contexts: [{ name: "test", context: { cluster: "test", user: "admin" } }],
+      "current-context": "test",
+    }),
+    { mode: 0o600 },
+  );
+  // kubectl built with the control plane when there is one, else the machine's.
+  const tools = join(repoRoot, ".tools/bin");
+  const path = existsSync(join(tools, "kubectl")) ? `${tools}:${base.env.PATH}` : base.env.PATH;
+  return {
+    ...base,
+    env: { ...base.env, PATH: path, KUBECONFIG: join(base.home, ".kube/config") },
+    cleanup: async () => {
+      await cp.stop();
+      await base.cleanup?.();
+    },
+  };
+});
