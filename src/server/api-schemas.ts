@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { refineSafe, safeText, versionSchema } from "../core/config/index.js";
 import { codeName, type Code } from "../core/errors.js";
 import { httpStatus as httpStatusOf } from "./http-status.js";
 import { rolloutViewSchema } from "./rollout-schemas.js";
@@ -93,20 +94,37 @@ export const deployIdParams = z.object({
     .openapi({ param: { name: "id", in: "path" }, example: "0b7f9a4c-2d1e-4f55-9d7a-2f6c1c0e8b11" }),
 });
 
+// Every string of a body is checked before it can reach Postgres, a path or a plugin: bounded, no NUL,
+// control characters or lone surrogates. The descriptor's own fields are checked by its schema too.
+const descriptorObject = z.record(z.string(), z.unknown()).superRefine(refineSafe);
+const descriptorFile = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine(safeText(256), { message: "must not contain NUL, control characters or lone surrogates" })
+  .default("descriptor");
+const overrideText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine(safeText(max), { message: "must not contain NUL, control characters or lone surrogates" });
+
 export const submitBodySchema = z
   .strictObject({
-    descriptor: z.record(z.string(), z.unknown()).describe("the descriptor (apiVersion: manent/v1), as parsed from YAML"),
-    descriptor_file: z.string().min(1).default("descriptor").describe("the descriptor's file name, used in error messages"),
+    descriptor: descriptorObject.describe("the descriptor (apiVersion: manent/v1), as parsed from YAML"),
+    descriptor_file: descriptorFile.describe("the descriptor's file name, used in error messages"),
     dry_run: z.boolean().default(false),
-    overrides: z.strictObject({ version: z.string().optional(), source: z.string().optional(), sha256: z.string().optional() }).default({}),
+    overrides: z
+      .strictObject({ version: overrideText(128).optional(), source: overrideText(4096).optional(), sha256: overrideText(64).optional() })
+      .default({}),
   })
   .openapi("SubmitRequest");
 
 export const rollbackBodySchema = z
   .strictObject({
-    descriptor: z.record(z.string(), z.unknown()),
-    descriptor_file: z.string().min(1).default("descriptor"),
-    to: z.string().min(1).optional().describe("the version to return to (default: the last good one before the current)"),
+    descriptor: descriptorObject,
+    descriptor_file: descriptorFile,
+    to: versionSchema.optional().describe("the version to return to (default: the last good one before the current)"),
   })
   .openapi("RollbackRequest");
 

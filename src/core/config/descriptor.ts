@@ -1,29 +1,39 @@
 import { z } from "zod";
+import { safeText } from "./safe-text.js";
 
 const name = z
   .string()
   .min(1)
+  .max(63, { message: "must be at most 63 characters" })
   .regex(/^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/, { message: "must be lower-case letters, digits, '.', '_' or '-'" });
+
+/** A release's version: also a rollback's `to`, which plugins may use in paths, so no '/' and no leading '.'. */
+export const versionSchema = z
+  .string()
+  .min(1)
+  .max(128, { message: "must be at most 128 characters" })
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, { message: "must be letters, digits, '.', '_', '+' or '-' (starting with a letter or digit)" });
 
 export const artifactSchema = z.strictObject({
   type: z
     .string()
     .min(1)
+    .max(63, { message: "must be at most 63 characters" })
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._/+-]*$/, { message: "must be letters, digits, '.', '_', '/', '+' or '-'" })
     .meta({
       description: "The kind of artifact; a plugin's supports() decides from it when the envconfig names no plugin",
       examples: ["tarball", "kubernetes"],
     }),
   name: name.meta({ description: "The artifact's name: the {artifact} part of the envconfig path", examples: ["hello"] }),
-  version: z
-    .string()
-    .min(1)
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, { message: "must be letters, digits, '.', '_', '+' or '-'" })
-    .meta({ description: "The version to deploy (`manent deploy --version` overrides it)", examples: ["1.0.0"] }),
+  version: versionSchema.meta({ description: "The version to deploy (`manent deploy --version` overrides it)", examples: ["1.0.0"] }),
   source: z
     .string()
     .min(1)
+    .max(4096, { message: "must be at most 4096 characters" })
+    .refine(safeText(4096), { message: "must not contain NUL, control characters or lone surrogates" })
     .meta({
-      description: "Where the artifact is: a path (relative to the descriptor) or an http(s) URL (`--source` overrides it)",
+      description:
+        "Where the artifact is: a local path (relative to the descriptor; the CLI uploads it), an upload (upload:<sha256>/<file>), or a server path or http(s) URL manent.yml allows (`--source` overrides it)",
       examples: ["dist/hello-1.0.0.tar.gz"],
     }),
   sha256: z

@@ -7,3 +7,4 @@ export * from "./manent-config.js";
 export * from "./load-manent-config.js";
 export * from "./envconfig-provider.js";
 export * from "./artifacts-config.js";
+export * from "./safe-text.js";

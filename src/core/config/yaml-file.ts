@@ -1,7 +1,13 @@
-import { readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { Code, ManentError } from "../errors.js";
+import { checkSafeData, clipKey } from "./safe-text.js";
+
+/** Configuration files are small; a larger one is refused before it is read whole. */
+export const maxYamlBytes = 1 << 20;
+/** Aliases a document may expand: a real one uses a few; a "billion laughs" document needs many. */
+const maxAliasCount = 100;
 
 /**
  * Parses YAML text and validates it against a schema. Every failure is an `invalid_argument`
@@ -18,11 +24,21 @@ export function parseYaml<S extends z.ZodType>(text: string, file: string, schem
       details: { file },
     });
   }
-  return validate(doc.toJS() ?? {}, file, schema);
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount }) ?? {};
+  } catch (err) {
+    // yaml throws a ReferenceError when aliases would expand past maxAliasCount.
+    throw new ManentError(Code.InvalidArgument, `${file}: malformed YAML: ${firstLine((err as Error).message)} (at most ${maxAliasCount} aliases)`, {
+      details: { file },
+    });
+  }
+  return validate(data, file, schema);
 }
 
 /** Validates already-parsed data, with errors worded as {@link parseYaml}'s. */
 export function validate<S extends z.ZodType>(data: unknown, file: string, schema: S): z.output<S> {
+  checkSafeData(data, file);
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
   throw invalidInput(parsed.error, file);
@@ -32,15 +48,29 @@ export function validate<S extends z.ZodType>(data: unknown, file: string, schem
 export function invalidInput(error: z.ZodError, file: string): ManentError {
   const issue = error.issues[0]!;
   const field = issue.path.map(String).join(".") || "(document)";
-  return new ManentError(Code.InvalidArgument, `${file}: ${field}: ${describe(issue)}`, { details: { file, field } });
+  const reason = describe(issue);
+  // A reason may quote the input (a bad duration, a bad URL): bounded, so a huge value is not echoed whole.
+  const bounded = reason.length > 300 ? `${reason.slice(0, 300)}…` : reason;
+  return new ManentError(Code.InvalidArgument, `${file}: ${clipField(field)}: ${bounded}`, { details: { file, field: clipField(field) } });
 }
 
 /** Reads and validates a YAML file; a missing file is `not_found` naming the path. */
 export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S, label = path): Promise<z.output<S>> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    const handle = await open(path, "r");
+    try {
+      const buffer = Buffer.alloc(maxYamlBytes + 1);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+      if (bytesRead > maxYamlBytes) {
+        throw new ManentError(Code.InvalidArgument, `${label}: larger than ${maxYamlBytes} bytes`, { details: { file: label } });
+      }
+      text = buffer.subarray(0, bytesRead).toString("utf8");
+    } finally {
+      await handle.close();
+    }
   } catch (err) {
+    if (err instanceof ManentError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT") throw new ManentError(Code.NotFound, `${label}: file not found`, { details: { file: label } });
     throw new ManentError(Code.InvalidArgument, `${label}: cannot read: ${(err as Error).message}`, { details: { file: label } });
@@ -50,14 +80,49 @@ export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S,
 
 function describe(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
-    case "unrecognized_keys":
-      return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
-    case "invalid_type":
-      return issue.input === undefined && /received undefined$/.test(issue.message) ? "is required" : issue.message.replace(/^Invalid input: /, "");
+    case "unrecognized_keys": {
+      // Bounded: a hostile document may have thousands of keys, or very long ones.
+      const shown = issue.keys.slice(0, maxKeysShown).map((k) => `"${clipKey(k)}"`);
+      const more = issue.keys.length > maxKeysShown ? ` and ${issue.keys.length - maxKeysShown} more` : "";
+      return `unknown field${issue.keys.length > 1 ? "s" : ""} ${shown.join(", ")}${more}`;
+    }
+    case "invalid_type": {
+      // zod names what it received at the end of its message ("…, received string"); the input itself is not kept.
+      const received = /received (\w+)$/.exec(issue.message)?.[1];
+      if (received === "undefined") return "is required";
+      return `expected ${kindNames[issue.expected] ?? issue.expected}, got ${received ? (receivedNames[received] ?? `a ${received}`) : "something else"}`;
+    }
     default:
       return issue.message;
   }
 }
+
+const maxKeysShown = 5;
+
+function clipField(field: string): string {
+  return field.length > 200 ? `${field.slice(0, 200)}…` : field;
+}
+
+const kindNames: Record<string, string> = {
+  object: "a mapping",
+  record: "a mapping",
+  array: "a list",
+  string: "a string",
+  number: "a number",
+  int: "an integer",
+  boolean: "true or false",
+  null: "nothing",
+};
+
+const receivedNames: Record<string, string> = {
+  object: "a mapping",
+  array: "a list",
+  string: "a string",
+  number: "a number",
+  boolean: "true or false",
+  null: "nothing (null)",
+  NaN: "not a number",
+};
 
 /** The reason alone: the position is already in front of it, and the excerpt after it spans lines. */
 function firstLine(s: string): string {

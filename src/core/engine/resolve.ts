@@ -7,6 +7,7 @@ import {
   findEnvconfig,
   formatSecretRef,
   validate,
+  versionSchema,
   type Callback,
   type LoadedConfig,
   type RetryableStep,
@@ -60,6 +61,7 @@ export interface ResolvedDeploy {
 
 const validateTimeoutMs = 30_000;
 const overridden = z.object({ artifact: artifactSchema });
+const rollbackTo = z.object({ to: versionSchema });
 
 /**
  * Turns a submission into a {@link ResolvedDeploy}: descriptor and overrides validated, envconfig
@@ -68,6 +70,7 @@ const overridden = z.object({ artifact: artifactSchema });
  */
 export async function resolveSubmission(config: LoadedConfig, plugins: PluginRegistry, s: Submission): Promise<ResolvedDeploy> {
   const descriptor = validate(s.descriptor, s.descriptorFile, descriptorSchema);
+  if (s.to !== undefined) validate({ to: s.to }, "rollback", rollbackTo);
   const { artifact } = validate(
     {
       artifact: {

@@ -42,11 +42,17 @@ const rollback = createRoute({
   },
 });
 
+// Query values reach Postgres: names as the descriptor allows them, so "%00" or a megabyte is a 400.
+const nameQuery = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/, "must be lower-case letters, digits, '.', '_' or '-'")
+  .optional();
 const listQuery = z.object({
-  tenant: z.string().optional().describe("ignored for a tenant's token, which sees its own tenant only"),
-  application: z.string().optional(),
-  environment: z.string().optional(),
-  artifact: z.string().optional(),
+  tenant: nameQuery.describe("ignored for a tenant's token, which sees its own tenant only"),
+  application: nameQuery,
+  environment: nameQuery,
+  artifact: nameQuery,
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 

@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { request as httpRequest } from "node:http";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { startServer, type ServerProcess } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
+import { hostileString, hostileValue } from "./config-fuzz.test.js";
+
+const token = "fuzz-token-0123456789";
+
+/** Sends a raw request (the path as given, not normalized) and answers status and body. */
+function send(base: URL, method: string, path: string, body?: string | Buffer, type = "application/json"): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: base.hostname,
+        port: base.port,
+        method,
+        path,
+        agent: false,
+        headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { "content-type": type, "content-length": Buffer.byteLength(body) }) },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Every byte of a string's UTF-8 percent-encoded, so any string (lone surrogates too) makes a valid request line. */
+const encodeAll = (s: string) => [...Buffer.from(s, "utf8")].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("");
+// Under Node's 16 KiB header limit: past it, Node's own parser answers 431 and closes the connection.
+const queryValue = fc.oneof(hostileString.map(encodeAll).filter((v) => v.length < 4000), fc.constantFrom("%00", "%ff", "%", "%zz", "-1", "1.5", "0", "1e3", "NaN", "Infinity", "99999999999999999999"));
+
+/**
+ * Property-based fuzzing of the HTTP API of a real server: hostile bodies, paths and query strings
+ * on every route. Every answer is 2xx/4xx with the error shape, never a 5xx, and the server lives on.
+ */
+describe("HTTP API under fuzzing", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let server: ServerProcess;
+  let base: URL;
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    await ws.write("dist/app.txt", "fuzz\n");
+    await ws.write("envconfig/untenanted/fz/fz/test.yml", { plugin: "noop", targets: [{ host: "fz-1" }], params: { state_dir: ws.path("state") } });
+    const config = await ws.write(
+      "manent.yml",
+      manentYml(await pg.createDatabase(), { auth: { tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] } }),
+    );
+    server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" } });
+    base = new URL(server.url);
+  });
+  after(async () => {
+    await server?.stop();
+    await pg?.stop();
+  });
+
+  const answered = (r: { status: number; text: string }, what: string) => {
+    assert.ok(r.status < 500, `${what}: HTTP ${r.status} ${r.text.slice(0, 500)}`);
+    // Node's HTTP parser answers a request line or headers over its limit (16 KiB) with a bare 431.
+    if (r.status === 431) return;
+    if (r.status >= 400) {
+      const body = JSON.parse(r.text) as { error?: { code?: unknown; message?: unknown } };
+      assert.equal(typeof body.error?.code, "string", `${what}: ${r.text.slice(0, 300)}`);
+      assert.equal(typeof body.error?.message, "string");
+    }
+  };
+
+  // A valid descriptor, mutated at one place (top level or in artifact) with a hostile value.
+  const validDescriptor = { apiVersion: "manent/v1", application: "fz", environment: "test", artifact: { type: "file", name: "fz", version: "1.0.0", source: "/nonexistent/app.txt" } };
+  const descriptorArb = fc.oneof(
+    hostileValue,
+    fc.tuple(fc.constantFrom("apiVersion", "tenant", "application", "environment", "artifact", "extra"), hostileValue).map(([k, v]) => ({ ...validDescriptor, [k]: v })),
+    fc
+      .tuple(fc.constantFrom("type", "name", "version", "source", "sha256", "extra"), fc.oneof(hostileString, hostileValue))
+      .map(([k, v]) => ({ ...validDescriptor, artifact: { ...validDescriptor.artifact, [k]: v } })),
+  );
+  const bodyArb = fc.record(
+    {
+      descriptor: descriptorArb,
+      descriptor_file: fc.oneof(hostileString, hostileValue),
+      dry_run: fc.oneof(fc.constant(true), hostileValue),
+      overrides: fc.oneof(fc.record({ version: hostileString, source: hostileString, sha256: hostileString }, { requiredKeys: [] }), hostileValue),
+      to: fc.oneof(hostileString, fc.constantFrom("../x", "/etc/passwd", "x".repeat(1 << 20)), hostileValue),
+    },
+    { requiredKeys: [] },
+  );
+
+  it("deploys and rollbacks: hostile JSON bodies and non-JSON text", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("/api/v1/deploys", "/api/v1/rollbacks"),
+        fc.oneof({ weight: 4, arbitrary: bodyArb.map((b) => JSON.stringify(b)) }, fc.string({ unit: "binary", maxLength: 100 }), fc.json()),
+        async (path, body) => answered(await send(base, "POST", path, body), `POST ${path} ${body.slice(0, 200)}`),
+      ),
+      { numRuns: 1200 },
+    );
+  });
+
+  it("lists, reads, cancels and uploads: hostile paths and query strings", async () => {
+    const keys = fc.constantFrom("tenant", "application", "environment", "artifact", "limit", "wait", "x");
+    const query = fc.array(fc.tuple(keys, queryValue), { maxLength: 3 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
+    const segment = fc.oneof(queryValue, fc.constantFrom("00000000-0000-0000-0000-000000000000", "a".repeat(64), "..", "%2e%2e", "%2f"));
+    const route = fc.oneof(
+      query.map((q) => ["GET", `/api/v1/deploys?${q}`] as const),
+      fc.tuple(segment, query).map(([id, q]) => ["GET", `/api/v1/deploys/${id}?${q}`] as const),
+      segment.map((id) => ["POST", `/api/v1/deploys/${id}/cancel`] as const),
+      fc.tuple(segment, query).map(([sha, q]) => ["GET", `/api/v1/uploads/${sha}?${q}`] as const),
+      fc.tuple(segment, query).map(([sha, q]) => ["PUT", `/api/v1/uploads/${sha}?${q}`] as const),
+      fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), segment).map(([m, p]) => [m, `/api/v1/${p}`] as const),
+      query.map((q) => ["GET", `/api/v1/plugins?${q}`] as const),
+    );
+    await fc.assert(
+      fc.asyncProperty(route, fc.option(fc.string({ maxLength: 50 }), { nil: undefined }), async ([method, path], body) => {
+        const withBody = method === "GET" ? undefined : (body ?? "");
+        answered(await send(base, method, path, withBody, method === "PUT" ? "application/octet-stream" : "application/json"), `${method} ${path}`);
+      }),
+      { numRuns: 1500 },
+    );
+  });
+
+  it("is still serving, and logged no request failure", async () => {
+    const r = await send(base, "GET", "/healthz");
+    assert.equal(r.status, 200);
+    assert.doesNotMatch(server.logs(), /"request failed"/);
+  });
+});
