@@ -67,7 +67,17 @@ describe("tutorial commands through a shell pipe", () => {
     );
     await ws.write(
       "hello.yml",
-      ["apiVersion: manent/v1", "application: hello", "environment: test", "artifact:", "  type: file", "  name: hello", "  version: 1.0.0", `  source: ${ws.path("dist/hello-1.0.0.txt")}`, ""].join("\n"),
+      [
+        "apiVersion: manent/v1",
+        "application: hello",
+        "environment: test",
+        "artifact:",
+        "  type: file",
+        "  name: hello",
+        "  version: 1.0.0",
+        `  source: ${ws.path("dist/hello-1.0.0.txt")}`,
+        "",
+      ].join("\n"),
     );
     server = await startServer(config, { cwd: ws.dir });
     assert.match(server.logs(), /"database":"embedded"/, "dbos: with no value is the embedded Postgres");
@@ -87,12 +97,14 @@ describe("tutorial commands through a shell pipe", () => {
     );
   });
 
-  it("manent deploy -f hello.yml, then --version 1.1.0 --source \"$PWD/dist/hello-1.1.0.txt\", each a JSON record on a pipe", async () => {
+  it('manent deploy -f hello.yml, then --version 1.1.0 --source "$PWD/dist/hello-1.1.0.txt", each a JSON record on a pipe', async () => {
     const first = await shell(`manent deploy -f hello.yml | jq -r .status`);
     assert.equal(first.code, 0, first.stderr);
     assert.equal(first.stdout, "succeeded\n");
     await ws.write("dist/hello-1.1.0.txt", "hello 1.1.0\n");
-    const second = await shell(`manent deploy -f hello.yml --version 1.1.0 --source "$PWD/dist/hello-1.1.0.txt" | jq -r '.version, .status'`);
+    const second = await shell(
+      `manent deploy -f hello.yml --version 1.1.0 --source "$PWD/dist/hello-1.1.0.txt" | jq -r '.version, .status'`,
+    );
     assert.equal(second.code, 0, second.stderr);
     assert.equal(second.stdout, "1.1.0\nsucceeded\n");
     const history = await shell(`manent history | jq -r '.[0].version'`);

@@ -11,7 +11,13 @@ import { hostileString, hostileValue } from "./config-fuzz.test.js";
 const token = "fuzz-token-0123456789";
 
 /** Sends a raw request (the path as given, not normalized) and answers status and body. */
-function send(base: URL, method: string, path: string, body?: string | Buffer, type = "application/json"): Promise<{ status: number; text: string }> {
+function send(
+  base: URL,
+  method: string,
+  path: string,
+  body?: string | Buffer,
+  type = "application/json",
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
@@ -20,7 +26,10 @@ function send(base: URL, method: string, path: string, body?: string | Buffer, t
         method,
         path,
         agent: false,
-        headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { "content-type": type, "content-length": Buffer.byteLength(body) }) },
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body !== undefined && { "content-type": type, "content-length": Buffer.byteLength(body) }),
+        },
       },
       (res) => {
         let text = "";
@@ -38,7 +47,10 @@ function send(base: URL, method: string, path: string, body?: string | Buffer, t
 /** Every byte of a string's UTF-8 percent-encoded, so any string (lone surrogates too) makes a valid request line. */
 const encodeAll = (s: string) => [...Buffer.from(s, "utf8")].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("");
 // Under Node's 16 KiB header limit: past it, Node's own parser answers 431 and closes the connection.
-const queryValue = fc.oneof(hostileString.map(encodeAll).filter((v) => v.length < 4000), fc.constantFrom("%00", "%ff", "%", "%zz", "-1", "1.5", "0", "1e3", "NaN", "Infinity", "99999999999999999999"));
+const queryValue = fc.oneof(
+  hostileString.map(encodeAll).filter((v) => v.length < 4000),
+  fc.constantFrom("%00", "%ff", "%", "%zz", "-1", "1.5", "0", "1e3", "NaN", "Infinity", "99999999999999999999"),
+);
 
 /**
  * Property-based fuzzing of the HTTP API of a real server: hostile bodies, paths and query strings
@@ -54,10 +66,16 @@ describe("HTTP API under fuzzing", () => {
     pg = await TestPostgres.start();
     ws = await createWorkspace();
     await ws.write("dist/app.txt", "fuzz\n");
-    await ws.write("envconfig/untenanted/fz/fz/test.yml", { plugin: "noop", targets: [{ host: "fz-1" }], params: { state_dir: ws.path("state") } });
+    await ws.write("envconfig/untenanted/fz/fz/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "fz-1" }],
+      params: { state_dir: ws.path("state") },
+    });
     const config = await ws.write(
       "manent.yml",
-      manentYml(await pg.createDatabase(), { auth: { tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] } }),
+      manentYml(await pg.createDatabase(), {
+        auth: { tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] },
+      }),
     );
     server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" } });
     base = new URL(server.url);
@@ -79,10 +97,17 @@ describe("HTTP API under fuzzing", () => {
   };
 
   // A valid descriptor, mutated at one place (top level or in artifact) with a hostile value.
-  const validDescriptor = { apiVersion: "manent/v1", application: "fz", environment: "test", artifact: { type: "file", name: "fz", version: "1.0.0", source: "/nonexistent/app.txt" } };
+  const validDescriptor = {
+    apiVersion: "manent/v1",
+    application: "fz",
+    environment: "test",
+    artifact: { type: "file", name: "fz", version: "1.0.0", source: "/nonexistent/app.txt" },
+  };
   const descriptorArb = fc.oneof(
     hostileValue,
-    fc.tuple(fc.constantFrom("apiVersion", "tenant", "application", "environment", "artifact", "extra"), hostileValue).map(([k, v]) => ({ ...validDescriptor, [k]: v })),
+    fc
+      .tuple(fc.constantFrom("apiVersion", "tenant", "application", "environment", "artifact", "extra"), hostileValue)
+      .map(([k, v]) => ({ ...validDescriptor, [k]: v })),
     fc
       .tuple(fc.constantFrom("type", "name", "version", "source", "sha256", "extra"), fc.oneof(hostileString, hostileValue))
       .map(([k, v]) => ({ ...validDescriptor, artifact: { ...validDescriptor.artifact, [k]: v } })),
@@ -92,7 +117,10 @@ describe("HTTP API under fuzzing", () => {
       descriptor: descriptorArb,
       descriptor_file: fc.oneof(hostileString, hostileValue),
       dry_run: fc.oneof(fc.constant(true), hostileValue),
-      overrides: fc.oneof(fc.record({ version: hostileString, source: hostileString, sha256: hostileString }, { requiredKeys: [] }), hostileValue),
+      overrides: fc.oneof(
+        fc.record({ version: hostileString, source: hostileString, sha256: hostileString }, { requiredKeys: [] }),
+        hostileValue,
+      ),
       to: fc.oneof(hostileString, fc.constantFrom("../x", "/etc/passwd", "x".repeat(1 << 20)), hostileValue),
     },
     { requiredKeys: [] },
@@ -125,7 +153,10 @@ describe("HTTP API under fuzzing", () => {
     await fc.assert(
       fc.asyncProperty(route, fc.option(fc.string({ maxLength: 50 }), { nil: undefined }), async ([method, path], body) => {
         const withBody = method === "GET" ? undefined : (body ?? "");
-        answered(await send(base, method, path, withBody, method === "PUT" ? "application/octet-stream" : "application/json"), `${method} ${path}`);
+        answered(
+          await send(base, method, path, withBody, method === "PUT" ? "application/octet-stream" : "application/json"),
+          `${method} ${path}`,
+        );
       }),
       { numRuns: 1500 },
     );

@@ -17,7 +17,10 @@ describe("hostile input", () => {
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(new URL(path, server.url), {
       method,
-      ...(body !== undefined && { headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) }),
+      ...(body !== undefined && {
+        headers: { "content-type": "application/json" },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      }),
     });
     return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
   };
@@ -27,9 +30,18 @@ describe("hostile input", () => {
     pg = await TestPostgres.start();
     ws = await createWorkspace();
     artifact = await ws.write("dist/app.txt", "hello\n");
-    await ws.write("envconfig/untenanted/app/app/test.yml", { plugin: "noop", targets: [{ host: "a" }], params: { state_dir: ws.path("state") } });
-    const bomb = ['plugin: noop', 'targets: [{host: a}]', 'x0: &x0 ["a","a","a","a","a","a","a","a","a"]'];
-    for (let i = 1; i < 12; i++) bomb.push(`x${i}: &x${i} [${Array(9).fill(`*x${i - 1}`).join(",")}]`);
+    await ws.write("envconfig/untenanted/app/app/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "a" }],
+      params: { state_dir: ws.path("state") },
+    });
+    const bomb = ["plugin: noop", "targets: [{host: a}]", 'x0: &x0 ["a","a","a","a","a","a","a","a","a"]'];
+    for (let i = 1; i < 12; i++)
+      bomb.push(
+        `x${i}: &x${i} [${Array(9)
+          .fill(`*x${i - 1}`)
+          .join(",")}]`,
+      );
     await ws.write("envconfig/untenanted/bomb/bomb/test.yml", bomb.join("\n") + "\n");
     server = await startServer(await ws.write("manent.yml", manentYml(await pg.createDatabase())), { cwd: ws.dir });
   });
@@ -42,10 +54,22 @@ describe("hostile input", () => {
     const before = await recorded();
     const d = descriptor("app", "test", artifact);
     const cases: [string, unknown, RegExp][] = [
-      ["/api/v1/deploys", { descriptor: { ...d, artifact: { ...(d.artifact as object), type: "fi\u0000le" } } }, /artifact\.type: contains a NUL character/],
-      ["/api/v1/deploys", { descriptor: { ...d, artifact: { ...(d.artifact as object), type: "\ud800" } } }, /artifact\.type: contains a lone UTF-16 surrogate/],
+      [
+        "/api/v1/deploys",
+        { descriptor: { ...d, artifact: { ...(d.artifact as object), type: "fi\u0000le" } } },
+        /artifact\.type: contains a NUL character/,
+      ],
+      [
+        "/api/v1/deploys",
+        { descriptor: { ...d, artifact: { ...(d.artifact as object), type: "\ud800" } } },
+        /artifact\.type: contains a lone UTF-16 surrogate/,
+      ],
       ["/api/v1/deploys", { descriptor: d, descriptor_file: "a\u0000.yml" }, /descriptor_file: must not contain NUL/],
-      ["/api/v1/deploys", { descriptor: d, descriptor_file: "\udc00" }, /descriptor_file: must not contain NUL, control characters or lone surrogates/],
+      [
+        "/api/v1/deploys",
+        { descriptor: d, descriptor_file: "\udc00" },
+        /descriptor_file: must not contain NUL, control characters or lone surrogates/,
+      ],
       ["/api/v1/rollbacks", { descriptor: d, to: "1.0\u0000" }, /to: must be letters, digits/],
       ["/api/v1/rollbacks", { descriptor: d, to: "\ud800" }, /to: must be letters, digits/],
       ["/api/v1/rollbacks", { descriptor: d, to: "../x" }, /to: must be letters, digits/],
@@ -67,7 +91,17 @@ describe("hostile input", () => {
   });
 
   it("?limit=-1, ?limit=1.5, %00 and malformed escapes in query values: 400", async () => {
-    for (const query of ["limit=-1", "limit=1.5", "limit=abc", "limit=0", "limit=100000", "application=%00", "tenant=a%00b", "environment=%ff", "artifact=" + "a".repeat(100)]) {
+    for (const query of [
+      "limit=-1",
+      "limit=1.5",
+      "limit=abc",
+      "limit=0",
+      "limit=100000",
+      "application=%00",
+      "tenant=a%00b",
+      "environment=%ff",
+      "artifact=" + "a".repeat(100),
+    ]) {
       const r = await call("GET", `/api/v1/deploys?${query}`);
       assert.equal(r.status, 400, `${query}: ${JSON.stringify(r.body)}`);
       assert.equal(r.body.error!.code, "invalid_argument");

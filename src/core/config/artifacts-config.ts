@@ -71,6 +71,8 @@ export const artifactsConfigSchema = z
     max_upload_size: byteSize.default(1024 ** 3).describe('Largest artifact a client may upload, e.g. "512MiB" (default 1GiB)'),
   })
   .default({ allowed_paths: [], allowed_urls: [], allowed_networks: [], max_upload_size: 1024 ** 3 })
-  .describe("Where deploys' artifacts may come from besides clients' uploads: server paths and URLs (none by default), and the upload size limit");
+  .describe(
+    "Where deploys' artifacts may come from besides clients' uploads: server paths and URLs (none by default), and the upload size limit",
+  );
 
 export type ArtifactsConfig = z.output<typeof artifactsConfigSchema>;

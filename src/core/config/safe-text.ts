@@ -17,7 +17,8 @@ export function unsafeText(s: string, max = maxStringLength): string | undefined
   if (s.length > max) return `longer than ${max} characters`;
   if (loneSurrogate.test(s)) return "contains a lone UTF-16 surrogate (not valid Unicode)";
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(s)) return s.includes("\u0000") ? "contains a NUL character" : "contains a control character";
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(s))
+    return s.includes("\u0000") ? "contains a NUL character" : "contains a control character";
   return undefined;
 }
 
@@ -61,7 +62,10 @@ export function checkSafeData(data: unknown, file: string): void {
 }
 
 /** A zod refinement: every key and string of the value passes {@link unsafeText}. */
-export function refineSafe(value: unknown, ctx: { addIssue(issue: { code: "custom"; message: string; path?: PropertyKey[] }): void }): void {
+export function refineSafe(
+  value: unknown,
+  ctx: { addIssue(issue: { code: "custom"; message: string; path?: PropertyKey[] }): void },
+): void {
   const found = findUnsafe(value);
   if (found) ctx.addIssue({ code: "custom", message: found.reason, path: found.path.map((p) => clipKey(p)) });
 }
