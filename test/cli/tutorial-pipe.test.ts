@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
@@ -20,7 +21,7 @@ describe("tutorial commands through a shell pipe", () => {
 
   /** Runs a command line in bash from the tutorial's directory, as a reader would type it. */
   const shell = async (line: string) => {
-    const env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_SERVER: server.url };
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_SERVER: server.url };
     delete env.MANENT_OUTPUT;
     try {
       const r = await run("bash", ["-o", "pipefail", "-c", line], { cwd: ws.dir, env, timeout: 120_000 });
@@ -80,7 +81,9 @@ describe("tutorial commands through a shell pipe", () => {
       ].join("\n"),
     );
     server = await startServer(config, { cwd: ws.dir });
-    assert.match(server.logs(), /"database":"embedded"/, "dbos: with no value is the embedded Postgres");
+    // The port is bound before the database starts: wait for the server to be ready, then look at what it started.
+    while ((await fetch(new URL("/healthz", server.url))).status !== 200) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(existsSync(ws.path("work", "postgres", "password")), "dbos: with no value is the embedded Postgres under workdir");
   });
   after(async () => {
     await server?.stop();
