@@ -37,6 +37,18 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
     labelNames: ["deploy", "tenant", "application", "environment"],
     registers: [registry],
   });
+  const measurements = new Counter({
+    name: "manent_analysis_measurements_total",
+    help: "Analysis measurements taken by rollouts, by check and verdict (successful, failed, inconclusive).",
+    labelNames: ["check", "verdict"],
+    registers: [registry],
+  });
+  const analysisValue = new Gauge({
+    name: "manent_analysis_value",
+    help: "The last numeric value an analysis check measured, per deploy and check.",
+    labelNames: ["deploy", "tenant", "application", "environment", "check"],
+    registers: [registry],
+  });
   return {
     registry,
     engine: {
@@ -52,6 +64,10 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
       },
       canaryWeight(deploy, weight) {
         canaryWeight.set({ ...deploy }, weight);
+      },
+      analysisMeasured(deploy, m) {
+        measurements.inc({ check: m.check, verdict: m.verdict });
+        if (typeof m.value === "number") analysisValue.set({ ...deploy, check: m.check }, m.value);
       },
     },
   };

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal } from "../support/journal.js";
@@ -96,6 +98,51 @@ describe("rollout canary", () => {
     assert.match(d.error!.message, /^promote_candidate failed: promote_candidate: failing as configured/);
     assert.equal(d.steps.find((s) => s.name === "promote_candidate")!.attempts, 1);
     assert.equal((await journal(d.id)).filter((j) => j.call === "promote_candidate").length, 1);
+  });
+
+  it("runs an analysis step with an HTTP check: promoted when healthy, reverted naming the check, value and condition when not", async () => {
+    let errorRate = 0.01;
+    const seen: string[] = [];
+    const web: Server = createServer((req, res) => {
+      seen.push(req.url!);
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ error_rate: errorRate }));
+    });
+    await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(web.address() as AddressInfo).port}/health?version=\${MANENT_VERSION}&weight=\${MANENT_WEIGHT}`;
+      const analysis = { checks: { health: { http: { url, json_field: "error_rate" }, success_condition: "result < 0.05", interval: "50ms", count: 2 } } };
+      const canary = { steps: [{ set_weight: 10 }, { analysis: { checks: ["health"] } }, { set_weight: 100 }] };
+      await envconfig("cane", canary, {}, { analysis });
+      const ok = await deploy("cane", "2.0.0");
+      assert.equal(ok.status, "succeeded", JSON.stringify(ok.error));
+      assert.deepEqual(ok.rollout!.measurements.map((m) => `${m.step} ${m.check} ${m.value} ${m.verdict}`), [
+        "canary-2:analysis health 0.01 successful",
+        "canary-2:analysis health 0.01 successful",
+      ]);
+      assert.deepEqual(seen, ["/health?version=2.0.0&weight=10", "/health?version=2.0.0&weight=10"]);
+      assert.deepEqual(ok.steps.filter((s) => s.name.startsWith("canary-2:")).map((s) => s.name), ["canary-2:analysis:1", "canary-2:analysis:2"]);
+
+      errorRate = 0.3;
+      const bad = await deploy("cane", "3.0.0");
+      assert.equal(bad.status, "rolled_back");
+      assert.match(bad.error!.message, /^canary step 2 \(analysis health\) failed: health: error_rate = 0\.3 does not meet success_condition "result < 0\.05" \(1 failed measurement, failure_limit 0\); weight 0, candidate reverted$/);
+      assert.equal(await state("cane-1"), "2.0.0");
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, /manent_analysis_measurements_total\{check="health",verdict="successful"\} 2/);
+      assert.match(metrics, /manent_analysis_measurements_total\{check="health",verdict="failed"\} 1/);
+      assert.match(metrics, new RegExp(`manent_canary_weight\\{deploy="${ok.id}",[^}]*\\} 100`));
+      assert.match(metrics, new RegExp(`manent_canary_weight\\{deploy="${bad.id}",[^}]*\\} 0`));
+    } finally {
+      web.close();
+    }
+  });
+
+  it("refuses an analysis step naming a check the envconfig does not define", async () => {
+    await envconfig("canf", { steps: [{ analysis: { checks: ["nope"] } }] });
+    await assert.rejects(
+      server.api.submit({ descriptor: descriptor("canf", "prod", artifact, "2.0.0"), descriptor_file: "canf.yml" }),
+      /canf\/prod\.yml: rollout\.canary\.steps\.0\.analysis\.checks\.0: no check named "nope" in analysis\.checks \(none defined\)/,
+    );
   });
 
   it("refuses a canary for a plugin without slots at submission, naming the field and the capability", async () => {

@@ -9,6 +9,8 @@ export interface EngineMetrics {
   stepAttempt(step: string, outcome: "succeeded" | "failed"): void;
   /** The candidate's traffic weight of a deploy's canary (`manent_canary_weight`). */
   canaryWeight(deploy: DeployLabels, weight: number): void;
+  /** One analysis measurement (`manent_analysis_measurements_total`, `manent_analysis_value`). */
+  analysisMeasured(deploy: DeployLabels, m: { check: string; value: number | string | null; verdict: string }): void;
 }
 
 /** Which deploy a per-deploy metric is about. */
@@ -24,4 +26,5 @@ export const noMetrics: EngineMetrics = {
   targetFinished() {},
   stepAttempt() {},
   canaryWeight() {},
+  analysisMeasured() {},
 };

@@ -17,7 +17,8 @@ import { checkArtifactSource } from "./artifact-fetch.js";
 import type { DeployKind } from "./deploy-store.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
-import { checkRolloutCapabilities } from "../rollout/rollout-capabilities.js";
+import type { AnalysisSection } from "../rollout/analysis/index.js";
+import { checkRolloutSettings } from "../rollout/rollout-checks.js";
 
 /** What a client submits: the descriptor as parsed from its file, and the CLI's overrides. */
 export interface Submission {
@@ -57,6 +58,8 @@ export interface ResolvedDeploy {
   to?: string;
   /** Waves and canary steps, when the envconfig has a `rollout` section (never for a user's rollback). */
   rollout?: RolloutSettings;
+  /** The envconfig's analysis checks, for the rollout's analysis steps. */
+  analysis?: AnalysisSection;
 }
 
 const validateTimeoutMs = 30_000;
@@ -104,7 +107,7 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
   }
   const plugin = await plugins.select(envconfig.plugin, artifact, where);
   const rollout = s.kind === "rollback" ? undefined : envconfig.rollout;
-  if (rollout) checkRolloutCapabilities(rollout, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+  if (rollout) checkRolloutSettings(rollout, envconfig.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
 
   const policy = (step: RetryableStep): StepPolicy => ({
     maxRetries: envconfig.steps[step]?.max_retries ?? envconfig.max_retries,
@@ -140,6 +143,7 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
     envconfigFile: file ?? null,
     ...(s.to !== undefined && { to: s.to }),
     ...(rollout && { rollout }),
+    ...(rollout && envconfig.analysis && { analysis: envconfig.analysis }),
   };
 }
 

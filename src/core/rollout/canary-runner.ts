@@ -1,6 +1,7 @@
 import { isSlotDeployer, isSlotScaler, isTesterRouter, isTrafficRouter, type Deployer, type Request, type Result, type Target } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import { isCancellation } from "../engine/step-runner.js";
+import { runAnalysis } from "./analysis-runner.js";
 import type { CommandInbox } from "./command-inbox.js";
 import { abortedBy, runGate, RolloutStopped } from "./gate-runner.js";
 import { describeStep, stepKind, type CanarySettings } from "./rollout-config.js";
@@ -32,6 +33,7 @@ export async function runCanary(
   targets: Target[],
   wave: number | null,
   prefix: string,
+  previousVersion: string | undefined,
 ): Promise<Result> {
   const policy = host.r.steps.deploy;
   const state: CanaryState = { wave, steps: settings.steps.map(describeStep), step: 0, phase: "preparing", weight: 0, traffic: null, testers: null };
@@ -88,7 +90,7 @@ export async function runCanary(
       } else if ("approval" in step) {
         await runGate(host, rec, inbox, name, where, "approval", step.approval.timeout);
       } else {
-        throw new ManentError(Code.Unimplemented, `${where}: analysis is not available in this build`);
+        await runAnalysis(host, rec, inbox, name, where, step.analysis.checks, previousVersion);
       }
     }
     state.step = settings.steps.length + 1;

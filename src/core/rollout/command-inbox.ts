@@ -30,10 +30,10 @@ export class CommandInbox {
 
   /**
    * Waits for a command that ends a pause (promote) or an approval (approve or promote), an abort,
-   * or the deadline (epoch ms; null for none). The deadline is fixed by the caller in a checkpointed
+   * a `promote --full`, or the deadline (an analysis waits only for the last three) (epoch ms; null for none). The deadline is fixed by the caller in a checkpointed
    * step, so after a restart the wait lasts only what remains of it.
    */
-  async wait(kind: "pause" | "approval", until: number | null): Promise<WaitOutcome> {
+  async wait(kind: "pause" | "approval" | "analysis", until: number | null): Promise<WaitOutcome> {
     for (;;) {
       if (this.aborted) return { ended: "command", message: this.aborted };
       if (this.promotedFull) return { ended: "command", message: this.promotedFull };
@@ -43,8 +43,9 @@ export class CommandInbox {
       const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000 });
       if (!m) continue;
       this.note(m);
-      if (m.command === "promote" || (m.command === "approve" && kind === "approval")) return { ended: "command", message: m };
-      // An approve during a pause is not for this wait: keep waiting.
+      if (m.command === "abort" || (m.command === "promote" && m.full)) return { ended: "command", message: m };
+      if ((m.command === "promote" && kind !== "analysis") || (m.command === "approve" && kind === "approval")) return { ended: "command", message: m };
+      // An approve during a pause, a plain promote during an analysis: not for this wait, keep waiting.
     }
   }
 

@@ -1,5 +1,5 @@
 import type { DeployStore } from "../engine/deploy-store.js";
-import type { EngineMetrics } from "../engine/engine-metrics.js";
+import type { DeployLabels, EngineMetrics } from "../engine/engine-metrics.js";
 import type { ResolvedDeploy } from "../engine/resolve.js";
 import type { RolloutState } from "./rollout-state.js";
 
@@ -25,6 +25,11 @@ export class RolloutRecorder {
   /** Records the candidate's weight on the state and in the metrics. */
   weight(weight: number): void {
     if (this.state.canary) this.state.canary.weight = weight;
-    this.metrics.canaryWeight({ deploy: this.id, tenant: this.r.tenant, application: this.r.application, environment: this.r.environment }, weight);
+    this.metrics.canaryWeight(this.labels(), weight);
+  }
+
+  /** The deploy, as per-deploy metrics label it. */
+  labels(): DeployLabels {
+    return { deploy: this.id, tenant: this.r.tenant, application: this.r.application, environment: this.r.environment };
   }
 }

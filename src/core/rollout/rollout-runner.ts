@@ -3,6 +3,7 @@ import { TargetStatus, type Result, type TargetRelease, type TargetResult } from
 import { Code, ManentError } from "../errors.js";
 import type { DeployStatus } from "../engine/deploy-store.js";
 import { isCancellation } from "../engine/step-runner.js";
+import { runAnalysis } from "./analysis-runner.js";
 import { CanaryFailure, runCanary } from "./canary-runner.js";
 import { CommandInbox } from "./command-inbox.js";
 import { abortedBy, runGate } from "./gate-runner.js";
@@ -41,19 +42,20 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
   rec.state.waves = withWaves ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map((t) => t.host), status: "pending" })) : [];
   await rec.save();
   const inbox = new CommandInbox();
+  const previousVersion = checkpoint.releases.find((r) => r.version !== "")?.version;
   const results = new Map<string, TargetResult>();
   await DBOS.runStep(() => host.store.stepStarted(host.id, 6, summaryStep), { name: `${summaryStep}:start` });
 
   let completed = 0;
   try {
     for (const w of waves) {
-      if (w.index > 1) await runBetween(host, rec, inbox, settings.waves?.between ?? [], w.index - 1);
+      if (w.index > 1) await runBetween(host, rec, inbox, settings.waves?.between ?? [], w.index - 1, previousVersion);
       rec.state.current_wave = w.index;
       setStatus(rec, w.index, "running");
       await rec.save();
       const prefix = withWaves ? `wave-${w.index}:` : "";
       const result: Result = settings.canary
-        ? await runCanary(host, rec, inbox, settings.canary, w.targets, withWaves ? w.index : null, prefix)
+        ? await runCanary(host, rec, inbox, settings.canary, w.targets, withWaves ? w.index : null, prefix, previousVersion)
         : await host.deployTargets(`${prefix}deploy`, w.targets);
       for (const t of result.targets) results.set(t.host, t);
       setStatus(rec, w.index, "succeeded");
@@ -69,7 +71,14 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
 }
 
 /** Gates between wave `after` and the next; an abort sent during the waves is acted on here. */
-async function runBetween(host: RolloutHost, rec: RolloutRecorder, inbox: CommandInbox, gates: Gate[], after: number): Promise<void> {
+async function runBetween(
+  host: RolloutHost,
+  rec: RolloutRecorder,
+  inbox: CommandInbox,
+  gates: Gate[],
+  after: number,
+  previousVersion: string | undefined,
+): Promise<void> {
   const checkAbort = async (where: string): Promise<void> => {
     await inbox.poll();
     if (inbox.aborted) throw abortedBy(inbox.aborted, where);
@@ -81,7 +90,7 @@ async function runBetween(host: RolloutHost, rec: RolloutRecorder, inbox: Comman
     const name = `wave-${after}:gate-${g + 1}:${stepKind(gate)}`;
     if ("pause" in gate) await runGate(host, rec, inbox, name, label, "pause", gate.pause.duration);
     else if ("approval" in gate) await runGate(host, rec, inbox, name, label, "approval", gate.approval.timeout);
-    else throw new ManentError(Code.Unimplemented, `${label}: analysis is not available in this build`);
+    else await runAnalysis(host, rec, inbox, name, label, gate.analysis.checks, previousVersion);
   }
   await checkAbort(`the start of wave ${after + 1}`);
 }

@@ -1,22 +1,37 @@
 import type { Capability } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import type { RolloutSettings } from "./rollout-config.js";
+import type { AnalysisSection } from "./analysis/index.js";
 
 /**
- * Refuses, before anything is recorded, a canary the plugin cannot run: slots are needed for any
+ * Refuses, before anything is recorded, an analysis step naming a check the envconfig does not
+ * define, and a canary the plugin cannot run: slots are needed for any
  * canary, traffic_router or scale for a weight step, testers for `testers: true`. The message names
  * the envconfig field and the missing capability.
  */
-export function checkRolloutCapabilities(rollout: RolloutSettings, plugin: string, caps: readonly Capability[], file: string): void {
+export function checkRolloutSettings(
+  rollout: RolloutSettings,
+  analysis: AnalysisSection | undefined,
+  plugin: string,
+  caps: readonly Capability[],
+  file: string,
+): void {
   const canary = rollout.canary;
-  const analysis = [
-    ...(canary?.steps ?? []).map((s, i) => ["analysis" in s, `rollout.canary.steps.${i}.analysis`] as const),
-    ...(rollout.waves?.between ?? []).map((s, i) => ["analysis" in s, `rollout.waves.between.${i}.analysis`] as const),
-  ].find(([is]) => is);
-  if (analysis) {
-    throw new ManentError(Code.InvalidArgument, `${file}: ${analysis[1]}: analysis checks are not available in this build yet`, {
-      details: { file, field: analysis[1] },
-    });
+  const analysisSteps = [
+    ...(canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}.analysis.checks`] as const),
+    ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}.analysis.checks`] as const),
+  ];
+  for (const [step, field] of analysisSteps) {
+    if (!("analysis" in step)) continue;
+    for (const [i, name] of step.analysis.checks.entries()) {
+      if (analysis?.checks[name]) continue;
+      const known = Object.keys(analysis?.checks ?? {});
+      throw new ManentError(
+        Code.InvalidArgument,
+        `${file}: ${field}.${i}: no check named "${name}" in analysis.checks (${known.length ? `known: ${known.join(", ")}` : "none defined"})`,
+        { details: { file, field: `${field}.${i}` } },
+      );
+    }
   }
   if (!canary) return;
   const refuse = (field: string, missing: string, why: string): never => {
