@@ -334,11 +334,15 @@ export class KubernetesDeployer
     // refused before anything changes, the history included: the cluster stays as it was.
     await checkOnServer(client, r, prep, index, req.signal);
 
-    // Record the release before touching anything: a rollback must know what this one added.
+    const applyOpts = { dryRun: false, force: params.force_conflicts, signal: req.signal };
+    // The history lives in the environment's namespace: one this release creates comes first.
+    const namespaces = r.objects.filter((o) => o.kind === "Namespace" && o.apiVersion === "v1");
+    if (!index.current && namespaces.length > 0) throwFirst(await applyAll(client, namespaces, applyOpts));
+
+    // Record the release before touching anything else: a rollback must know what this one added.
     const entry = await writeRelease(client, ctx, releaseName(ctx, r.objects), r.objects, refs, req.signal);
     await writeIndex(client, ctx, { ...index, pending: entry }, { signal: req.signal });
 
-    const applyOpts = { dryRun: false, force: params.force_conflicts, signal: req.signal };
     const crds = r.objects.filter((o) => o.kind === "CustomResourceDefinition");
     const rest = r.objects.filter((o) => o.kind !== "CustomResourceDefinition");
     if (crds.length > 0) {
@@ -424,9 +428,18 @@ export class KubernetesDeployer
       await waitForRollouts(client, objs, params.wait_timeout, req.signal);
     }
     let removed = 0;
+    let namespaceGone = false;
     if (failed && failed.configmap !== target?.configmap) {
       // Only what is still manent's: an object the failed release never got to change is not its to delete.
-      removed = (await deleteOwned(client, dropped(await readRefs(client, ctx, failed, req.signal), keep), ownerLabels(ctx), req.signal)).deleted;
+      const gone = dropped(await readRefs(client, ctx, failed, req.signal), keep);
+      const outcome = await deleteOwned(client, gone, ownerLabels(ctx), req.signal);
+      removed = outcome.deleted;
+      namespaceGone = gone.some((r) => r.kind === "Namespace" && r.name === ctx.namespace && !outcome.kept.includes(r));
+    }
+    if (namespaceGone) {
+      // The failed release had created the environment's namespace: the history went with it.
+      req.logger.info("kubernetes: rolled back", { cluster: t.host, version: recorded.version, release: "", removed, namespace_deleted: ctx.namespace });
+      return { status: TargetStatus.RolledBack, details: { version: recorded.version, release: "", objects_removed: String(removed) } };
     }
 
     const releases = index.releases;
@@ -463,7 +476,7 @@ async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared,
     await writeIndex(client, prep.ctx, index, { dryRun: true, signal });
   } catch (err) {
     const e = ManentError.from(err);
-    errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err }));
+    errors.push(new ManentError(e.code, `release history: ${e.message}`, { cause: err, details: e.details }));
   }
   // A canary moves weights on the route (dry-run only): it must exist and the token must be allowed to patch it.
   const route = prep.params.traffic_route;
@@ -475,8 +488,12 @@ async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared,
       errors.push(ManentError.from(err));
     }
   }
-  if (errors.length > 0) {
-    throw new ManentError(errors[0]!.code, errors.map((e) => e.message).join("; "), { details: errors[0]!.details });
+  // A namespace the release itself creates does not exist before it is applied: a dry run cannot
+  // create it, so what goes into it is checked for real when it is applied.
+  const created = new Set(r.objects.filter((o) => o.kind === "Namespace" && o.apiVersion === "v1").map((o) => o.metadata.name));
+  const refused = errors.filter((e) => !(e.code === Code.FailedPrecondition && e.details.namespace !== undefined && created.has(e.details.namespace)));
+  if (refused.length > 0) {
+    throw new ManentError(refused[0]!.code, refused.map((e) => e.message).join("; "), { details: refused[0]!.details });
   }
   return checkable;
 }

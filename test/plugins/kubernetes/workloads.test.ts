@@ -99,6 +99,20 @@ describe("kubernetes plugin: workloads and edge cases", () => {
     assert.ok(logger.lines.some((l) => l.msg.includes("waiting for rollouts")));
   });
 
+  it("a release that creates its own namespace: the server's dry run does not refuse what goes into it", async () => {
+    const path = await files.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: fresh}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: inside}\ndata: {a: b}\n");
+    const req = makeRequest({ application: "fresh", version: "1.0.0", artifactPath: path, params: { namespace: "fresh" } });
+    assert.equal((await d.dryRun(req)).targets[0]!.status, "ready");
+    assert.equal(await getObj(cp, "v1", "Namespace", "fresh", undefined), undefined, "dry-run created nothing");
+    assert.equal((await d.deploy(req)).targets[0]!.status, "deployed");
+    assert.deepEqual((await getObj(cp, "v1", "ConfigMap", "inside", "fresh"))!.data, { a: "b" });
+    // Rolled back to nothing: the namespace it created goes, and the history with it.
+    const rb = await d.rollback(rollbackRequest(req, [{ host: "127.0.0.1", version: "" }]));
+    assert.deepEqual([rb.targets[0]!.status, rb.targets[0]!.details?.objects_removed], ["rolled_back", "2"]);
+    const ns = await getObj(cp, "v1", "Namespace", "fresh", undefined);
+    assert.ok(ns === undefined || ns.status.phase === "Terminating", "the namespace is being deleted by the real namespace controller");
+  });
+
   it("the same object twice in an artifact is refused", async () => {
     const path = await files.write("dup.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n");
     const err = await failure(d.deploy(makeRequest({ application: "dup", version: "1.0.0", artifactPath: path })));
