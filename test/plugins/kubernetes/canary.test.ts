@@ -88,6 +88,13 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
   const service = async (name: string) => (await getObj(cp, "v1", "Service", name)) as unknown as Obj | undefined;
   const route = async () => (await getObj(cp, "gateway.networking.k8s.io/v1", "HTTPRoute", "hello")) as unknown as Obj;
   const weights = async () => (await route()).spec.rules!.map((r) => r.backendRefs.map((b) => `${b.name}=${b.weight ?? "-"}`).join(" "));
+  /** The application's Deployments and Services in the namespace, by kind/name. */
+  const owned = async () => {
+    const sel = "manent.io/application=hello";
+    const deployments = (await cp.list("apps/v1", "Deployment", "hello", sel)).map((o) => `Deployment/${String(o.metadata.name)}`);
+    const services = (await cp.list("v1", "Service", "hello", sel)).map((o) => `Service/${String(o.metadata.name)}`);
+    return [...deployments, ...services].sort();
+  };
   const version = async (name: string) => (await deployment(name))?.metadata.annotations?.["manent.io/version"];
 
   it("weights on the HTTPRoute, testers by header, replicas in proportion; promote leaves exactly the stable objects; rollback still works", async () => {
@@ -137,6 +144,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     assert.equal(await deployment("hello-canary"), undefined);
     assert.equal(await service("hello-canary"), undefined);
     assert.deepEqual(await weights(), ["hello=100"]);
+    assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
     assert.deepEqual(
       (await d.currentRelease(r)).map((x) => x.version),
       ["1.1.0"],
@@ -163,6 +171,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     assert.equal(await deployment("hello-canary"), undefined);
     assert.equal(await service("hello-canary"), undefined);
     assert.deepEqual(await weights(), ["hello=100"]);
+    assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
     assert.equal(await version("hello"), "1.0.0");
   });
 
