@@ -131,6 +131,21 @@ describe("deploy workflow", () => {
     assert.equal((await journal()).filter((j) => j.deployment === id && j.call === "deploy").length, 1);
   });
 
+  it("fails at once when the plugin asks for a secret the envconfig does not declare", async () => {
+    await envconfig("epsilon", "test", {
+      plugin: "noop",
+      targets: [{ host: "e1" }],
+      params: params({ read_secret: "never-declared" }),
+      max_retries: 5,
+      retry_interval: "10ms",
+    });
+    const { id } = await server.api.submit({ descriptor: descriptor("epsilon", "test", artifact), descriptor_file: "epsilon.yml" });
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "failed");
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "the envconfig must change: no retry");
+    assert.match(d.error!.message, /secret "never-declared" is not declared in the envconfig's secrets \(add \{name: never-declared/);
+  });
+
   it("gives up after max_retries on a failure that does not pass", async () => {
     await envconfig("delta", "test", {
       plugin: "noop",

@@ -10,7 +10,8 @@ export interface CallSecrets {
 
 /**
  * Secrets for one plugin call. Values are read from their references at lookup time, never
- * stored, and only while the call runs; a lookup after `close()` fails with `failed_precondition`.
+ * stored, and only while the call runs; a lookup after `close()`, or of a name the envconfig does not
+ * declare, fails with `failed_precondition` (permanent).
  */
 export function openCallSecrets(refs: ReadonlyMap<string, SecretRef>, call: string): CallSecrets {
   let open = true;
@@ -22,9 +23,12 @@ export function openCallSecrets(refs: ReadonlyMap<string, SecretRef>, call: stri
         }
         const ref = refs.get(name);
         if (!ref) {
-          throw new ManentError(Code.NotFound, `secret "${name}" is not declared in the envconfig's secrets`, {
-            details: { secret: name },
-          });
+          // The envconfig has to change before the lookup can succeed: a retry cannot fix it.
+          throw new ManentError(
+            Code.FailedPrecondition,
+            `secret "${name}" is not declared in the envconfig's secrets (add {name: ${name}, ref: "file:/path" or "env:NAME"} under secrets:)`,
+            { details: { secret: name } },
+          );
         }
         return readSecretRef(name, ref);
       },
