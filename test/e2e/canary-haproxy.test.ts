@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 import { promisify } from "node:util";
@@ -58,6 +58,7 @@ describe("canary rollout through manent-server, remote-copy and HAProxy", { skip
         }
       }
     }
+    if (ws) await rm(ws.dir, { recursive: true, force: true });
   });
 
   /** An application on two fresh targets behind its own HAProxy; its envconfig with or without the canary. */
