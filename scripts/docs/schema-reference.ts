@@ -152,9 +152,19 @@ function walk(schema: Schema, path: string, rows: Row[], required: boolean): voi
   if (u.meta.type !== undefined) return;
   if (d.type === "object") {
     for (const [k, v] of Object.entries(d.shape as Record<string, Schema>)) walk(v, path ? `${path}.${k}` : k, rows, true);
+  } else if (d.type === "union") {
+    // One of several shapes (a step is `set_weight`, `pause`, `approval` or `analysis`): each
+    // object shape's keys under the same path.
+    for (const option of d.options as Schema[]) {
+      const o = unwrap(option);
+      if (def(o.inner).type === "object") {
+        for (const [k, v] of Object.entries(def(o.inner).shape as Record<string, Schema>)) walk(v, path ? `${path}.${k}` : k, rows, false);
+      }
+    }
   } else if (d.type === "array") {
     const el = unwrap(d.element as Schema);
-    if (def(el.inner).type === "object") walk(d.element as Schema, `${path}[]`, rows, true);
+    const elType = def(el.inner).type;
+    if (elType === "object" || elType === "union") walk(d.element as Schema, `${path}[]`, rows, true);
   } else if (d.type === "record") {
     const keyDef = def(unwrap(d.keyType as Schema).inner);
     const key = keyDef.type === "enum" ? `<${Object.values(keyDef.entries as Record<string, string>).join("|")}>` : "<name>";
