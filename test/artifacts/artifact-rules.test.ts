@@ -10,6 +10,7 @@ import { AddressRules } from "../../src/core/artifacts/address-rules.js";
 import { ArtifactPolicy, type Resolver } from "../../src/core/artifacts/artifact-policy.js";
 import { artifactsConfigSchema, type ArtifactsConfig } from "../../src/core/config/index.js";
 import { checkArtifactSource, fetchArtifact } from "../../src/core/engine/artifact-fetch.js";
+import { sendCallback, type CallbackPayload } from "../../src/core/engine/callbacks.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 
 /**
@@ -314,6 +315,61 @@ describe("artifact rules", () => {
       );
       assert.match(mismatch.message, /does not match artifact\.sha256/);
       assert.doesNotMatch(mismatch.message, /[0-9a-f]{64}/);
+    });
+  });
+
+  describe("callbacks (an envconfig's webhooks follow the same address rules)", () => {
+    let receiver: Server;
+    let port = 0;
+    const hits: string[] = [];
+    before(async () => {
+      receiver = createServer((req, res) => {
+        hits.push(req.url!);
+        if (req.url === "/moved") return void res.writeHead(302, { location: "http://169.254.169.254/" }).end();
+        req.resume();
+        req.on("end", () => res.end());
+      });
+      await new Promise<void>((r) => receiver.listen(0, "127.0.0.2", r));
+      port = (receiver.address() as AddressInfo).port;
+    });
+    after(() => receiver.close());
+
+    const payload = { event: "succeeded", deploy: {}, sent_at: "" } as unknown as CallbackPayload;
+    const config = (allowed_networks: string[]) => ({
+      artifacts: artifactsConfigSchema.parse({ allowed_networks }),
+      baseDir: "/",
+      workdirPath: "/nonexistent-workdir",
+    });
+    const callback = (url: string) => ({ url, events: ["succeeded" as const], max_retries: 0, timeout: 5000 });
+    const metadata: Resolver = async () => [{ address: "169.254.169.254", family: 4 }];
+
+    it("refuses loopback, link-local and names resolving to them without connecting; delivers where allowed; follows no redirect", async () => {
+      await assert.rejects(
+        sendCallback(callback(`http://127.0.0.2:${port}/hook`), payload, AbortSignal.timeout(5000), config([])),
+        (err: ManentError) => {
+          assert.equal(err.code, Code.InvalidArgument);
+          assert.match(err.message, /callback http:\/\/127\.0\.0\.2:\d+\/hook: host 127\.0\.0\.2 is a loopback address/);
+          return true;
+        },
+      );
+      await assert.rejects(
+        sendCallback(callback("http://hooks.test/x"), payload, AbortSignal.timeout(5000), config([]), metadata),
+        /link-local address \(169\.254\.169\.254\)/,
+      );
+      await assert.rejects(
+        sendCallback(callback("http://[::ffff:169.254.169.254]/x"), payload, AbortSignal.timeout(5000), config([])),
+        /link-local/,
+      );
+      assert.deepEqual(hits, []);
+      assert.deepEqual(
+        await sendCallback(callback(`http://127.0.0.2:${port}/hook`), payload, AbortSignal.timeout(5000), config(["127.0.0.2/32"])),
+        { status: 200 },
+      );
+      await assert.rejects(
+        sendCallback(callback(`http://127.0.0.2:${port}/moved`), payload, AbortSignal.timeout(5000), config(["127.0.0.2/32"])),
+        /HTTP 302 \(redirects are not followed\)/,
+      );
+      assert.deepEqual(hits, ["/hook", "/moved"]);
     });
   });
 });

@@ -94,7 +94,8 @@ export class ArtifactPolicy {
   }
 
   /** Every address a name resolves to must pass the address rules: one refused address refuses the name. */
-  async checkHost(hostname: string): Promise<CheckedHost> {
+  async checkHost(hostname: string, field = "artifact.source"): Promise<CheckedHost> {
+    const bad = (message: string) => new ManentError(Code.InvalidArgument, `${field}: ${message}`, { details: { field } });
     const host = hostname.replace(/^\[|\]$/g, "");
     let found: { address: string; family: number }[];
     if (isIP(host)) found = [{ address: host, family: isIP(host) }];
@@ -104,7 +105,7 @@ export class ArtifactPolicy {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOTFOUND" || code === "ENODATA") throw bad(`host ${clip(host)} does not resolve`);
-        throw new ManentError(Code.Unavailable, `artifact.source: cannot resolve ${clip(host)}: ${code ?? (err as Error).message}`, {
+        throw new ManentError(Code.Unavailable, `${field}: cannot resolve ${clip(host)}: ${code ?? (err as Error).message}`, {
           cause: err,
         });
       }

@@ -41,6 +41,18 @@ export async function fetchPinned(start: URL, policy: ArtifactPolicy, signal: Ab
 }
 
 function get(url: URL, host: CheckedHost, signal: AbortSignal): Promise<IncomingMessage> {
+  return pinnedRequest(url, host, { method: "GET", signal });
+}
+
+/**
+ * One HTTP request to the address already checked, whatever the URL's host resolves to now.
+ * Redirects are not followed: the caller decides (and checks the next hop).
+ */
+export function pinnedRequest(
+  url: URL,
+  host: CheckedHost,
+  o: { method: string; signal: AbortSignal; headers?: Record<string, string>; body?: string; label?: string },
+): Promise<IncomingMessage> {
   // The socket connects to the address already checked, whatever the name resolves to now.
   const pinned: LookupFunction = (_hostname, options, callback) => {
     if ((options as { all?: boolean }).all) (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [host]);
@@ -48,16 +60,24 @@ function get(url: URL, host: CheckedHost, signal: AbortSignal): Promise<Incoming
   };
   const request = url.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "GET", lookup: pinned, signal, headers: { "user-agent": "manent" } }, resolve);
+    const req = request(
+      url,
+      { method: o.method, lookup: pinned, signal: o.signal, headers: { "user-agent": "manent", ...o.headers } },
+      resolve,
+    );
     req.on("error", (err) =>
       reject(
-        signal.aborted
+        o.signal.aborted
           ? err
-          : new ManentError(Code.Unavailable, `artifact ${clip(url.href)}: ${(err as NodeJS.ErrnoException).code ?? err.message}`, {
-              cause: err,
-            }),
+          : new ManentError(
+              Code.Unavailable,
+              `${o.label ?? "artifact"} ${clip(url.href)}: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
+              {
+                cause: err,
+              },
+            ),
       ),
     );
-    req.end();
+    req.end(o.body);
   });
 }

@@ -1,4 +1,6 @@
-import type { Callback, CallbackEvent } from "../config/index.js";
+import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
+import { pinnedRequest } from "../artifacts/pinned-fetch.js";
+import type { Callback, CallbackEvent, LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 
 /** The JSON body of a webhook call. */
@@ -21,22 +23,39 @@ export interface CallbackPayload {
 
 /**
  * POSTs one event to one webhook. A 2xx is success; a 4xx other than 408/429 is permanent (the
- * receiver refuses this payload); anything else may pass on a retry.
+ * receiver refuses this payload); anything else may pass on a retry. The receiver's addresses pass
+ * the artifacts' address rules (public unicast unless `artifacts.allowed_networks` holds them) and
+ * the connection goes to the address checked; a redirect is not followed. An envconfig is a
+ * tenant's, so its callbacks must not reach the server's network (a cloud's metadata service).
  */
-export async function sendCallback(callback: Callback, payload: CallbackPayload, signal: AbortSignal): Promise<{ status: number }> {
-  let response: Response;
+export async function sendCallback(
+  callback: Callback,
+  payload: CallbackPayload,
+  signal: AbortSignal,
+  config: Pick<LoadedConfig, "artifacts" | "baseDir" | "workdirPath">,
+  resolver?: Resolver,
+): Promise<{ status: number }> {
+  const url = new URL(callback.url);
+  const host = await new ArtifactPolicy({ ...config, ...(resolver && { resolver }) }).checkHost(url.hostname, `callback ${callback.url}`);
+  const body = JSON.stringify(payload);
+  let status: number;
   try {
-    response = await fetch(callback.url, {
+    const response = await pinnedRequest(url, host, {
       method: "POST",
-      headers: { "content-type": "application/json", "user-agent": "manent", "x-manent-event": payload.event },
-      body: JSON.stringify(payload),
+      headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), "x-manent-event": payload.event },
+      body,
       signal: AbortSignal.any([signal, AbortSignal.timeout(callback.timeout)]),
+      label: "callback",
     });
+    response.resume();
+    status = response.statusCode ?? 0;
   } catch (err) {
-    throw new ManentError(Code.Unavailable, `callback ${callback.url}: ${(err as Error).message}`, { cause: err });
+    throw err instanceof ManentError
+      ? err
+      : new ManentError(Code.Unavailable, `callback ${callback.url}: ${(err as Error).message}`, { cause: err });
   }
-  await response.arrayBuffer().catch(() => undefined);
-  if (response.ok) return { status: response.status };
-  const retryable = response.status >= 500 || response.status === 408 || response.status === 429;
-  throw new ManentError(retryable ? Code.Unavailable : Code.FailedPrecondition, `callback ${callback.url}: HTTP ${response.status}`);
+  if (status >= 200 && status < 300) return { status };
+  const retryable = status >= 500 || status === 408 || status === 429;
+  const redirect = status >= 300 && status < 400 ? " (redirects are not followed)" : "";
+  throw new ManentError(retryable ? Code.Unavailable : Code.FailedPrecondition, `callback ${callback.url}: HTTP ${status}${redirect}`);
 }

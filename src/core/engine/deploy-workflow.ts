@@ -349,7 +349,7 @@ export class DeployWorkflow {
       };
       try {
         await this.step(id, event === "started" ? seq.started : seq.finished, `callback:${event}:${i}`, { maxRetries: c.max_retries, intervalMs: r.steps.deploy.intervalMs }, ({ signal }) =>
-          sendCallback(c, payload, signal),
+          sendCallback(c, payload, signal, this.deps.config),
         );
       } catch (err) {
         if (isCancellation(err)) throw err;
