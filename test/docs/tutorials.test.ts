@@ -44,3 +44,20 @@ testPage("docs/tutorials/external-plugin.md", async () => {
   const goEnv = execFileSync("go", ["env", "GOCACHE", "GOMODCACHE", "GOPATH"], { encoding: "utf8" }).trim().split("\n");
   return { ...base, env: { ...base.env, GOCACHE: goEnv[0], GOMODCACHE: goEnv[1], GOPATH: goEnv[2] } };
 });
+
+// The canary quickstart's files, HAProxy and fixed ports: shared with test/canary-quickstart.test.ts
+// under its lock. The page stops HAProxy and the slots itself; this does too when it failed midway.
+testPage("docs/tutorials/canary-analysis.md", async () => {
+  const base = await baseSetup(repoRoot);
+  return {
+    ...base,
+    wrapper: ["flock", "/tmp/manent-canary-quickstart.lock"],
+    cleanup: async () => {
+      execFileSync("bash", [
+        "-c",
+        'for f in /tmp/manent-canary-quickstart/haproxy.pid /tmp/manent-canary-quickstart/*/run/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; true',
+      ]);
+      await base.cleanup?.();
+    },
+  };
+});
