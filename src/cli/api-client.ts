@@ -1,10 +1,25 @@
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream } from "node:stream/web";
+import { createParser } from "eventsource-parser";
+import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 
-/** A small client of manent-server's HTTP API; errors come back as ManentErrors with their codes. */
+/** One line of the audit log (GET /api/v1/audit). */
+export interface AuditEntry {
+  id: number;
+  at: string;
+  actor: string | null;
+  tenant: string | null;
+  action: string;
+  deploy_id: string | null;
+  outcome: string;
+  message: string | null;
+  client_address: string | null;
+}
+
+/** A small client of manent-server's HTTP API (also used by the web UI); errors come back as ManentErrors with their codes. */
 export class ApiClient {
   constructor(
     private readonly baseUrl: string,
@@ -57,6 +72,95 @@ export class ApiClient {
   upload(tenant: string, sha256: string, file: string, size: number): Promise<{ sha256: string; size: number; created: boolean }> {
     const body = Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>;
     return this.request("PUT", uploadPath(tenant, sha256), { raw: body, type: "application/octet-stream", length: size });
+  }
+
+  /** The token's name and the tenant it may see ("*" for all). */
+  whoami(): Promise<{ name: string; tenant: string }> {
+    return this.request("GET", "/api/v1/whoami");
+  }
+
+  /** Any route of the API, for callers (the web UI) that need one this client has no method for. */
+  call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return this.request(method, path, body);
+  }
+
+  audit(query: Record<string, string | undefined>): Promise<{ entries: AuditEntry[] }> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/audit?${q.toString()}`);
+  }
+
+  /**
+   * Follows a server-sent event stream (`/api/v1/deploys/{id}/events` or `/api/v1/events`) until
+   * `onEvent` returns true or the signal aborts. A dropped connection (a server restarting) is
+   * resumed with `Last-Event-ID`, so no event is missed or repeated.
+   */
+  async streamEvents(
+    path: string,
+    onEvent: (event: DeployEvent) => boolean | void,
+    opts: {
+      after?: number;
+      signal?: AbortSignal;
+      reconnects?: number;
+      /** Called each time the stream is connected. */ onOpen?: () => void;
+    } = {},
+  ): Promise<void> {
+    let last = opts.after;
+    let failures = 0;
+    const maxFailures = opts.reconnects ?? 10;
+    for (;;) {
+      let stop = false;
+      let received = false;
+      try {
+        const response = await fetch(new URL(path, this.baseUrl), {
+          headers: {
+            accept: "text/event-stream",
+            ...(this.token && { authorization: `Bearer ${this.token}` }),
+            ...(last !== undefined && { "last-event-id": String(last) }),
+          },
+          ...(opts.signal && { signal: opts.signal }),
+        });
+        if (!response.ok || !response.body) await this.failed(response, path);
+        opts.onOpen?.();
+        const parser = createParser({
+          onEvent: (message) => {
+            if (stop) return;
+            const event = JSON.parse(message.data) as DeployEvent;
+            last = event.id;
+            received = true;
+            if (onEvent(event) === true) stop = true;
+          },
+        });
+        const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+        try {
+          while (!stop) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            parser.feed(value);
+          }
+        } finally {
+          await reader.cancel().catch(() => undefined);
+        }
+        if (stop) return;
+      } catch (err) {
+        if (opts.signal?.aborted) return;
+        if (err instanceof ManentError) throw err;
+      }
+      if (received) failures = 0;
+      if (++failures > maxFailures)
+        throw new ManentError(Code.Unavailable, `lost the event stream of ${this.baseUrl}${path} ${failures} times`);
+      await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** failures, 5000)));
+    }
+  }
+
+  private async failed(response: Response, path: string): Promise<never> {
+    const text = await response.text();
+    let error: ErrorJSON | undefined;
+    try {
+      error = (JSON.parse(text) as { error?: ErrorJSON }).error;
+    } catch {
+      // not JSON: reported by status below
+    }
+    throw error ? ManentError.fromJSON(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -2,7 +2,8 @@ import { open } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { parseYaml, descriptorSchema } from "../core/config/index.js";
-import { terminalStatuses, type DeployRecord } from "../core/engine/deploy-store.js";
+import { applyEvent, isFinishEvent, type DeployView } from "../core/engine/deploy-events.js";
+import { terminalStatuses } from "../core/engine/deploy-store.js";
 import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import { ApiClient } from "./api-client.js";
@@ -133,15 +134,25 @@ export async function main(argv: string[]): Promise<void> {
     .option("--application <application>", "only this application's deploys")
     .option("--environment <environment>", "only deploys to this environment")
     .option("--artifact <artifact>", "only deploys of this artifact")
+    .option("--status <status>", "only deploys in this status (queued, running, succeeded, failed, rolled_back, cancelled)")
     .option("--limit <n>", "how many", "20")
     .addOption(output())
     .action(
-      async (o: { tenant?: string; application?: string; environment?: string; artifact?: string; limit: string; output?: Output }) => {
+      async (o: {
+        tenant?: string;
+        application?: string;
+        environment?: string;
+        artifact?: string;
+        status?: string;
+        limit: string;
+        output?: Output;
+      }) => {
         const { deploys } = await client().list({
           tenant: o.tenant,
           application: o.application,
           environment: o.environment,
           artifact: o.artifact,
+          status: o.status,
           limit: o.limit,
         });
         if (outputOf(o.output) === "json") return out(JSON.stringify(deploys, null, 2));
@@ -163,6 +174,48 @@ export async function main(argv: string[]): Promise<void> {
         out(`${p.name}\t${p.kind}\t${caps}`);
       }
     });
+
+  program
+    .command("audit")
+    .description(
+      "show the audit log, newest first: who submitted, rolled back, cancelled, approved, promoted or aborted what, and refused sign-ins",
+    )
+    .option("--tenant <tenant>", "only this tenant (a tenant's token sees its own only)")
+    .option("--actor <name>", "only this token name")
+    .option("--action <action>", "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, sign_in)")
+    .option("--deploy <id>", "only entries about this deploy")
+    .option("--outcome <outcome>", 'only this outcome ("ok" or an error code)')
+    .option("--limit <n>", "how many", "50")
+    .addOption(output())
+    .action(
+      async (o: {
+        tenant?: string;
+        actor?: string;
+        action?: string;
+        deploy?: string;
+        outcome?: string;
+        limit: string;
+        output?: Output;
+      }) => {
+        const { entries } = await client().audit({
+          tenant: o.tenant,
+          actor: o.actor,
+          action: o.action,
+          deploy_id: o.deploy,
+          outcome: o.outcome,
+          limit: o.limit,
+        });
+        if (outputOf(o.output) === "json") return out(JSON.stringify(entries, null, 2));
+        out(["AT", "ACTOR", "TENANT", "ACTION", "DEPLOY", "OUTCOME", "CLIENT", "MESSAGE"].join("\t"));
+        for (const e of entries) {
+          out(
+            [e.at, e.actor ?? "-", e.tenant ?? "-", e.action, e.deploy_id ?? "-", e.outcome, e.client_address ?? "-", e.message ?? ""].join(
+              "\t",
+            ),
+          );
+        }
+      },
+    );
 
   try {
     await program.parseAsync(argv);
@@ -242,12 +295,20 @@ async function follow(
   const printer = output === "text" ? new ProgressPrinter(out) : process.stderr.isTTY ? new ProgressPrinter(err) : undefined;
   if (submitted.queued_behind && printer)
     (output === "text" ? out : err)(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
-  let d: DeployRecord;
-  for (;;) {
-    d = await api.deploy(submitted.id);
-    if (terminalStatuses.has(d.status)) break;
-    printer?.update(d);
-    await new Promise((r) => setTimeout(r, 250));
+  let d = await api.deploy(submitted.id);
+  if (!terminalStatuses.has(d.status)) {
+    // Follow the deploy's event stream (no polling): its history from the start, then live, until it ends.
+    let view: DeployView = { ...d, steps: [], targets: [] };
+    await api.streamEvents(
+      `/api/v1/deploys/${encodeURIComponent(submitted.id)}/events`,
+      (e) => {
+        view = applyEvent(view, e) ?? view;
+        printer?.update(view);
+        return isFinishEvent(e);
+      },
+      { after: 0 },
+    );
+    d = await api.deploy(submitted.id); // the final record, with every step's output
   }
   if (output === "text") printer!.finish(d);
   else {

@@ -1,4 +1,5 @@
-import type { DeployRecord, StepRecord } from "../core/engine/deploy-store.js";
+import type { DeployView } from "../core/engine/deploy-events.js";
+import type { StepRecord } from "../core/engine/deploy-store.js";
 import { rolloutLines } from "./rollout-printer.js";
 
 const marks: Record<string, string> = { running: "…", succeeded: "✓", failed: "✗", skipped: "-" };
@@ -12,7 +13,7 @@ export class ProgressPrinter {
 
   constructor(private readonly write: (line: string) => void) {}
 
-  update(d: DeployRecord): void {
+  update(d: DeployView): void {
     this.once(`head`, `${label(d)}`);
     for (const step of d.steps) {
       if (step.status === "running") this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);
@@ -24,7 +25,7 @@ export class ProgressPrinter {
     for (const { key, line } of rolloutLines(d)) this.once(`rollout:${key}`, line);
   }
 
-  finish(d: DeployRecord): void {
+  finish(d: DeployView): void {
     this.update(d);
     this.write(d.error ? `${d.status}: ${d.error.message}` : d.status);
   }
@@ -36,7 +37,7 @@ export class ProgressPrinter {
   }
 }
 
-function label(d: DeployRecord): string {
+function label(d: DeployView): string {
   const what = d.kind === "rollback" ? `rollback of ${d.application} to ${d.version}` : `${d.kind === "dry_run" ? "dry-run" : "deploy"} of ${d.application} ${d.version}`;
   return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]`;
 }

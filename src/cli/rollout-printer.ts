@@ -6,7 +6,7 @@ import type { DeployRecord } from "../core/engine/deploy-store.js";
  * operator commands. Each line has a key; a printer prints a key once, so a followed deploy reads
  * as a timeline.
  */
-export function rolloutLines(d: DeployRecord): { key: string; line: string }[] {
+export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">): { key: string; line: string }[] {
   const r = d.rollout;
   if (!r) return [];
   const lines: { key: string; line: string }[] = [];

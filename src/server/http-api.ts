@@ -10,6 +10,9 @@ import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
+import type { PgAuditLog } from "../storage/pg-audit-log.js";
+import type { PgEventHub } from "../storage/pg-event-hub.js";
+import { record } from "./audit.js";
 import type { Authenticator, Caller } from "./auth.js";
 import { httpStatus } from "./http-status.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
@@ -27,11 +30,14 @@ export interface ApiDeps {
   ping: () => Promise<void>;
   /** Where clients' uploaded artifacts go, and how large one may be. */
   uploads: UploadDeps;
+  /** The event log's live feed (LISTEN/NOTIFY) and reader. */
+  events: PgEventHub;
+  audit: PgAuditLog;
 }
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
 export interface ApiEnv {
-  Variables: { caller: Caller };
+  Variables: { caller: Caller; services: { audit: PgAuditLog; logger: Logger } };
 }
 export type ApiApp = OpenAPIHono<ApiEnv>;
 
@@ -76,8 +82,27 @@ export function createApiApp(deps: ApiDeps): ApiApp {
   });
   // An artifact upload is streamed to disk under its own limit (artifacts.max_upload_size).
   app.use("*", (c, next) => (uploadsPathPattern.test(c.req.path) ? next() : jsonBodyLimit(c, next)));
+  app.use("*", async (c, next) => {
+    // Read when used, so a route that needs neither (the OpenAPI document) works without them.
+    c.set("services", {
+      get audit() {
+        return deps.audit;
+      },
+      get logger() {
+        return deps.logger;
+      },
+    });
+    await next();
+  });
   app.use("/api/v1/*", async (c, next) => {
-    if (c.req.path !== openApiPath) c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
+    if (c.req.path !== openApiPath) {
+      try {
+        c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
+      } catch (err) {
+        await record(c, "sign_in", { tenant: null }, "unauthenticated", `${ManentError.from(err).message} (${c.req.method} ${c.req.path})`);
+        throw err;
+      }
+    }
     await next();
   });
 

@@ -11,7 +11,9 @@ import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugi
 import { Code, ManentError } from "../core/errors.js";
 import { builtinPlugins } from "../plugins/builtin.js";
 import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
+import { PgAuditLog } from "../storage/pg-audit-log.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
+import { PgEventHub } from "../storage/pg-event-hub.js";
 import { migrate } from "../storage/schema.js";
 import { reconcileDeploys } from "../storage/reconcile-deploys.js";
 import { createAuthenticator } from "./auth.js";
@@ -58,7 +60,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let embedded: EmbeddedDatabase | undefined;
   let pool: pg.Pool | undefined;
   let engine: Engine | undefined;
+  let events: PgEventHub | undefined;
   const cleanup = async (): Promise<void> => {
+    await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await closeHttp();
     await engine?.shutdown(0).catch(() => undefined);
     await plugins?.close();
@@ -77,6 +81,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const store = new PgDeployStore(db);
     engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
     await reconcileDeploys(db, logger);
+    events = await PgEventHub.start(db, databaseUrl, logger);
     startup.ready(
       createApiHandler({
         engine,
@@ -87,6 +92,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         logger,
         ping: async () => void (await db.query("select 1")),
         uploads: { store: new UploadStore(config.workdirPath), maxSize: config.artifacts.max_upload_size },
+        events,
+        audit: new PgAuditLog(db),
       }),
     );
     logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
@@ -97,6 +104,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       close: () =>
         (closing ??= (async () => {
           logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
+          await events?.close();
           await closeHttp();
           await engine?.shutdown(config.shutdown_timeout);
           engine = undefined;

@@ -169,7 +169,7 @@ export class PgDeployStore implements DeployStore {
   async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]> {
     const where: string[] = [];
     const args: unknown[] = [];
-    for (const key of ["tenant", "application", "environment", "artifact"] as const) {
+    for (const key of ["tenant", "application", "environment", "artifact", "status"] as const) {
       const value = f[key];
       if (value !== undefined) {
         args.push(value);

@@ -1,4 +1,6 @@
 import type pg from "pg";
+import { auditStatements } from "./audit-schema.js";
+import { eventStatements } from "./events-schema.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -80,7 +82,8 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query("select pg_advisory_lock($1)", [migrationLock]);
-    for (const sql of statements) await client.query(sql);
+    // Events and audit last: their triggers attach to the tables above.
+    for (const sql of [...statements, ...eventStatements, ...auditStatements]) await client.query(sql);
   } finally {
     await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);
     client.release();

@@ -66,6 +66,7 @@ export interface ListFilter {
   application?: string;
   environment?: string;
   artifact?: string;
+  status?: DeployStatus;
   limit?: number;
 }
 

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { terminalStatuses } from "../../core/engine/deploy-store.js";
+import { isFinishEvent } from "../../core/engine/deploy-events.js";
+import { terminalStatuses, type DeployRecord } from "../../core/engine/deploy-store.js";
 import type { Submission } from "../../core/engine/resolve.js";
 import { Code, ManentError } from "../../core/errors.js";
 import {
@@ -12,6 +13,7 @@ import {
   submitBodySchema,
   submittedSchema,
 } from "../api-schemas.js";
+import { audited } from "../audit.js";
 import { authorize, type Caller } from "../auth.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
 
@@ -43,7 +45,7 @@ const rollback = createRoute({
 });
 
 // Query values reach Postgres: names as the descriptor allows them, so "%00" or a megabyte is a 400.
-const nameQuery = z
+export const nameQuery = z
   .string()
   .max(63)
   .regex(/^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/, "must be lower-case letters, digits, '.', '_' or '-'")
@@ -53,6 +55,7 @@ const listQuery = z.object({
   application: nameQuery,
   environment: nameQuery,
   artifact: nameQuery,
+  status: z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 
@@ -101,28 +104,34 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(submit, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
-    authorize(caller, tenantOf(body.descriptor));
+    const tenant = tenantOf(body.descriptor);
     const submission: Submission = {
       kind: body.dry_run ? "dry_run" : "deploy",
       descriptor: body.descriptor,
       descriptorFile: body.descriptor_file,
       overrides: dropUndefined(body.overrides),
     };
-    const out = await deps.engine.submit(submission, caller.name);
+    const out = await audited(c, body.dry_run ? "dry_run" : "submit", { tenant }, async () => {
+      authorize(caller, tenant);
+      return deps.engine.submit(submission, caller.name);
+    });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
 
   app.openapi(rollback, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
-    authorize(caller, tenantOf(body.descriptor));
+    const tenant = tenantOf(body.descriptor);
     const submission: Submission = {
       kind: "rollback",
       descriptor: body.descriptor,
       descriptorFile: body.descriptor_file,
       ...(body.to !== undefined && { to: body.to }),
     };
-    const out = await deps.engine.submit(submission, caller.name);
+    const out = await audited(c, "rollback", { tenant }, async () => {
+      authorize(caller, tenant);
+      return deps.engine.submit(submission, caller.name);
+    });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
 
@@ -135,6 +144,7 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
       ...(q.application !== undefined && { application: q.application }),
       ...(q.environment !== undefined && { environment: q.environment }),
       ...(q.artifact !== undefined && { artifact: q.artifact }),
+      ...(q.status !== undefined && { status: q.status }),
       limit: q.limit,
     });
     return c.json({ deploys }, 200);
@@ -143,22 +153,43 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(get, async (c) => {
     const { id } = c.req.valid("param");
     const { wait } = c.req.valid("query");
-    let deploy = await visibleDeploy(deps, c.get("caller"), id);
-    // ?wait=N: answer when the deploy has ended, or after N seconds (long poll).
-    const deadline = Date.now() + wait * 1000;
-    while (!terminalStatuses.has(deploy.status) && Date.now() < deadline && !c.req.raw.signal.aborted) {
-      await new Promise((r) => setTimeout(r, 100));
-      deploy = (await deps.store.getDeploy(id)) ?? deploy;
-    }
-    return c.json(deploy, 200);
+    const deploy = await visibleDeploy(deps, c.get("caller"), id);
+    return c.json(
+      wait > 0 && !terminalStatuses.has(deploy.status) ? await waitForEnd(deps, id, wait * 1000, c.req.raw.signal) : deploy,
+      200,
+    );
   });
 
   app.openapi(cancel, async (c) => {
     const { id } = c.req.valid("param");
-    await visibleDeploy(deps, c.get("caller"), id);
-    const cancel = await deps.engine.cancel(id, c.get("caller").name);
+    const deploy = await visibleDeploy(deps, c.get("caller"), id);
+    const cancel = await audited(c, "cancel", { tenant: deploy.tenant, deployId: id }, () => deps.engine.cancel(id, c.get("caller").name));
     return c.json({ ...(await deps.store.getDeploy(id))!, cancel }, 200);
   });
+}
+
+/**
+ * `?wait=`: the deploy once its finishing event arrives (from whichever server ran it), or as it is
+ * when the wait is over or the client has gone. Subscribed before the re-read, so an end between
+ * the two is not missed.
+ */
+async function waitForEnd(deps: ApiDeps, id: string, ms: number, signal: AbortSignal): Promise<DeployRecord> {
+  let timer: NodeJS.Timeout | undefined;
+  let unsubscribe = (): void => undefined;
+  const ended = new Promise<void>((resolve) => {
+    unsubscribe = deps.events.subscribe({ deployId: id }, (e) => isFinishEvent(e) && resolve(), resolve);
+    timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+  try {
+    const now = await deps.store.getDeploy(id);
+    if (now && terminalStatuses.has(now.status)) return now;
+    await ended;
+    return (await deps.store.getDeploy(id)) ?? now!;
+  } finally {
+    clearTimeout(timer);
+    unsubscribe();
+  }
 }
 
 /** A deploy the caller may see; another tenant's is reported as missing, not forbidden: its existence is not the caller's business. */

@@ -14,26 +14,34 @@
  *   3. Fail by throwing a ManentError (src/core/errors.ts): the error handler turns it into
  *      `{"error": {code, message, details}}` with its HTTP status. Bad input never reaches the
  *      handler: the schemas refuse it with `invalid_argument` naming the field.
- *   4. Scope by tenant: `authorize(caller, tenant)` before acting; report another tenant's
+ *   4. An action that changes something goes through `audited(c, "action", { tenant, deployId }, () => …)`
+ *      (../audit.ts), which appends it with its outcome to the audit log.
+ *   5. Scope by tenant: `authorize(caller, tenant)` before acting; report another tenant's
  *      resources as not found (see visibleDeploy in deploys.ts).
- *   5. Run `npm run docs` and commit docs/reference/ (test/docs checks it is up to date).
+ *   6. Run `npm run docs` and commit docs/reference/ (test/docs checks it is up to date).
  */
 import type { ApiApp, ApiDeps } from "../http-api.js";
+import { auditRoutes } from "./audit.js";
 import { deployRoutes } from "./deploys.js";
+import { eventRoutes } from "./events.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
 import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
 import { rolloutRoutes } from "./rollouts.js";
+import { sessionRoutes } from "./session.js";
 
 export { openApiPath };
 
 export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   healthRoutes(app, deps);
+  sessionRoutes(app);
   deployRoutes(app, deps);
   rolloutRoutes(app, deps);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);
+  eventRoutes(app, deps);
+  auditRoutes(app, deps);
   // Last, so the document it serves includes every route registered above.
   openApiRoute(app);
 }

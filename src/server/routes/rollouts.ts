@@ -2,9 +2,10 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Code } from "../../core/errors.js";
 import { sendRolloutCommand } from "../../core/rollout/rollout-commands.js";
 import type { CommandName } from "../../core/rollout/rollout-state.js";
-import type { Caller } from "../auth.js";
+import type { Context } from "hono";
+import { audited } from "../audit.js";
 import { deployIdParams, deploySchema, errorResponses } from "../api-schemas.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
 import { visibleDeploy } from "./deploys.js";
 
 const promoteBody = z
@@ -33,15 +34,16 @@ const promote = createRoute({
 
 /** Operator commands on a running rollout, tenant-scoped, recorded on the deploy with the caller's name and the time. */
 export function rolloutRoutes(app: ApiApp, deps: ApiDeps): void {
-  const run = async (id: string, caller: Caller, command: CommandName, full = false) => {
+  const run = async (c: Context<ApiEnv>, id: string, command: CommandName, full = false) => {
+    const caller = c.get("caller");
     const deploy = await visibleDeploy(deps, caller, id);
-    await sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name });
+    await audited(c, command, { tenant: deploy.tenant, deployId: id }, () => sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name }));
     return (await deps.store.getDeploy(id))!;
   };
-  app.openapi(approve, async (c) => c.json(await run(c.req.valid("param").id, c.get("caller"), "approve"), 200));
-  app.openapi(abort, async (c) => c.json(await run(c.req.valid("param").id, c.get("caller"), "abort"), 200));
+  app.openapi(approve, async (c) => c.json(await run(c, c.req.valid("param").id, "approve"), 200));
+  app.openapi(abort, async (c) => c.json(await run(c, c.req.valid("param").id, "abort"), 200));
   app.openapi(promote, async (c) => {
     const body = c.req.valid("json") as z.output<typeof promoteBody> | undefined;
-    return c.json(await run(c.req.valid("param").id, c.get("caller"), "promote", body?.full === true), 200);
+    return c.json(await run(c, c.req.valid("param").id, "promote", body?.full === true), 200);
   });
 }

@@ -1,0 +1,87 @@
+import type { ErrorJSON } from "../errors.js";
+import { terminalStatuses, type DeployRecord, type DeployStatus, type StepStatus } from "./deploy-store.js";
+
+/**
+ * A change of a deploy, as the event streams carry it (`GET /api/v1/deploys/{id}/events`,
+ * `GET /api/v1/events`). `id` is a durable, increasing sequence: a client that reconnects with
+ * `Last-Event-ID: <id>` gets every later event.
+ *
+ * Types: `deploy.created`, `deploy.status` (a terminal `status` means finished), `step.started`,
+ * `step.succeeded`, `step.failed` (one attempt failed; a retry starts again), `step.skipped`,
+ * `target.updated`, and for rollouts `wave.moved`, `canary.moved`, `analysis.measured`,
+ * `gate.waiting`, `gate.passed`, `gate.approved`, `canary.promoted`, `rollout.aborted`,
+ * `rollout.updated`.
+ */
+export interface DeployEvent {
+  id: number;
+  at: string;
+  tenant: string;
+  deploy_id: string | null;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** The deploy a stream of events describes, without what only the full record has (request, step output). */
+export type DeployView = Omit<DeployRecord, "request"> & { request?: Record<string, unknown> };
+
+/** True when the event says the deploy has ended. */
+export function isFinishEvent(e: DeployEvent): boolean {
+  return e.type === "deploy.status" && terminalStatuses.has(e.data.status as DeployStatus);
+}
+
+/**
+ * Applies one event to a deploy's picture; events carry absolute states, so applying one twice
+ * changes nothing. `deploy.created` starts the picture; other events before it are ignored.
+ */
+export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployView | undefined {
+  const data = e.data;
+  if (e.type === "deploy.created") return d ?? { ...(data as unknown as DeployView), steps: [], targets: [] };
+  if (!d) return d;
+  switch (e.type) {
+    case "deploy.status":
+      return {
+        ...d,
+        status: data.status as DeployStatus,
+        error: (data.error as ErrorJSON | null) ?? null,
+        plugin: (data.plugin as string | null) ?? d.plugin,
+        started_at: (data.started_at as string | null) ?? d.started_at,
+        finished_at: (data.finished_at as string | null) ?? d.finished_at,
+      };
+    case "step.started":
+    case "step.succeeded":
+    case "step.failed":
+    case "step.skipped": {
+      const name = data.name as string;
+      const status = e.type.slice("step.".length) === "started" ? "running" : (e.type.slice("step.".length) as StepStatus);
+      const prev = d.steps.find((s) => s.name === name);
+      const step = {
+        name,
+        status,
+        attempts: (data.attempt as number | undefined) ?? prev?.attempts ?? 1,
+        started_at: (data.started_at as string | null | undefined) ?? prev?.started_at ?? e.at,
+        duration_ms: status === "running" ? null : ((data.duration_ms as number | null | undefined) ?? null),
+        output: prev?.output ?? null,
+        error: status === "running" ? null : ((data.error as ErrorJSON | null | undefined) ?? null),
+      };
+      const steps = prev ? d.steps.map((s) => (s.name === name ? step : s)) : [...d.steps, step];
+      return { ...d, steps };
+    }
+    case "target.updated": {
+      const t = {
+        phase: data.phase as string,
+        host: data.host as string,
+        status: data.status as string,
+        duration_ms: (data.duration_ms as number | null) ?? null,
+        error: (data.error as string | null) ?? null,
+        details: (data.details as Record<string, string> | null) ?? null,
+      };
+      const i = d.targets.findIndex((x) => x.phase === t.phase && x.host === t.host);
+      const targets = i >= 0 ? d.targets.map((x, j) => (j === i ? t : x)) : [...d.targets, t];
+      return { ...d, targets };
+    }
+    case "rollout.updated":
+      return { ...d, ...({ rollout: data.rollout } as object) };
+    default:
+      return d;
+  }
+}

@@ -1,0 +1,60 @@
+import { getConnInfo } from "@hono/node-server/conninfo";
+import type { Context } from "hono";
+import { codeName, ManentError } from "../core/errors.js";
+import type { ApiEnv } from "./http-api.js";
+
+/** What a route changes: the audit action name, the tenant acted on, and the deploy when known before acting. */
+export interface AuditTarget {
+  tenant: string | null;
+  deployId?: string;
+}
+
+/**
+ * Runs an action that changes something and appends it to the audit log with its outcome: "ok",
+ * or the error code it failed with (the error is rethrown). The deploy is `target.deployId`, or
+ * the `id` of what the action returns (a new deploy). Who and from where come from the request.
+ *
+ *     return c.json(await audited(c, "approve", { tenant: deploy.tenant, deployId: id }, () => engine.approve(id)), 200);
+ */
+export async function audited<T>(c: Context<ApiEnv>, action: string, target: AuditTarget, act: () => Promise<T>): Promise<T> {
+  try {
+    const out = await act();
+    const id = (out as { id?: unknown } | null)?.id;
+    await record(c, action, { ...target, deployId: target.deployId ?? (typeof id === "string" ? id : undefined) }, "ok", null);
+    return out;
+  } catch (err) {
+    const e = ManentError.from(err);
+    await record(c, action, target, codeName(e.code), e.message);
+    throw err;
+  }
+}
+
+/** Appends one entry; a failure to write is logged, never turned into the action's failure (it has happened). */
+export async function record(
+  c: Context<ApiEnv>,
+  action: string,
+  target: AuditTarget,
+  outcome: string,
+  message: string | null,
+): Promise<void> {
+  const { audit, logger } = c.get("services");
+  await audit
+    .append({
+      actor: c.get("caller")?.name ?? null,
+      tenant: target.tenant,
+      action,
+      deploy_id: target.deployId ?? null,
+      outcome,
+      message,
+      client_address: clientAddress(c),
+    })
+    .catch((err: unknown) => logger.error("cannot write the audit log", { action, error: String(err) }));
+}
+
+export function clientAddress(c: Context): string | null {
+  try {
+    return getConnInfo(c).remote.address ?? null;
+  } catch {
+    return null;
+  }
+}

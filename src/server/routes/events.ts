@@ -1,0 +1,140 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { streamSSE, type SSEStreamingApi } from "hono/streaming";
+import type { DeployEvent } from "../../core/engine/deploy-events.js";
+import { Code, ManentError } from "../../core/errors.js";
+import type { EventFilter } from "../../storage/pg-event-hub.js";
+import { deployIdParams, errorResponses } from "../api-schemas.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
+import { visibleDeploy } from "./deploys.js";
+
+/** Comment lines that keep idle streams open through proxies; they carry no data. */
+const keepAliveMs = 15_000;
+const pageSize = 500;
+
+const resumeHeaders = z.object({
+  "last-event-id": z
+    .string()
+    .regex(/^\d{1,18}$/, "not an event id")
+    .optional()
+    .describe("resume after this event (sent by SSE clients on reconnect)"),
+});
+const sse = {
+  description:
+    "text/event-stream: each message has `id:` (the event's sequence number, for Last-Event-ID) and `data:` (the event as JSON: id, at, tenant, deploy_id, type, data)",
+  content: { "text/event-stream": { schema: z.string() } },
+};
+
+const deployEvents = createRoute({
+  method: "get",
+  path: "/api/v1/deploys/{id}/events",
+  summary: "Server-sent events of one deploy: its whole history first (or what follows Last-Event-ID / after), then live",
+  tags: ["events"],
+  request: {
+    params: deployIdParams,
+    headers: resumeHeaders,
+    query: z.object({
+      after: z.coerce.number().int().min(0).optional().describe("start after this event id (default 0: from the deploy's start)"),
+    }),
+  },
+  responses: { 200: sse, ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound) },
+});
+
+const tenantEvents = createRoute({
+  method: "get",
+  path: "/api/v1/events",
+  summary: "Server-sent events of every deploy the token may see: live, or from Last-Event-ID / after",
+  tags: ["events"],
+  request: {
+    headers: resumeHeaders,
+    query: z.object({
+      tenant: z.string().optional().describe("only this tenant (a tenant's token always gets its own tenant only)"),
+      after: z.coerce.number().int().min(0).optional().describe("start after this event id (default: only new events)"),
+    }),
+  },
+  responses: { 200: sse, ...errorResponses(Code.InvalidArgument, Code.Unauthenticated) },
+});
+
+export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
+  app.openapi(deployEvents, async (c) => {
+    const { id } = c.req.valid("param");
+    await visibleDeploy(deps, c.get("caller"), id);
+    const after = resumePoint(c.req.valid("header")["last-event-id"], c.req.valid("query").after) ?? 0;
+    return stream(c, deps, { deployId: id }, after) as never;
+  });
+
+  app.openapi(tenantEvents, async (c) => {
+    const caller = c.get("caller");
+    const q = c.req.valid("query");
+    const tenant = caller.tenant === "*" ? (q.tenant ?? "*") : caller.tenant;
+    const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? (await deps.events.maxId());
+    return stream(c, deps, { tenant }, after) as never;
+  });
+}
+
+function resumePoint(lastEventId: string | undefined, after: number | undefined): number | undefined {
+  if (lastEventId !== undefined) return Number(lastEventId);
+  return after;
+}
+
+/**
+ * Sends the events after `after` that match, then new ones as the hub delivers them, in id order
+ * and each once: the subscription starts before the backlog is read, so nothing falls between.
+ */
+function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, after: number): Response {
+  return streamSSE(
+    c,
+    async (out) => {
+      const queue: DeployEvent[] = [];
+      let ended = false;
+      let wake: (() => void) | undefined;
+      const end = (): void => {
+        ended = true;
+        wake?.();
+      };
+      const unsubscribe = deps.events.subscribe(
+        filter,
+        (e) => {
+          queue.push(e);
+          wake?.();
+        },
+        end,
+      );
+      out.onAbort(end);
+      let last = after;
+      const send = async (e: DeployEvent): Promise<void> => {
+        if (e.id <= last) return;
+        await out.writeSSE({ id: String(e.id), data: JSON.stringify(e) });
+        last = e.id;
+      };
+      try {
+        for (;;) {
+          const page = await deps.events.read(last, filter, pageSize);
+          for (const e of page) await send(e);
+          if (page.length < pageSize) break;
+        }
+        while (!ended && !out.aborted) {
+          while (queue.length > 0 && !out.aborted) await send(queue.shift()!);
+          await idle(out, (w) => (wake = w));
+          wake = undefined;
+        }
+      } finally {
+        unsubscribe();
+      }
+    },
+    async (err) => {
+      deps.logger.warn("event stream failed", { error: ManentError.from(err).message });
+    },
+  );
+}
+
+/** Waits for the next event (or the end), writing a keep-alive comment when the stream has been quiet. */
+async function idle(out: SSEStreamingApi, setWake: (wake: () => void) => void): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const woken = await new Promise<boolean>((resolve) => {
+    setWake(() => resolve(true));
+    timer = setTimeout(() => resolve(false), keepAliveMs);
+  });
+  clearTimeout(timer);
+  if (!woken && !out.aborted) await out.write(": keep-alive\n\n");
+}

@@ -1,0 +1,127 @@
+/**
+ * The event log behind the live streams (SSE, `manent deploy`, the web UI): one row per change of
+ * a deploy, with a durable sequence (`id`) that clients resume from (`Last-Event-ID`).
+ *
+ * Events are written by triggers on the deploy tables, so every write of the store (and of any
+ * code that writes these tables) produces its event in the same transaction, and by
+ * `manent.append_event(tenant, deploy_id, type, data)` for events that no table write carries.
+ * Each append takes a transaction-scoped advisory lock before it draws its id, so ids become
+ * visible in commit order: a reader that has seen id N never later finds a smaller new id.
+ * Each append NOTIFYs `manent_events` with the id; every server LISTENs (pg-event-hub.ts), so an
+ * event written through one server reaches the streams of all of them.
+ */
+export const eventsChannel = "manent_events";
+const appendLock = 0x6d6e5f657674; // "mn_evt"
+
+export const eventStatements = [
+  `create table if not exists manent.events (
+     id bigserial primary key,
+     at timestamptz not null default clock_timestamp(),
+     tenant text not null,
+     deploy_id text,
+     type text not null,
+     data jsonb not null default '{}'::jsonb
+   )`,
+  `create index if not exists events_deploy on manent.events (deploy_id, id)`,
+  `create index if not exists events_tenant on manent.events (tenant, id)`,
+  `create or replace function manent.append_event(p_tenant text, p_deploy_id text, p_type text, p_data jsonb) returns bigint
+   language plpgsql as $$
+   declare
+     new_id bigint;
+   begin
+     perform pg_advisory_xact_lock(${appendLock});
+     insert into manent.events (tenant, deploy_id, type, data) values (p_tenant, p_deploy_id, p_type, coalesce(p_data, '{}'::jsonb))
+       returning id into new_id;
+     perform pg_notify('${eventsChannel}', new_id::text);
+     return new_id;
+   end $$`,
+  // deploys: created, status changes, and the rollout picture (waves, canary, analysis, waits).
+  `create or replace function manent.deploy_events() returns trigger language plpgsql as $$
+   declare
+     old_rollout jsonb;
+     new_rollout jsonb;
+   begin
+     if tg_op = 'INSERT' then
+       perform manent.append_event(new.tenant, new.id, 'deploy.created', jsonb_build_object(
+         'id', new.id, 'kind', new.kind, 'tenant', new.tenant, 'application', new.application, 'artifact', new.artifact,
+         'environment', new.environment, 'version', new.version, 'plugin', new.plugin, 'status', new.status,
+         'error', new.error, 'submitted_by', new.submitted_by, 'created_at', new.created_at,
+         'started_at', new.started_at, 'finished_at', new.finished_at));
+       return new;
+     end if;
+     if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin then
+       perform manent.append_event(new.tenant, new.id, 'deploy.status', jsonb_build_object(
+         'status', new.status, 'error', new.error, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at));
+     end if;
+     -- The rollout state (a jsonb column, when the deploy has waves or a canary), read generically.
+     old_rollout := to_jsonb(old) -> 'rollout';
+     new_rollout := to_jsonb(new) -> 'rollout';
+     if new_rollout is not null and jsonb_typeof(new_rollout) = 'object' and new_rollout is distinct from old_rollout then
+       if (new_rollout -> 'current_wave') is distinct from (old_rollout -> 'current_wave')
+          or (new_rollout -> 'waves') is distinct from (old_rollout -> 'waves') then
+         perform manent.append_event(new.tenant, new.id, 'wave.moved',
+           jsonb_build_object('current_wave', new_rollout -> 'current_wave', 'waves', new_rollout -> 'waves'));
+       end if;
+       if (new_rollout -> 'canary') is distinct from (old_rollout -> 'canary') then
+         perform manent.append_event(new.tenant, new.id, 'canary.moved', jsonb_build_object('canary', new_rollout -> 'canary'));
+       end if;
+       if jsonb_typeof(new_rollout -> 'measurements') = 'array'
+          and jsonb_array_length(new_rollout -> 'measurements') > coalesce(jsonb_array_length(case when jsonb_typeof(old_rollout -> 'measurements') = 'array' then old_rollout -> 'measurements' end), 0) then
+         perform manent.append_event(new.tenant, new.id, 'analysis.measured', jsonb_build_object('measurements',
+           (select coalesce(jsonb_agg(m order by i), '[]'::jsonb) from jsonb_array_elements(new_rollout -> 'measurements') with ordinality as e(m, i)
+             where i > coalesce(jsonb_array_length(case when jsonb_typeof(old_rollout -> 'measurements') = 'array' then old_rollout -> 'measurements' end), 0))));
+       end if;
+       if (new_rollout -> 'waiting') is distinct from (old_rollout -> 'waiting') then
+         perform manent.append_event(new.tenant, new.id,
+           case when jsonb_typeof(new_rollout -> 'waiting') = 'object' then 'gate.waiting' else 'gate.passed' end,
+           jsonb_build_object('waiting', new_rollout -> 'waiting', 'previous', old_rollout -> 'waiting'));
+       end if;
+       perform manent.append_event(new.tenant, new.id, 'rollout.updated', jsonb_build_object('rollout', new_rollout));
+     end if;
+     return new;
+   end $$`,
+  `create or replace trigger deploy_events after insert or update on manent.deploys for each row execute function manent.deploy_events()`,
+  // Steps: every attempt starts and ends with an event, so the history of attempts and their errors is kept.
+  `create or replace function manent.step_events() returns trigger language plpgsql as $$
+   begin
+     if new.status = 'running' then
+       if tg_op = 'INSERT' or old.status <> 'running' or old.attempts <> new.attempts then
+         perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.started',
+           jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'started_at', new.started_at));
+       end if;
+     elsif tg_op = 'INSERT' or old.status is distinct from new.status or old.attempts <> new.attempts then
+       perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.' || new.status,
+         jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'duration_ms', new.duration_ms, 'error', new.error));
+     end if;
+     return new;
+   end $$`,
+  `create or replace trigger step_events after insert or update on manent.deploy_steps for each row execute function manent.step_events()`,
+  `create or replace function manent.target_events() returns trigger language plpgsql as $$
+   begin
+     if tg_op = 'UPDATE' and old.status is not distinct from new.status and old.error is not distinct from new.error
+        and old.details is not distinct from new.details then
+       return new;
+     end if;
+     perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'target.updated',
+       jsonb_build_object('phase', new.phase, 'host', new.host, 'status', new.status, 'duration_ms', new.duration_ms,
+         'error', new.error, 'details', new.details));
+     return new;
+   end $$`,
+  `create or replace trigger target_events after insert or update on manent.deploy_targets for each row execute function manent.target_events()`,
+  // Operator commands on a rollout (approve, promote, abort), when the table exists.
+  `create or replace function manent.command_events() returns trigger language plpgsql as $$
+   declare
+     c jsonb := to_jsonb(new);
+   begin
+     perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id,
+       case c ->> 'command' when 'approve' then 'gate.approved' when 'promote' then 'canary.promoted' when 'abort' then 'rollout.aborted'
+         else 'command.' || coalesce(c ->> 'command', 'unknown') end,
+       c - 'deploy_id');
+     return new;
+   end $$`,
+  `do $$ begin
+     if to_regclass('manent.deploy_commands') is not null then
+       create or replace trigger command_events after insert on manent.deploy_commands for each row execute function manent.command_events();
+     end if;
+   end $$`,
+];
