@@ -17,10 +17,13 @@ export class ProgressPrinter {
     this.once(`head`, `${label(d)}`);
     for (const step of d.steps) {
       if (step.status === "running") this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);
+      // A step's targets are listed when it ends, in host order: the same lines whatever order the
+      // targets finished in (they may finish at once), so a CI log of the same deploy reads the same.
+      if (step.status === "running") continue;
       for (const t of d.targets.filter((t) => phasesOf(step.name).includes(t.phase))) {
         this.once(`${t.phase}:${t.host}:${t.status}`, `      ${t.host}: ${t.status}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`);
       }
-      if (step.status !== "running") this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
+      this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
     }
     for (const { key, line } of rolloutLines(d)) this.once(`rollout:${key}`, line);
   }

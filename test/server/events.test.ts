@@ -177,7 +177,8 @@ describe("event streams", () => {
     await app("team-a", "slow", 4, "500ms");
     const proxy = await countingProxy(servers[0]!.url);
     try {
-      const file = await ws.write("slow.yml", { ...descriptor("slow", "test", "dist/app.txt", "2.0.0"), tenant: "team-a" });
+      // A file:// source is read by the server itself: no upload requests (both servers read it).
+      const file = await ws.write("slow.yml", { ...descriptor("slow", "test", `file://${artifact}`, "2.0.0"), tenant: "team-a" });
       const r = await runCli(["deploy", "-f", file, "-o", "text"], { cwd: ws.dir, server: proxy.url, token: adminToken });
       assert.equal(r.code, 0, r.stderr + r.stdout);
       const id = /\[([0-9a-f-]{36})\]/.exec(r.stdout)?.[1];

@@ -75,8 +75,9 @@ export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployVie
         error: (data.error as string | null) ?? null,
         details: (data.details as Record<string, string> | null) ?? null,
       };
-      const i = d.targets.findIndex((x) => x.phase === t.phase && x.host === t.host);
-      const targets = i >= 0 ? d.targets.map((x, j) => (j === i ? t : x)) : [...d.targets, t];
+      const targets = [...d.targets.filter((x) => x.phase !== t.phase || x.host !== t.host), t];
+      // In the order the API lists them (phase, host), so a picture built from events reads like one fetched.
+      targets.sort((a, b) => (a.phase === b.phase ? (a.host < b.host ? -1 : a.host > b.host ? 1 : 0) : a.phase < b.phase ? -1 : 1));
       return { ...d, targets };
     }
     case "rollout.updated":
