@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
+import { nameQuery } from "./deploys.js";
 
 const entrySchema = z
   .object({
@@ -24,11 +25,11 @@ const list = createRoute({
   tags: ["audit"],
   request: {
     query: z.object({
-      tenant: z.string().optional().describe("ignored for a tenant's token, which sees its own tenant's entries only"),
-      actor: z.string().optional(),
-      action: z.string().optional(),
-      deploy_id: z.string().optional(),
-      outcome: z.string().optional(),
+      tenant: nameQuery.describe("ignored for a tenant's token, which sees its own tenant's entries only"),
+      actor: z.string().max(200).optional().describe("a token's name"),
+      action: z.string().max(40).regex(/^[a-z_]+$/, "must be lower-case letters and '_'").optional(),
+      deploy_id: z.string().regex(/^[0-9a-f-]{36}$/, "not a deploy id").optional(),
+      outcome: z.string().max(40).regex(/^[a-z_]+$/, "must be lower-case letters and '_'").optional(),
       before: z.coerce.number().int().min(1).optional().describe("entries older than this id (paging)"),
       limit: z.coerce.number().int().min(1).max(1000).default(100),
     }),

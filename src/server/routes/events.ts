@@ -6,7 +6,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import type { EventFilter } from "../../storage/pg-event-hub.js";
 import { deployIdParams, errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
-import { visibleDeploy } from "./deploys.js";
+import { nameQuery, visibleDeploy } from "./deploys.js";
 
 /** Comment lines that keep idle streams open through proxies; they carry no data. */
 const keepAliveMs = 15_000;
@@ -48,7 +48,7 @@ const tenantEvents = createRoute({
   request: {
     headers: resumeHeaders,
     query: z.object({
-      tenant: z.string().optional().describe("only this tenant (a tenant's token always gets its own tenant only)"),
+      tenant: nameQuery.describe("only this tenant (a tenant's token always gets its own tenant only)"),
       after: z.coerce.number().int().min(0).optional().describe("start after this event id (default: only new events)"),
     }),
   },
