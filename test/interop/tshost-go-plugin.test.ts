@@ -50,13 +50,16 @@ test("TS host runs the conformance script against the Go sample plugin", { skip:
     const report = await runTsHostScript(deployer, capabilities, base, logger);
     await assertSampleConformance(report, base);
 
-    // The Go plugin's slog lines (hclog JSON on stderr) reach the host's logger with attributes.
-    const deployed = logger.entries.find((e) => e.msg === "target deployed" && e.attrs.host === "alpha" && e.attrs.version === "v1");
+    // The Go plugin's slog lines (hclog JSON on stderr) reach the host's logger with their
+    // attributes, kept apart under plugin_fields.
+    const fields = (e: Logged) => (e.attrs.plugin_fields ?? {}) as Record<string, unknown>;
+    const deployed = logger.entries.find((e) => e.msg === "target deployed" && fields(e).host === "alpha" && fields(e).version === "v1");
     assert.ok(deployed, `the plugin's "target deployed" log line for alpha was not forwarded: ${JSON.stringify(logger.entries.map((e) => e.msg))}`);
     assert.equal(deployed.level, "info");
     // parallel_targets declared: the host's parallelism reaches the plugin's Request.
-    const started = logger.entries.find((e) => e.msg === "deploy started" && e.attrs.deployment === "dep-v1");
-    assert.equal(started?.attrs.parallelism, 2, "Request.parallelism as the Go plugin saw it");
+    const started = logger.entries.find((e) => e.msg === "deploy started" && fields(e).deployment === "dep-v1");
+    assert.ok(started, "the plugin's \"deploy started\" line");
+    assert.equal(fields(started).parallelism, 2, "Request.parallelism as the Go plugin saw it");
   } finally {
     await plugin.close();
   }
