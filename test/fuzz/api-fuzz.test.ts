@@ -61,6 +61,7 @@ describe("HTTP API under fuzzing", () => {
   let ws: Workspace;
   let server: ServerProcess;
   let base: URL;
+  let deployId = "";
 
   before(async () => {
     pg = await TestPostgres.start();
@@ -77,8 +78,18 @@ describe("HTTP API under fuzzing", () => {
         auth: { tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] },
       }),
     );
-    server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" } });
+    server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" }, token });
     base = new URL(server.url);
+    // A real deploy, so the per-deploy routes are fuzzed past "not found" too.
+    const submitted = await server.api.submit({
+      descriptor: {
+        apiVersion: "manent/v1",
+        application: "fz",
+        environment: "test",
+        artifact: { type: "file", name: "fz", version: "1.0.0", source: ws.path("dist/app.txt") },
+      },
+    });
+    deployId = (await server.api.deploy(submitted.id, 60)).id;
   });
   after(async () => {
     await server?.stop();
@@ -140,24 +151,39 @@ describe("HTTP API under fuzzing", () => {
   it("lists, reads, cancels and uploads: hostile paths and query strings", async () => {
     const keys = fc.constantFrom("tenant", "application", "environment", "artifact", "limit", "wait", "x");
     const query = fc.array(fc.tuple(keys, queryValue), { maxLength: 3 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
-    const segment = fc.oneof(queryValue, fc.constantFrom("00000000-0000-0000-0000-000000000000", "a".repeat(64), "..", "%2e%2e", "%2f"));
+    const segment = fc.oneof(
+      queryValue,
+      fc.constantFrom(deployId, "00000000-0000-0000-0000-000000000000", "a".repeat(64), "..", "%2e%2e", "%2f"),
+    );
     const route = fc.oneof(
       query.map((q) => ["GET", `/api/v1/deploys?${q}`] as const),
       fc.tuple(segment, query).map(([id, q]) => ["GET", `/api/v1/deploys/${id}?${q}`] as const),
-      segment.map((id) => ["POST", `/api/v1/deploys/${id}/cancel`] as const),
+      fc
+        .tuple(segment, fc.constantFrom("cancel", "approve", "promote", "abort"))
+        .map(([id, action]) => ["POST", `/api/v1/deploys/${id}/${action}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["GET", `/api/v1/uploads/${sha}?${q}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["PUT", `/api/v1/uploads/${sha}?${q}`] as const),
       fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), segment).map(([m, p]) => [m, `/api/v1/${p}`] as const),
       query.map((q) => ["GET", `/api/v1/plugins?${q}`] as const),
     );
     await fc.assert(
-      fc.asyncProperty(route, fc.option(fc.string({ maxLength: 50 }), { nil: undefined }), async ([method, path], body) => {
-        const withBody = method === "GET" ? undefined : (body ?? "");
-        answered(
-          await send(base, method, path, withBody, method === "PUT" ? "application/octet-stream" : "application/json"),
-          `${method} ${path}`,
-        );
-      }),
+      fc.asyncProperty(
+        route,
+        fc.option(
+          fc.oneof(
+            fc.string({ maxLength: 50 }),
+            hostileValue.map((v) => JSON.stringify(v) ?? "null"),
+          ),
+          { nil: undefined },
+        ),
+        async ([method, path], body) => {
+          const withBody = method === "GET" ? undefined : (body ?? "");
+          answered(
+            await send(base, method, path, withBody, method === "PUT" ? "application/octet-stream" : "application/json"),
+            `${method} ${path}`,
+          );
+        },
+      ),
       { numRuns: 1500 },
     );
   });
