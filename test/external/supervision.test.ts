@@ -31,7 +31,7 @@ describe("supervision of the plugin process", () => {
       const base = path.join(t.dir, "crash");
       const first = p.endpoint()!.pid;
       const running = d.deploy(request({ deploymentId: "victim", params: { base, delay_ms: "30000" } }));
-      await logger.waitFor((e) => e.msg === "deploy started" && e.attrs.deployment === "victim");
+      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "victim");
       process.kill(first, "SIGKILL");
       await assert.rejects(running, (err: unknown) => {
         const e = ManentError.from(err);
