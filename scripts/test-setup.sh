@@ -10,6 +10,12 @@ cd "$(dirname "$0")/.."
 if ! command -v jq >/dev/null || ! command -v curl >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl
 fi
+# chromium: the web UI's browser tests drive Debian's Chromium with playwright-core.
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+# The web UI's bundle, which manent-server serves at / (quick; also built by npm ci's prepare).
+node scripts/build-ui.mjs
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/haproxy.sh
 bash scripts/ci/external-plugins.sh

@@ -1,0 +1,173 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { ApiClient } from "../../src/cli/api-client.js";
+import { collect } from "../support/event-stream.js";
+import { TestPostgres } from "../support/postgres.js";
+import { repoRoot, runCli, startServer, type ServerProcess } from "../support/server-process.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+const adminToken = "ui-admin-token-0123456789";
+const teamA = "ui-team-a-token-0123456789";
+const teamB = "ui-team-b-token-0123456789";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+/** Screenshots for people to look at (gitignored). */
+const shots = join(repoRoot, "test-artifacts", "ui");
+
+/** The web UI in a real headless Chromium (Debian's, driven by playwright-core) against a real manent-server. */
+describe("web UI", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let server: ServerProcess;
+  let browser: BrowserContext;
+  let profile: string;
+  let artifact: string;
+
+  const open = async (token: string): Promise<Page> => {
+    const page = await browser.newPage();
+    page.on("dialog", (d) => void d.accept());
+    await page.goto(server.url);
+    await page.getByLabel("API token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Deploys" }).waitFor();
+    return page;
+  };
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifact = await ws.write("dist/app.txt", "ui\n");
+    const config = await ws.write(
+      "manent.yml",
+      manentYml(await pg.createDatabase(), {
+        auth: {
+          tokens: [
+            { name: "admin", tenant: "*", sha256: sha(adminToken) },
+            { name: "alice", tenant: "team-a", sha256: sha(teamA) },
+            { name: "bob", tenant: "team-b", sha256: sha(teamB) },
+          ],
+        },
+      }),
+    );
+    server = await startServer(config, { cwd: ws.dir });
+    for (const [tenant, app, hosts, delay] of [
+      ["team-a", "shop", 3, "600ms"],
+      ["team-b", "bank", 1, "0ms"],
+    ] as const) {
+      await ws.write(`envconfig/${tenant}/${app}/${app}/test.yml`, {
+        plugin: "noop",
+        targets: Array.from({ length: hosts }, (_, i) => ({ host: `${app}-${i + 1}` })),
+        params: { state_dir: ws.path("state"), journal: ws.path("journal"), delay },
+      });
+    }
+    await mkdir(shots, { recursive: true });
+    profile = await mkdtemp(join(tmpdir(), "manent-chromium-"));
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      viewport: { width: 1366, height: 900 },
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    await pg?.stop();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  it("shows a deploy started from the CLI live: its steps and targets appear as their events arrive", async (t) => {
+    const first = await new ApiClient(server.url, teamA).submit({
+      descriptor: { ...descriptor("shop", "test", artifact, "1.0.0"), tenant: "team-a" },
+    });
+    assert.equal((await new ApiClient(server.url, teamA).deploy(first.id, 60)).status, "succeeded");
+
+    const page = await open(teamA);
+    const events = collect(server.url, adminToken, "/api/v1/events");
+    await events.opened;
+    const file = await ws.write("shop.yml", { ...descriptor("shop", "test", `file://${artifact}`, "2.0.0"), tenant: "team-a" });
+    const cli = runCli(["deploy", "-f", file, "-o", "json", "--no-wait"], { cwd: ws.dir, server: server.url, token: teamA });
+    const created = await events.waitFor((e) => e.type === "deploy.created" && e.data.version === "2.0.0");
+    const id = created.deploy_id!;
+    // The list shows it live, then its page.
+    await page.locator(`tr[data-deploy="${id}"]`).waitFor();
+    await page.locator(`tr[data-deploy="${id}"] a`).first().click();
+    await page.getByRole("heading", { name: /Deploy of shop/ }).waitFor();
+    const lag: number[] = [];
+    for (const host of ["shop-1", "shop-2", "shop-3"]) {
+      const cell = page.locator(`tr[data-target="${host}"]`, { hasText: "deployed" });
+      await cell.waitFor();
+      const seen = Date.now();
+      const event = await events.waitFor(
+        (e) => e.deploy_id === id && e.type === "target.updated" && e.data.host === host && e.data.status === "deployed",
+      );
+      lag.push(seen - event.receivedAt);
+      if (host === "shop-1") await page.screenshot({ path: join(shots, "deploy-mid-rollout.png"), fullPage: true });
+    }
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor();
+    const stepDone = await events.waitFor((e) => e.deploy_id === id && e.type === "step.succeeded" && e.data.name === "deploy");
+    assert.ok(stepDone);
+    for (const step of ["resolve", "fetch", "validate", "checkpoint", "deploy"]) {
+      assert.match(await page.locator(`li[data-step="${step}"]`).innerText(), /succeeded[\s\S]*attempt 1/);
+    }
+    await page.screenshot({ path: join(shots, "deploy-finished.png"), fullPage: true });
+    await events.stop();
+    assert.equal((await cli).code, 0);
+    t.diagnostic(
+      `target event (at a test client) -> shown in the page: ${lag.map((l) => `${l} ms`).join(", ")} (the page and the test client read the same stream; negative: the page was first)`,
+    );
+    await page.close();
+  });
+
+  it("rolls back from the history page with one click, and shows it in the audit log", async () => {
+    const page = await open(teamA);
+    await page.goto(`${server.url}/#/history/team-a/shop/shop/test`);
+    await page.getByText("current release: 2.0.0").waitFor();
+    await page.getByRole("button", { name: "Roll back to 1.0.0" }).click();
+    await page.getByRole("heading", { name: /Rollback of shop/ }).waitFor();
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor({ timeout: 60_000 });
+    await page.goto(`${server.url}/#/history/team-a/shop/shop/test`);
+    await page.getByText("current release: 1.0.0").waitFor();
+
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.getByRole("heading", { name: "Audit log" }).waitFor();
+    const rollback = page.locator('tr[data-audit="rollback"]').first();
+    await rollback.waitFor();
+    assert.match(await rollback.innerText(), /alice[\s\S]*team-a[\s\S]*rollback[\s\S]*ok[\s\S]*127\.0\.0\.1/);
+    assert.ok((await page.locator('tr[data-audit="submit"]').count()) >= 2);
+    await page.screenshot({ path: join(shots, "audit.png"), fullPage: true });
+    await page.close();
+  });
+
+  it("never shows a tenant's token another tenant's deploys", async () => {
+    const bank = await new ApiClient(server.url, adminToken).submit({
+      descriptor: { ...descriptor("bank", "test", artifact, "1.0.0"), tenant: "team-b" },
+    });
+    assert.equal((await new ApiClient(server.url, adminToken).deploy(bank.id, 60)).status, "succeeded");
+    const shop = (await new ApiClient(server.url, teamA).list({ application: "shop" })).deploys[0]!;
+
+    const page = await open(teamB);
+    await page.locator(`tr[data-deploy="${bank.id}"]`).waitFor();
+    assert.equal(await page.locator(`tr[data-deploy="${shop.id}"]`).count(), 0);
+    assert.equal(await page.getByText("team-a").count(), 0);
+    await page.goto(`${server.url}/#/deploys/${shop.id}`);
+    await page.getByText(/not found/).waitFor();
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.getByRole("heading", { name: "Audit log" }).waitFor();
+    assert.equal(await page.getByText("alice").count(), 0);
+    await page.close();
+  });
+});

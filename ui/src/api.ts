@@ -1,0 +1,63 @@
+import { createParser } from "eventsource-parser";
+import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
+
+/** The browser's client of the API: same routes and error shape as the CLI's, the token in this tab's session storage. */
+export class Api {
+  constructor(readonly token: string) {}
+
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await fetch(path, {
+      method,
+      headers: { authorization: `Bearer ${this.token}`, ...(body !== undefined && { "content-type": "application/json" }) },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    const json = (text ? JSON.parse(text) : {}) as { error?: { code: string; message: string } };
+    if (!res.ok) throw new Error(json.error ? `${json.error.message} (${json.error.code})` : `HTTP ${res.status}`);
+    return json as T;
+  }
+
+  /** Follows an SSE route until aborted; reconnects resume after the last event seen (Last-Event-ID). */
+  async stream(path: string, onEvent: (e: DeployEvent) => void, signal: AbortSignal, after?: number): Promise<void> {
+    let last = after;
+    while (!signal.aborted) {
+      try {
+        const res = await fetch(path, {
+          headers: {
+            authorization: `Bearer ${this.token}`,
+            accept: "text/event-stream",
+            ...(last !== undefined && { "last-event-id": String(last) }),
+          },
+          signal,
+        });
+        if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+        const parser = createParser({
+          onEvent: (m) => {
+            const e = JSON.parse(m.data) as DeployEvent;
+            last = e.id;
+            onEvent(e);
+          },
+        });
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          parser.feed(value);
+        }
+      } catch {
+        if (signal.aborted) return;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+export interface Me {
+  name: string;
+  tenant: string;
+}
+
+const key = "manent.token";
+export const savedToken = (): string | null => sessionStorage.getItem(key);
+export const saveToken = (t: string): void => sessionStorage.setItem(key, t);
+export const forgetToken = (): void => sessionStorage.removeItem(key);

@@ -1,0 +1,118 @@
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { Api, forgetToken, saveToken, savedToken, type Me } from "./api.js";
+import { useHashRoute } from "./hooks.js";
+import { AuditPage } from "./pages/audit.js";
+import { DeployPage } from "./pages/deploy.js";
+import { DeploysPage } from "./pages/deploys.js";
+import { HistoryPage } from "./pages/history.js";
+import { PluginsPage } from "./pages/plugins.js";
+
+export interface Session {
+  api: Api;
+  me: Me;
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
+  const [token, setToken] = useState("");
+  const [error, setError] = useState<string>();
+  const submit = async (e: Event): Promise<void> => {
+    e.preventDefault();
+    const api = new Api(token.trim());
+    try {
+      const me = await api.call<Me>("GET", "/api/v1/whoami");
+      saveToken(token.trim());
+      onSignedIn({ api, me });
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  return (
+    <main class="signin">
+      <h1>manent</h1>
+      <form onSubmit={(e) => void submit(e)}>
+        <label for="token">API token</label>
+        <input
+          id="token"
+          name="token"
+          type="password"
+          autocomplete="current-password"
+          value={token}
+          onInput={(e) => setToken(e.currentTarget.value)}
+          required
+        />
+        <p class="hint">Kept in this tab only (session storage).</p>
+        <button type="submit">Sign in</button>
+        <p class="error" role="alert">
+          {error ?? ""}
+        </p>
+      </form>
+    </main>
+  );
+}
+
+function App() {
+  const [session, setSession] = useState<Session>();
+  const [checking, setChecking] = useState(savedToken() !== null);
+  const route = useHashRoute();
+  useEffect(() => {
+    const token = savedToken();
+    if (!token) return;
+    const api = new Api(token);
+    api.call<Me>("GET", "/api/v1/whoami").then(
+      (me) => (setSession({ api, me }), setChecking(false)),
+      () => (forgetToken(), setChecking(false)),
+    );
+  }, []);
+  if (checking) return <main aria-busy="true" />;
+  if (!session) return <SignIn onSignedIn={setSession} />;
+  const [page = "deploys", ...rest] = route;
+  const current = (name: string) => (page === name ? "page" : undefined);
+  return (
+    <>
+      <header>
+        <nav aria-label="main">
+          <a class="brand" href="#/">
+            manent
+          </a>
+          <a href="#/" aria-current={current("deploys")}>
+            Deploys
+          </a>
+          <a href="#/plugins" aria-current={current("plugins")}>
+            Plugins
+          </a>
+          <a href="#/audit" aria-current={current("audit")}>
+            Audit
+          </a>
+          <span class="who">
+            {session.me.name} · {session.me.tenant === "*" ? "all tenants" : `tenant ${session.me.tenant}`}
+          </span>
+          <button
+            class="link"
+            onClick={() => {
+              forgetToken();
+              setSession(undefined);
+            }}
+          >
+            Sign out
+          </button>
+        </nav>
+      </header>
+      <main>
+        {page === "deploys" && rest[0] ? (
+          <DeployPage session={session} id={rest[0]} />
+        ) : page === "history" && rest.length === 4 ? (
+          <HistoryPage session={session} tenant={rest[0]!} application={rest[1]!} artifact={rest[2]!} environment={rest[3]!} />
+        ) : page === "plugins" ? (
+          <PluginsPage session={session} />
+        ) : page === "audit" ? (
+          <AuditPage session={session} />
+        ) : (
+          <DeploysPage session={session} />
+        )}
+      </main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById("app")!);
