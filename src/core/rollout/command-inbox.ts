@@ -33,7 +33,7 @@ export class CommandInbox {
    * a `promote --full`, or the deadline (an analysis waits only for the last three) (epoch ms; null for none). The deadline is fixed by the caller in a checkpointed
    * step, so after a restart the wait lasts only what remains of it.
    */
-  async wait(kind: "pause" | "approval" | "analysis", until: number | null): Promise<WaitOutcome> {
+  async wait(kind: "pause" | "approval" | "analysis", until: number | null, step?: string): Promise<WaitOutcome> {
     for (;;) {
       if (this.aborted) return { ended: "command", message: this.aborted };
       if (this.promotedFull) return { ended: "command", message: this.promotedFull };
@@ -44,8 +44,11 @@ export class CommandInbox {
       if (!m) continue;
       this.note(m);
       if (m.command === "abort" || (m.command === "promote" && m.full)) return { ended: "command", message: m };
-      if ((m.command === "promote" && kind !== "analysis") || (m.command === "approve" && kind === "approval")) return { ended: "command", message: m };
-      // An approve during a pause, a plain promote during an analysis: not for this wait, keep waiting.
+      const forThisWait = m.step === undefined || m.step === step;
+      if (forThisWait && ((m.command === "promote" && kind !== "analysis") || (m.command === "approve" && kind === "approval"))) {
+        return { ended: "command", message: m };
+      }
+      // An approve during a pause, a plain promote during an analysis, one sent to an earlier wait: not for this one.
     }
   }
 

@@ -62,7 +62,7 @@ export async function runGate(
   await rec.save();
   faultPoint(name, "after");
 
-  const outcome = await inbox.wait(kind, until);
+  const outcome = await inbox.wait(kind, until, name);
   rec.state.waiting = null;
   const stop =
     outcome.ended === "command" && outcome.message.command === "abort"

@@ -13,6 +13,8 @@ export interface CommandMessage {
   by: string | null;
   /** Set when the abort comes from `manent cancel`. */
   cancel?: boolean;
+  /** The pause or approval it was sent to end: an approve never ends a later wait. */
+  step?: string;
 }
 
 /**
@@ -45,7 +47,7 @@ export async function sendRolloutCommand(
   }
   const record: CommandRecord = { command, full, by: opts.by, at: new Date().toISOString(), during: waiting?.step ?? describeProgress(deploy) };
   await store.recordCommand(id, record);
-  const message: CommandMessage = { command, full, by: opts.by, ...(opts.cancel && { cancel: true }) };
+  const message: CommandMessage = { command, full, by: opts.by, ...(opts.cancel && { cancel: true }), ...(waiting && { step: waiting.step }) };
   await DBOS.send(id, message, commandTopic);
   return record;
 }

@@ -39,7 +39,7 @@ const paramsSchema = z.looseObject({
   state_dir: z.string().min(1).optional(),
   /** File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`). */
   journal: z.string().min(1).optional(),
-  /** Hosts (comma-separated) whose deploy fails. */
+  /** Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only. */
   fail_hosts: z.string().optional(),
   /** How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call). */
   fail_mode: z.enum(["permanent", "transient", "unimplemented"]).default("permanent"),
@@ -153,7 +153,7 @@ class NoopDeployer
 
   async setCandidateWeight(req: Request, weight: number): Promise<void> {
     const p = await this.slotCall(req, "set_candidate_weight", `weight=${weight}`);
-    if (p.fail_at_weight === weight) throw failure(p, `weight ${weight}: failing as configured (fail_at_weight)`);
+    if (p.fail_at_weight === weight && onFailingHosts(p, req)) throw failure(p, `weight ${weight}: failing as configured (fail_at_weight)`);
     for (const t of req.targets) await this.write(p, t.host, String(weight), "weight");
   }
 
@@ -170,6 +170,8 @@ class NoopDeployer
     const p = await this.slotCall(req, "promote_candidate");
     for (const t of req.targets) {
       const candidate = await this.read(p, t.host, "candidate");
+      // Promoted already (a call repeated after a crash): nothing left to do.
+      if (!candidate && (await this.read(p, t.host)) === req.artifact.version) continue;
       if (!candidate) throw permanent(new ManentError(Code.FailedPrecondition, `target ${t.host}: no candidate to promote`));
       await this.write(p, t.host, candidate);
       await this.write(p, t.host, "", "candidate");
@@ -196,7 +198,7 @@ class NoopDeployer
     if (needsTraffic && req.traffic?.deployment !== req.deploymentId) {
       throw permanent(new ManentError(Code.FailedPrecondition, `${call}: the traffic state PrepareSlots returned was not passed (Request.traffic)`));
     }
-    if ((p.fail_at ?? "").split(",").includes(call)) throw failure(p, `${call}: failing as configured (fail_at)`);
+    if ((p.fail_at ?? "").split(",").includes(call) && onFailingHosts(p, req)) throw failure(p, `${call}: failing as configured (fail_at)`);
     return p;
   }
 
@@ -217,6 +219,12 @@ class NoopDeployer
 }
 
 type StateKind = "release" | "candidate" | "weight";
+
+/** Without fail_hosts, every call fails as configured; with them, only calls on one of them. */
+function onFailingHosts(p: Params, req: Request): boolean {
+  const failing = new Set((p.fail_hosts ?? "").split(",").filter(Boolean));
+  return failing.size === 0 || req.targets.some((t) => failing.has(t.host));
+}
 
 function failure(p: Params, message: string): ManentError {
   if (p.fail_mode === "unimplemented") return new ManentError(Code.Unimplemented, message);
