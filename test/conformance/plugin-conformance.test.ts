@@ -24,7 +24,7 @@ import { HealthCheckResponse_ServingStatus, HealthClient } from "../../src/exter
 import { clientCredentials, tlsChannelOptions } from "../../src/external/protocol/credentials.js";
 import { parseHandshake } from "../../src/external/protocol/handshake.js";
 import { derToPem, generateIdentity, type Identity } from "../../src/external/protocol/mtls.js";
-import { buildSamplePlugin, mapSecrets, recordingLogger, request, tempDir, waitGone } from "../external/helpers.js";
+import { buildSamplePlugin, mapSecrets, pluginFields, recordingLogger, request, tempDir, waitGone } from "../external/helpers.js";
 
 const sampleChecks = process.env.MANENT_CONFORMANCE_SAMPLE !== "0";
 
@@ -157,7 +157,8 @@ describe("plugin protocol conformance", () => {
     it("forwards hclog lines with level, message and attributes", async () => {
       const e = await logger.waitFor((e) => e.msg === "target deployed");
       assert.equal(e.level, "info");
-      assert.equal(e.attrs.version, "1.0.0");
+      // The plugin's attributes are kept apart from manent's own fields.
+      assert.equal(pluginFields(e).version, "1.0.0");
       assert.equal(e.attrs.plugin, "conf");
     });
 
@@ -192,7 +193,7 @@ describe("plugin protocol conformance", () => {
     it("propagates cancellation into the plugin", async () => {
       const ac = new AbortController();
       const running = d.deploy(request({ deploymentId: "cancel", params: { base, delay_ms: "60000" }, signal: ac.signal }));
-      await logger.waitFor((e) => e.msg === "deploy started" && e.attrs.deployment === "cancel");
+      await logger.waitFor((e) => e.msg === "deploy started" && pluginFields(e).deployment === "cancel");
       const started = Date.now();
       ac.abort();
       await assert.rejects(running, (err: unknown) => ManentError.from(err).code === Code.Canceled);

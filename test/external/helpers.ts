@@ -32,7 +32,15 @@ export interface LogEntry {
   attrs: Record<string, unknown>;
 }
 
-/** A logger that records entries and lets a test await one. */
+/** What a plugin logged as attributes: the host keeps them apart from its own, under `plugin_fields`. */
+export function pluginFields(e: LogEntry): Record<string, unknown> {
+  return (e.attrs.plugin_fields ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * A logger that records entries and lets a test await one. An entry that never comes fails the
+ * wait after 30 s with what was logged, instead of holding the file until the runner's timeout.
+ */
 export function recordingLogger(): Logger & { entries: LogEntry[]; waitFor(pred: (e: LogEntry) => boolean): Promise<LogEntry> } {
   const entries: LogEntry[] = [];
   const waiters: { pred: (e: LogEntry) => boolean; resolve(e: LogEntry): void }[] = [];
@@ -56,7 +64,20 @@ export function recordingLogger(): Logger & { entries: LogEntry[]; waitFor(pred:
     waitFor(pred) {
       const found = entries.find(pred);
       if (found) return Promise.resolve(found);
-      return new Promise((resolve) => waiters.push({ pred, resolve }));
+      return new Promise((resolve, reject) => {
+        const waiter = {
+          pred,
+          resolve(e: LogEntry) {
+            clearTimeout(timer);
+            resolve(e);
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          reject(new Error(`no such log entry within 30 s; logged: ${JSON.stringify(entries.slice(-20))}`));
+        }, 30_000);
+        waiters.push(waiter);
+      });
     },
   };
 }
