@@ -15,6 +15,7 @@ import type { PgEventHub } from "../storage/pg-event-hub.js";
 import { record } from "./audit.js";
 import type { Authenticator, Caller } from "./auth.js";
 import { httpStatus } from "./http-status.js";
+import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from "../storage/database-health.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import type { UploadDeps } from "./uploads.js";
@@ -33,6 +34,8 @@ export interface ApiDeps {
   /** The event log's live feed (LISTEN/NOTIFY) and reader. */
   events: PgEventHub;
   audit: PgAuditLog;
+  /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */
+  database?: DatabaseHealth;
 }
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
@@ -66,7 +69,8 @@ export function createApiApp(deps: ApiDeps): ApiApp {
   });
 
   app.onError((err, c) => {
-    const e = toManentError(err);
+    deps.database?.noticed(err);
+    const e = isDatabaseUnavailable(err) ? databaseUnavailable(err) : toManentError(err);
     if (e.code === Code.Internal || e.code === Code.Unknown) deps.logger.error("request failed", { path: c.req.path, error: e.message });
     return c.json({ error: e.toJSON() }, httpStatus(e.code) as 500);
   });
@@ -103,6 +107,8 @@ export function createApiApp(deps: ApiDeps): ApiApp {
         throw err;
       }
     }
+    if (c.req.path !== openApiPath) c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
+    if (c.req.path !== openApiPath) deps.database?.assertAvailable();
     await next();
   });
 

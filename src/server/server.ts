@@ -16,6 +16,7 @@ import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { PgEventHub } from "../storage/pg-event-hub.js";
 import { migrate } from "../storage/schema.js";
 import { reconcileDeploys } from "../storage/reconcile-deploys.js";
+import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
 import { createAuthenticator } from "./auth.js";
 import { createApiHandler } from "./http-api.js";
 import { createMetrics } from "./metrics.js";
@@ -61,7 +62,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let pool: pg.Pool | undefined;
   let engine: Engine | undefined;
   let events: PgEventHub | undefined;
+  let health: DatabaseHealth | undefined;
   const cleanup = async (): Promise<void> => {
+    health?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await closeHttp();
     await engine?.shutdown(0).catch(() => undefined);
@@ -74,14 +77,19 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await prepareWorkdir(config.workdirPath);
     embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
     const databaseUrl = config.dbos.database_url ?? embedded!.url;
-    pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
+    // A connection that cannot be made in 5 s is an unavailable database, not a request left hanging.
+    pool = new pg.Pool({ connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 });
     pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
     const db = pool;
     await migrate(db);
+    // The API's reads fail fast while the database is away (503); the deploys' own writes wait for it.
     const store = new PgDeployStore(db);
-    engine = await Engine.start({ config, store, plugins, logger, metrics: metrics.engine, databaseUrl });
+    const workflowStore = new PgDeployStore(retryingQueries(db, logger));
+    engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl });
     await reconcileDeploys(db, logger);
     events = await PgEventHub.start(db, databaseUrl, logger);
+    health = new DatabaseHealth(db, logger);
+    health.start();
     startup.ready(
       createApiHandler({
         engine,
@@ -90,6 +98,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         auth,
         metrics: metrics.registry,
         logger,
+        database: health,
         ping: async () => void (await db.query("select 1")),
         uploads: { store: new UploadStore(config.workdirPath), maxSize: config.artifacts.max_upload_size },
         events,

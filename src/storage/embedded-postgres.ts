@@ -16,10 +16,19 @@ import { initdb, startPostgres, stopPostgres } from "./postgres-process.js";
  * root); see {@link placePostgres}.
  */
 export class EmbeddedDatabase {
+  private stopping = false;
+  private restarting: Promise<void> | undefined;
+  /** Restarts since the last one that stayed up a minute: the backoff grows with them. */
+  private recentRestarts = 0;
+
   private constructor(
     readonly url: string,
-    private readonly server: ChildProcess,
-  ) {}
+    private server: ChildProcess,
+    private readonly launch: () => Promise<ChildProcess>,
+    private readonly logger: Logger,
+  ) {
+    this.supervise();
+  }
 
   static async start(workdir: string, logger: Logger): Promise<EmbeddedDatabase> {
     const root = join(workdir, "postgres");
@@ -36,7 +45,9 @@ export class EmbeddedDatabase {
       await initdb(binDir, dataDir, "manent", password, runAs, logger);
     }
     const port = await freePort();
-    const server = await startPostgres(binDir, dataDir, port, runAs, logger);
+    // Restarts reuse the port: DBOS and the pools keep the URL and reconnect to it.
+    const launch = (): Promise<ChildProcess> => startPostgres(binDir, dataDir, port, runAs, logger);
+    const server = await launch();
     const url = `postgres://manent:${encodeURIComponent(password)}@127.0.0.1:${port}`;
     try {
       await ensureDatabase(`${url}/postgres`);
@@ -45,11 +56,47 @@ export class EmbeddedDatabase {
       throw err;
     }
     logger.info("embedded Postgres started", { dir: dataDir, port });
-    return new EmbeddedDatabase(`${url}/manent`, server);
+    return new EmbeddedDatabase(`${url}/manent`, server, launch, logger);
   }
 
-  stop(): Promise<void> {
-    return stopPostgres(this.server);
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.restarting;
+    await stopPostgres(this.server);
+  }
+
+  /**
+   * When the postmaster dies (killed, crashed, out of memory) the server would go on without a
+   * database: it is started again on the same data and port, with a backoff that grows while it
+   * keeps dying (0.5 s doubling to 30 s), and each step is logged. Postgres's own crash recovery
+   * replays its WAL, so what was committed is kept.
+   */
+  private supervise(): void {
+    const child = this.server;
+    const startedAt = Date.now();
+    child.once("exit", (code, signal) => {
+      if (this.stopping || child !== this.server) return;
+      if (Date.now() - startedAt > 60_000) this.recentRestarts = 0;
+      this.logger.error("the embedded Postgres exited: restarting it", { code, signal });
+      this.restarting = this.restart().finally(() => (this.restarting = undefined));
+    });
+  }
+
+  private async restart(): Promise<void> {
+    for (;;) {
+      const delayMs = Math.min(500 * 2 ** this.recentRestarts, 30_000);
+      this.recentRestarts += 1;
+      await new Promise((r) => setTimeout(r, delayMs));
+      if (this.stopping) return;
+      try {
+        this.server = await this.launch();
+        this.logger.info("the embedded Postgres restarted", { attempt: this.recentRestarts, after_ms: delayMs });
+        this.supervise();
+        return;
+      } catch (err) {
+        this.logger.error("the embedded Postgres did not restart: trying again", { attempt: this.recentRestarts, error: (err as Error).message });
+      }
+    }
   }
 }
 

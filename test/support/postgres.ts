@@ -15,6 +15,8 @@ export class TestPostgres {
   private constructor(
     private readonly adminUrl: string,
     private readonly cleanup: () => Promise<void>,
+    /** The data directory of the embedded one (none with TEST_DATABASE_URL). */
+    readonly dataDir?: string,
   ) {}
 
   static async start(): Promise<TestPostgres> {
@@ -22,10 +24,14 @@ export class TestPostgres {
     const dir = await mkdtemp(join(tmpdir(), "manent-pg-"));
     await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user
     const db = await EmbeddedDatabase.start(dir, quiet);
-    return new TestPostgres(db.url, async () => {
-      await db.stop();
-      await rm(dir, { recursive: true, force: true });
-    });
+    return new TestPostgres(
+      db.url,
+      async () => {
+        await db.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+      join(dir, "postgres", "data"),
+    );
   }
 
   /** Creates an empty database and returns its URL. */
