@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import { createLogger } from "./logger.js";
+import { isDatabaseUnavailable } from "../storage/database-health.js";
 import { serve } from "./server.js";
 import { externalPluginFactory } from "./external-plugins.js";
 
@@ -32,6 +33,18 @@ export async function main(argv: string[]): Promise<void> {
         // scheduled (DBOS retries, pool timers), so a failed start never lingers.
         process.exit(e.permanent ? 2 : 1);
       }
+      // A connection of a library's pool that the database drops while nobody listens on it
+      // (Postgres restarting) surfaces as an unhandled 'error' event: that is an outage the
+      // server rides out (see DatabaseHealth), not a reason to die. Anything else still ends it.
+      process.on("uncaughtException", (err) => {
+        if (isDatabaseUnavailable(err)) {
+          logger.warn("database connection lost", { error: err.message });
+          return;
+        }
+        logger.error("uncaught exception", { error: err.stack ?? String(err) });
+        process.stderr.write(`manent-server: ${err.stack ?? String(err)}\n`);
+        process.exit(70);
+      });
       // Printed for scripts and tests that started the server on port 0.
       process.stdout.write(`manent-server listening on ${server.url}\n`);
       let stopping = false;

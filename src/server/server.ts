@@ -17,6 +17,7 @@ import { PgEventHub } from "../storage/pg-event-hub.js";
 import { migrate } from "../storage/schema.js";
 import { reconcileDeploys } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
+import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { createAuthenticator } from "./auth.js";
 import { createApiHandler } from "./http-api.js";
 import { createMetrics } from "./metrics.js";
@@ -63,9 +64,11 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let engine: Engine | undefined;
   let events: PgEventHub | undefined;
   let health: DatabaseHealth | undefined;
+  let fleet: FleetHeartbeats | undefined;
   const cleanup = async (): Promise<void> => {
     health?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
+    await fleet?.stop();
     await closeHttp();
     await engine?.shutdown(0).catch(() => undefined);
     await plugins?.close();
@@ -88,6 +91,14 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl });
     await reconcileDeploys(db, logger);
     events = await PgEventHub.start(db, databaseUrl, logger);
+    const started = engine;
+    fleet = new FleetHeartbeats(db, logger, {
+      executorId: config.dbos.executor_id ?? "local",
+      heartbeatMs: config.dbos.heartbeat_interval,
+      deadAfterMs: config.dbos.dead_after,
+      recover: (executorId) => started.recoverExecutor(executorId),
+    });
+    await fleet.start();
     health = new DatabaseHealth(db, logger);
     health.start();
     startup.ready(

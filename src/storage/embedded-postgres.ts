@@ -18,7 +18,7 @@ import { initdb, startPostgres, stopPostgres } from "./postgres-process.js";
 export class EmbeddedDatabase {
   private stopping = false;
   private restarting: Promise<void> | undefined;
-  /** Restarts since the last one that stayed up a minute: the backoff grows with them. */
+  /** Restarts in a row that did not stay up 2 s (a crash loop): the backoff grows with them. */
   private recentRestarts = 0;
 
   private constructor(
@@ -68,7 +68,7 @@ export class EmbeddedDatabase {
   /**
    * When the postmaster dies (killed, crashed, out of memory) the server would go on without a
    * database: it is started again on the same data and port, with a backoff that grows while it
-   * keeps dying (0.5 s doubling to 30 s), and each step is logged. Postgres's own crash recovery
+   * keeps dying (0.25 s doubling to 30 s, back to 0.25 s once it stayed up 2 s), and each step is logged. Postgres's own crash recovery
    * replays its WAL, so what was committed is kept.
    */
   private supervise(): void {
@@ -76,7 +76,7 @@ export class EmbeddedDatabase {
     const startedAt = Date.now();
     child.once("exit", (code, signal) => {
       if (this.stopping || child !== this.server) return;
-      if (Date.now() - startedAt > 60_000) this.recentRestarts = 0;
+      if (Date.now() - startedAt > 2_000) this.recentRestarts = 0;
       this.logger.error("the embedded Postgres exited: restarting it", { code, signal });
       this.restarting = this.restart().finally(() => (this.restarting = undefined));
     });
@@ -84,7 +84,7 @@ export class EmbeddedDatabase {
 
   private async restart(): Promise<void> {
     for (;;) {
-      const delayMs = Math.min(500 * 2 ** this.recentRestarts, 30_000);
+      const delayMs = Math.min(250 * 2 ** this.recentRestarts, 30_000);
       this.recentRestarts += 1;
       await new Promise((r) => setTimeout(r, delayMs));
       if (this.stopping) return;

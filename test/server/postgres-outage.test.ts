@@ -11,6 +11,12 @@ async function postmasterPid(dataDir: string): Promise<number> {
   return Number((await readFile(`${dataDir}/postmaster.pid`, "utf8")).split("\n")[0]);
 }
 
+/** postmaster.pid's last line is the server's state: `ready` once it accepts connections. */
+async function postmasterReady(dataDir: string): Promise<boolean> {
+  const lines = (await readFile(`${dataDir}/postmaster.pid`, "utf8").catch(() => "")).trim().split("\n");
+  return lines.length >= 8 && lines[lines.length - 1]!.trim() === "ready";
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -106,8 +112,10 @@ describe("Postgres outages", () => {
       for (let i = 0; !stopKilling; i++) {
         await new Promise((r) => setTimeout(r, intervals[i % intervals.length]));
         if (stopKilling) break;
+        // A Postgres still in crash recovery is let finish it: killed again there, it may never be back.
+        while (!stopKilling && !(await postmasterReady(dataDir))) await new Promise((r) => setTimeout(r, 100));
         const pid = await postmasterPid(dataDir).catch(() => 0);
-        if (pid > 0 && alive(pid)) {
+        if (!stopKilling && pid > 0 && alive(pid)) {
           process.kill(pid, "SIGKILL");
           kills++;
         }
@@ -136,6 +144,9 @@ describe("Postgres outages", () => {
       assert.match(server.logs(), /the embedded Postgres exited: restarting it/);
       assert.match(server.logs(), /the embedded Postgres restarted/);
       process.stderr.write(`# ${deploys} deploys, ${kills} SIGKILLs of the postmaster, API answers ${JSON.stringify([...probe.statuses])}\n`);
+    } catch (err) {
+      process.stderr.write(`server log (end):\n${server.logs().slice(-6000)}\n`);
+      throw err;
     } finally {
       stopKilling = true;
       await killer;

@@ -100,8 +100,14 @@ export const manentConfigSchema = z.strictObject({
             description: 'Identifies this server among several sharing one database; recovery resumes its own workflows (default "local")',
             examples: ["worker-1"],
           }),
+        heartbeat_interval: durationMs
+          .default(5_000)
+          .describe("How often this server records that it is alive in Postgres, so the others of its fleet notice when it dies"),
+        dead_after: durationMs
+          .default(30_000)
+          .describe("A server of the fleet whose last heartbeat is older than this is dead: one live server takes over its pending deploys"),
       })
-      .default({})
+      .default({ heartbeat_interval: 5_000, dead_after: 30_000 })
       .describe("The durable workflow engine (DBOS Transact); absent or empty: the embedded Postgres"),
   ),
   workdir: z.string().min(1).default("./work").describe("The artifacts cache and the embedded Postgres, relative to the working directory"),

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
+import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import type { Logger } from "../contract/index.js";
 import type { LoadedConfig } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
@@ -173,6 +174,14 @@ export class Engine {
     await sendRolloutCommand(this.opts.store, deploy, "abort", { by: by ?? null, cancel: true }).catch((err: unknown) =>
       this.opts.logger.warn("cancel: the rollout was not sent an abort", { deploy: id, error: ManentError.from(err).message }),
     );
+  }
+
+  /**
+   * Runs the pending workflows of another executor (a dead server of the fleet) through DBOS's
+   * recovery: they are re-queued for any live server, each resuming after its last checkpoint.
+   */
+  async recoverExecutor(executorId: string): Promise<number> {
+    return (await getExecutor().recoverPendingWorkflows([executorId])).length;
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */

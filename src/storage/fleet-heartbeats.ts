@@ -1,0 +1,92 @@
+import type pg from "pg";
+import type { Logger } from "../core/contract/index.js";
+
+export interface FleetOptions {
+  executorId: string;
+  heartbeatMs: number;
+  deadAfterMs: number;
+  /** Hands the dead server's pending workflows to the live ones (DBOS recovery for that executor); resolves with how many. */
+  recover: (executorId: string) => Promise<number>;
+}
+
+/**
+ * Servers sharing one Postgres (each with its own `dbos.executor_id`) record a heartbeat there.
+ * A server whose heartbeat is older than `dead_after` is dead: one live server claims it (the
+ * claim is one conditional update, so exactly one server wins it) and recovers its pending
+ * workflows through DBOS, which re-queues them for the whole fleet. A claimant that dies before it
+ * finishes is itself claimed later, and its claim with it.
+ */
+export class FleetHeartbeats {
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  /** Since when this server's own heartbeats have all been written: after an outage, peers get time to beat again. */
+  private healthySince: number | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly logger: Logger,
+    private readonly opts: FleetOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.pool.query(`create table if not exists manent.servers (
+       executor_id text primary key,
+       started_at timestamptz not null default now(),
+       heartbeat_at timestamptz not null default now(),
+       taken_over_by text,
+       taken_over_at timestamptz
+     )`);
+    await this.beat();
+    this.timer = setInterval(() => {
+      this.beating ??= this.beat().finally(() => (this.beating = undefined));
+    }, this.opts.heartbeatMs);
+    this.timer.unref();
+  }
+
+  /** Stops beating and leaves the fleet: a server that stops cleanly has no pending deploys to hand over. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.beating;
+    await this.pool.query(`delete from manent.servers where executor_id = $1`, [this.opts.executorId]).catch(() => undefined);
+  }
+
+  private async beat(): Promise<void> {
+    const { executorId, deadAfterMs } = this.opts;
+    try {
+      await this.pool.query(
+        `insert into manent.servers (executor_id) values ($1)
+         on conflict (executor_id) do update set heartbeat_at = now(), taken_over_by = null, taken_over_at = null`,
+        [executorId],
+      );
+    } catch (err) {
+      this.healthySince = undefined;
+      this.logger.warn("fleet heartbeat not recorded", { error: (err as Error).message });
+      return;
+    }
+    const now = Date.now();
+    this.healthySince ??= now;
+    // Right after an outage every peer looks dead: they get `dead_after` to beat again first.
+    if (now - this.healthySince < deadAfterMs) return;
+    await this.takeOverDeadPeers().catch((err: unknown) => this.logger.warn("fleet takeover failed", { error: (err as Error).message }));
+  }
+
+  private async takeOverDeadPeers(): Promise<void> {
+    const { executorId, deadAfterMs } = this.opts;
+    const claimed = await this.pool.query<{ executor_id: string; heartbeat_at: Date }>(
+      `update manent.servers set taken_over_by = $1, taken_over_at = now()
+       where executor_id <> $1 and heartbeat_at < now() - make_interval(secs => $2)
+         and (taken_over_at is null or taken_over_at < now() - make_interval(secs => $2))
+       returning executor_id, heartbeat_at`,
+      [executorId, deadAfterMs / 1000],
+    );
+    for (const peer of claimed.rows) {
+      const recovered = await this.opts.recover(peer.executor_id);
+      this.logger.warn("took over the pending deploys of a dead server", {
+        dead_executor_id: peer.executor_id,
+        last_heartbeat: peer.heartbeat_at.toISOString(),
+        workflows: recovered,
+      });
+      await this.pool.query(`delete from manent.servers where executor_id = $1 and taken_over_by = $2`, [peer.executor_id, executorId]);
+    }
+  }
+}
