@@ -152,6 +152,32 @@ describe("web UI", () => {
     await page.close();
   });
 
+  it("approves a paused canary from the deploy page", async () => {
+    await ws.write("envconfig/team-a/cana/cana/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "cana-1" }, { host: "cana-2" }],
+      params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+      rollback: { enabled: true },
+      rollout: { canary: { steps: [{ set_weight: 20 }, { approval: {} }, { set_weight: 100 }] } },
+    });
+    const api = new ApiClient(server.url, teamA);
+    const v2 = await api.submit({ descriptor: { ...descriptor("cana", "test", artifact, "2.0.0"), tenant: "team-a" } });
+    const page = await open(teamA);
+    await page.goto(`${server.url}/#/deploys/${v2.id}`);
+    const approve = page.getByRole("button", { name: "Approve" });
+    await approve.waitFor({ timeout: 60_000 });
+    await page.getByText(/Canary: 20%/).waitFor();
+    await page.screenshot({ path: join(shots, "canary-waiting.png"), fullPage: true });
+    await approve.click();
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor({ timeout: 60_000 });
+    await page.getByText(/Canary: 100%/).waitFor();
+    await page.screenshot({ path: join(shots, "canary-promoted.png"), fullPage: true });
+    const audit = (await api.audit({ action: "approve" })).entries;
+    assert.equal(audit[0]?.deploy_id, v2.id);
+    assert.equal(audit[0]?.actor, "alice");
+    await page.close();
+  });
+
   it("never shows a tenant's token another tenant's deploys", async () => {
     const bank = await new ApiClient(server.url, adminToken).submit({
       descriptor: { ...descriptor("bank", "test", artifact, "1.0.0"), tenant: "team-b" },
