@@ -110,6 +110,7 @@ export class ApiClient {
     for (;;) {
       let stop = false;
       let received = false;
+      let handlerError: unknown;
       try {
         const response = await fetch(new URL(path, this.baseUrl), {
           headers: {
@@ -127,7 +128,13 @@ export class ApiClient {
             const event = JSON.parse(message.data) as DeployEvent;
             last = event.id;
             received = true;
-            if (onEvent(event) === true) stop = true;
+            try {
+              if (onEvent(event) === true) stop = true;
+            } catch (err) {
+              // The caller's failure, not the connection's: it ends the stream instead of a reconnect.
+              handlerError = err;
+              stop = true;
+            }
           },
         });
         const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -140,8 +147,10 @@ export class ApiClient {
         } finally {
           await reader.cancel().catch(() => undefined);
         }
+        if (handlerError !== undefined) throw handlerError;
         if (stop) return;
       } catch (err) {
+        if (err === handlerError) throw err;
         if (opts.signal?.aborted) return;
         if (err instanceof ManentError) throw err;
       }

@@ -210,6 +210,35 @@ describe("event streams", () => {
   });
 });
 
+describe("the CLI following a canary rollout", () => {
+  it("prints the rollout's lines and ends with the deploy (a view built from events has the rollout's picture)", async () => {
+    const pg = await TestPostgres.start();
+    const ws = await createWorkspace();
+    try {
+      const artifact = await ws.write("dist/app.txt", "canary\n");
+      const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+      const server = await startServer(config, { cwd: ws.dir });
+      try {
+        await ws.write("envconfig/untenanted/can/can/test.yml", {
+          plugin: "noop",
+          targets: [{ host: "can-1" }, { host: "can-2" }],
+          params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+          rollback: { enabled: true },
+          rollout: { canary: { steps: [{ set_weight: 50 }, { set_weight: 100 }] } },
+        });
+        const file = await ws.write("can.yml", descriptor("can", "test", `file://${artifact}`, "1.0.0"));
+        const r = await runCli(["deploy", "-f", file, "-o", "text"], { cwd: ws.dir, server: server.url });
+        assert.equal(r.code, 0, r.stderr + r.stdout);
+        assert.match(r.stdout, /succeeded\n$/);
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      await pg.stop();
+    }
+  });
+});
+
 /** Reads a streamed response until `marker` has arrived, then drops it. */
 async function readUntil(res: Response, marker: string): Promise<string> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();

@@ -80,8 +80,11 @@ export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployVie
       targets.sort((a, b) => (a.phase === b.phase ? (a.host < b.host ? -1 : a.host > b.host ? 1 : 0) : a.phase < b.phase ? -1 : 1));
       return { ...d, targets };
     }
-    case "rollout.updated":
-      return { ...d, ...({ rollout: data.rollout } as object) };
+    case "rollout.updated": {
+      // The state as the workflow wrote it; operator commands live beside it, as the API lists them.
+      const prev = (d as { rollout?: { commands?: unknown[] } | null }).rollout;
+      return { ...d, ...({ rollout: { commands: prev?.commands ?? [], ...(data.rollout as object) } } as object) };
+    }
     default:
       return d;
   }
