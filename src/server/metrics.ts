@@ -1,6 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EngineMetrics } from "../core/engine/engine-metrics.js";
 
+/** How many deploys keep their per-deploy series (canary weight, analysis values). */
+const maxDeploySeries = 200;
+
 /** The Prometheus metrics of one server, on its own registry (no global state). */
 export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
   const registry = new Registry();
@@ -49,6 +52,24 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
     labelNames: ["deploy", "tenant", "application", "environment", "check"],
     registers: [registry],
   });
+  // Per-deploy series are kept for the most recent deploys only, so a server that runs canaries for
+  // months does not grow a series per deploy it ever ran.
+  const perDeploy = new Map<string, { deploy: Record<string, string>; checks: Set<string> }>();
+  const seriesOf = (deploy: Record<string, string>) => {
+    const id = deploy.deploy ?? "";
+    let entry = perDeploy.get(id);
+    if (!entry) {
+      entry = { deploy, checks: new Set() };
+      perDeploy.set(id, entry);
+      for (const [oldId, old] of perDeploy) {
+        if (perDeploy.size <= maxDeploySeries) break;
+        canaryWeight.remove(old.deploy);
+        for (const check of old.checks) analysisValue.remove({ ...old.deploy, check });
+        perDeploy.delete(oldId);
+      }
+    }
+    return entry;
+  };
   return {
     registry,
     engine: {
@@ -60,14 +81,18 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
         if (result.duration_ms !== undefined) targetSeconds.observe({ plugin, phase, status: result.status }, result.duration_ms / 1000);
       },
       stepAttempt(step, outcome) {
-        stepAttempts.inc({ step: step.startsWith("callback:") ? "callback" : step, outcome });
+        // Numbers (wave-12, gate-3) become N: one series per kind of step, however many waves.
+        stepAttempts.inc({ step: step.startsWith("callback:") ? "callback" : step.replace(/\d+/g, "N"), outcome });
       },
       canaryWeight(deploy, weight) {
+        seriesOf({ ...deploy });
         canaryWeight.set({ ...deploy }, weight);
       },
       analysisMeasured(deploy, m) {
         measurements.inc({ check: m.check, verdict: m.verdict });
-        if (typeof m.value === "number") analysisValue.set({ ...deploy, check: m.check }, m.value);
+        if (typeof m.value !== "number") return;
+        seriesOf({ ...deploy }).checks.add(m.check);
+        analysisValue.set({ ...deploy, check: m.check }, m.value);
       },
     },
   };
