@@ -34,6 +34,19 @@ export const externalSchema = z.strictObject({
     .default({})
     .describe("Environment variables of the plugin process; of the server's own it inherits only PATH, HOME, TMPDIR, TZ and LANG"),
   start_timeout: durationMs.default(60_000).describe("How long the plugin may take to start and answer the handshake"),
+  supervision: z
+    .strictObject({
+      ping_interval: durationMs.optional().describe("How often the plugin's health is checked (default 1s)"),
+      ping_timeout: durationMs.optional().describe("How long one health check may take (default 1s)"),
+      max_ping_failures: z.number().int().min(1).optional().describe("Failed health checks in a row after which the plugin is declared hung, killed and restarted (default 2)"),
+      max_restart_attempts: z.number().int().min(0).optional().describe("Failed starts or crashes in a row tolerated before the supervisor gives up (default 5)"),
+      restart_backoff: durationMs.optional().describe("Delay before the first restart, doubled per failure in a row (default 1s)"),
+      max_backoff: durationMs.optional().describe("Longest delay between restarts (default 30s)"),
+      health_reset_threshold: z.number().int().min(1).optional().describe("Healthy checks in a row that forget past failures (default 30)"),
+      cooldown: durationMs.optional().describe("After giving up, how long before the supervisor tries again by itself (default 5m; 0: never)"),
+    })
+    .default({})
+    .describe("Health checks and restarts of the plugin process; the defaults find a hung plugin within 5 s"),
 });
 export type ExternalSpec = z.output<typeof externalSchema>;
 

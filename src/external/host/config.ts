@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Code, ManentError } from "../../core/errors.js";
 import { externalSchema, type ExternalSpec } from "../../core/config/manent-config.js";
 import { parseDuration } from "../../core/config/duration.js";
+import type { SupervisionOptions } from "./supervision.js";
 
 /** The `external` settings of a plugin, with the start timeout in milliseconds. */
 export interface ExternalConfig {
@@ -10,6 +11,8 @@ export interface ExternalConfig {
   sha256?: string;
   env: Record<string, string>;
   startTimeoutMs: number;
+  /** manent.yml's `external.supervision`, over the defaults. */
+  supervision: Partial<SupervisionOptions>;
 }
 
 /**
@@ -33,9 +36,23 @@ const externalSection = externalSchema.extend({
     }),
 });
 
+function supervisionOf(spec: Pick<Partial<ExternalSpec>, "supervision">): Partial<SupervisionOptions> {
+  const s = spec.supervision ?? {};
+  const out: Partial<SupervisionOptions> = {};
+  if (s.ping_interval !== undefined) out.pingIntervalMs = s.ping_interval;
+  if (s.ping_timeout !== undefined) out.pingTimeoutMs = s.ping_timeout;
+  if (s.max_ping_failures !== undefined) out.pingFailureBudget = s.max_ping_failures;
+  if (s.max_restart_attempts !== undefined) out.maxRestarts = s.max_restart_attempts;
+  if (s.restart_backoff !== undefined) out.backoffBaseMs = s.restart_backoff;
+  if (s.max_backoff !== undefined) out.backoffMaxMs = s.max_backoff;
+  if (s.health_reset_threshold !== undefined) out.healthResetThreshold = s.health_reset_threshold;
+  if (s.cooldown !== undefined) out.cooldownMs = s.cooldown;
+  return out;
+}
+
 /** From the `external` section as the manent.yml schema parsed it (start_timeout in ms). */
-export function fromSpec(spec: ExternalSpec): ExternalConfig {
-  const out: ExternalConfig = { command: spec.command, args: spec.args, env: spec.env, startTimeoutMs: spec.start_timeout };
+export function fromSpec(spec: Omit<ExternalSpec, "supervision"> & Partial<Pick<ExternalSpec, "supervision">>): ExternalConfig {
+  const out: ExternalConfig = { command: spec.command, args: spec.args, env: spec.env, startTimeoutMs: spec.start_timeout, supervision: supervisionOf(spec) };
   if (spec.sha256) out.sha256 = spec.sha256;
   return out;
 }

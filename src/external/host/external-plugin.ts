@@ -8,7 +8,7 @@ import { allCapabilities, type Capability, type Deployer } from "../../core/cont
 import type { HostedPlugin } from "../../core/contract/hosted-plugin.js";
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
-import { fromServiceError } from "../protocol/wire-errors.js";
+import { fromServiceError, isTransportLoss } from "../protocol/wire-errors.js";
 import { generateIdentity } from "../protocol/mtls.js";
 import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
 import { fromSpec, parseExternalEntry, type ExternalConfig } from "./config.js";
@@ -26,7 +26,7 @@ export interface ExternalPluginOptions {
    * in ms, or with a duration string) plus the plugin's own configuration. Or give `spec`.
    */
   entry?: Record<string, unknown>;
-  spec?: { external: ExternalSpec; config: Record<string, unknown> };
+  spec?: { external: Parameters<typeof fromSpec>[0]; config: Record<string, unknown> };
   /** Directory relative commands resolve against (manent's working directory). */
   baseDir: string;
   logger: Logger;
@@ -78,13 +78,14 @@ export class ExternalPlugin implements HostedPlugin {
   private healthyPings = 0;
   private failedPings = 0;
   private totalRestarts = 0;
+  private cooldownTimer: NodeJS.Timeout | undefined;
 
   private constructor(o: ExternalPluginOptions, ext: ExternalConfig, config: Record<string, unknown>) {
     this.name = o.name;
     this.ext = ext;
     this.config = config;
     this.command = path.resolve(o.baseDir, ext.command);
-    this.opts = { ...defaultSupervision, ...o.supervision };
+    this.opts = { ...defaultSupervision, ...o.supervision, ...ext.supervision };
     this.logger = o.logger;
     this.metrics = pluginMetrics(o.name, o.registry);
     this.parentDeathSignal = o.parentDeathSignal ?? true;
@@ -120,6 +121,21 @@ export class ExternalPlugin implements HostedPlugin {
     return p && !p.hasExited() ? { pid: p.pid, target: p.target } : undefined;
   }
 
+  /**
+   * Leaves the "gave up" state and starts the plugin again with a fresh restart budget (an
+   * operator's restart, or the end of the cool-down). A running process is left as it is.
+   */
+  restart(): void {
+    if (this.closed) return;
+    clearTimeout(this.cooldownTimer);
+    this.gaveUp = false;
+    this.failures = 0;
+    this.nextStartAt = 0;
+    this.metrics.gaveUp(false);
+    this.metrics.consecutiveRestarts(0);
+    this.restartInBackground();
+  }
+
   /** Lifetime restarts after a crash or a hung process. */
   restartCount(): number {
     return this.totalRestarts;
@@ -146,8 +162,10 @@ export class ExternalPlugin implements HostedPlugin {
       if (!isServiceError(err)) throw err;
       const converted = fromServiceError(err, this.name, call);
       if (err.metadata.get("manent-error-bin").length > 0 || converted.code === Code.Unimplemented) throw converted;
-      // The transport failed: if the process died (or is dying), say so; the call can be retried.
-      const how = await Promise.race([live.proc.exited, sleep(500, undefined)]);
+      // An error the plugin returned is reported at once; only when the transport failed is the
+      // process given a moment to be seen exiting, so the error can say it died.
+      if (!live.killReason && !live.proc.hasExited() && !isTransportLoss(err)) throw converted;
+      const how = live.proc.hasExited() || live.killReason ? "exited" : await Promise.race([live.proc.exited, sleep(500, undefined)]);
       if (how !== undefined || live.killReason) {
         const what = live.killReason ?? `exited unexpectedly (${how ?? "connection lost"})`;
         throw new ManentError(Code.Unavailable, `plugin ${this.name}: process ${what} during ${call}; it is being restarted, retry the call`, {
@@ -237,10 +255,17 @@ export class ExternalPlugin implements HostedPlugin {
     this.lastError = reason;
     this.metrics.consecutiveRestarts(this.failures);
     this.nextStartAt = Date.now() + backoffDelay(this.opts, this.failures);
-    if (this.failures > this.opts.maxRestarts) {
+    if (this.failures > this.opts.maxRestarts && !this.gaveUp) {
       this.gaveUp = true;
       this.metrics.gaveUp(true);
-      this.logger.error("external plugin keeps failing, giving up", { plugin: this.name, failures: this.failures, error: reason });
+      this.logger.error("external plugin keeps failing, giving up", { plugin: this.name, failures: this.failures, error: reason, retry_in_ms: this.opts.cooldownMs });
+      if (this.opts.cooldownMs > 0) {
+        this.cooldownTimer = setTimeout(() => {
+          this.logger.info("external plugin cool-down over: trying again", { plugin: this.name });
+          this.restart();
+        }, this.opts.cooldownMs);
+        this.cooldownTimer.unref();
+      }
     }
   }
 
@@ -320,6 +345,7 @@ export class ExternalPlugin implements HostedPlugin {
     this.closed = true;
     this.stopSignal.abort();
     clearTimeout(this.pingTimer);
+    clearTimeout(this.cooldownTimer);
     this.spawning?.kill("SIGKILL");
     await this.starting?.catch(() => {});
     if (this.inflight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));

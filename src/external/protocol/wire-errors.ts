@@ -25,6 +25,15 @@ export function toStatus(err: unknown): Partial<StatusObject> {
  * written without the SDK) the gRPC code is kept; UNIMPLEMENTED means the capability is absent.
  * `what` names the plugin and call for messages.
  */
+/**
+ * True when grpc-js reports its connection to the plugin failing (the process died, hung up or
+ * never answered), as opposed to a status the plugin itself returned. grpc-js words these itself.
+ */
+export function isTransportLoss(err: ServiceError): boolean {
+  if (err.code !== status.UNAVAILABLE && err.code !== status.INTERNAL && err.code !== status.CANCELLED) return false;
+  return /Connection dropped|No connection established|ECONNRESET|ECONNREFUSED|Socket closed|RST_STREAM|Stream removed|connection closed|Failed to connect|EPIPE/i.test(err.details ?? "");
+}
+
 export function fromServiceError(err: ServiceError, plugin: string, call: string): ManentError {
   const raw = err.metadata?.get(ERROR_TRAILER)[0];
   if (raw instanceof Buffer) {
@@ -44,7 +53,10 @@ export function fromServiceError(err: ServiceError, plugin: string, call: string
     case status.CANCELLED:
       return new ManentError(Code.Canceled, `plugin ${plugin}: ${call} cancelled`, { details });
     case status.UNAVAILABLE:
-      return new ManentError(Code.Unavailable, `plugin ${plugin}: ${call}: connection to the plugin lost (${err.details})`, { details });
+      // The plugin's own UNAVAILABLE keeps its message; only a lost transport is reported as such.
+      return isTransportLoss(err)
+        ? new ManentError(Code.Unavailable, `plugin ${plugin}: ${call}: connection to the plugin lost (${err.details})`, { details })
+        : new ManentError(Code.Unavailable, `plugin ${plugin}: ${call}: ${err.details}`, { details });
     case status.OK:
       return new ManentError(Code.Unknown, `plugin ${plugin}: ${call} failed without status`, { details });
     default:
