@@ -7,7 +7,7 @@ import { Registry } from "prom-client";
 import { capabilitiesOf, Code, isPermanent, ManentError, ResultError, type Deployer } from "../../src/plugin.js";
 import { ExternalPlugin } from "../../src/external/host/index.js";
 import { remoteDeployer, type CallRunner } from "../../src/external/host/remote-deployer.js";
-import { alive, buildSamplePlugin, mapSecrets, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
+import { alive, buildSamplePlugin, mapSecrets, pluginFields, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
 
 describe("external plugin host with the TypeScript sample", () => {
   let t: { dir: string; cleanup(): Promise<void> };
@@ -59,8 +59,8 @@ describe("external plugin host with the TypeScript sample", () => {
     const e = await logger.waitFor((e) => e.msg === "deploy started");
     assert.equal(e.level, "info");
     assert.equal(e.attrs.plugin, "files");
-    assert.equal(e.attrs.parallelism, 3);
-    assert.equal(e.attrs.deployment, "d-1");
+    assert.equal(pluginFields(e).parallelism, 3);
+    assert.equal(pluginFields(e).deployment, "d-1");
   });
 
   it("runs dry-run, current release and rollback", async () => {
@@ -116,7 +116,7 @@ describe("external plugin host with the TypeScript sample", () => {
   it("cancels a running deploy when the request's signal aborts", async () => {
     const ac = new AbortController();
     const running = deployer.deploy(request({ deploymentId: "cancel-me", params: { base, delay_ms: "60000" }, signal: ac.signal }));
-    await logger.waitFor((e) => e.msg === "deploy started" && e.attrs.deployment === "cancel-me");
+    await logger.waitFor((e) => e.msg === "deploy started" && pluginFields(e).deployment === "cancel-me");
     ac.abort();
     await assert.rejects(running, (err: unknown) => ManentError.from(err).code === Code.Canceled);
   });
@@ -135,7 +135,7 @@ describe("external plugin host with the TypeScript sample", () => {
   it("close() stops the process after its running calls", async () => {
     const pid = plugin.endpoint()!.pid;
     const running = deployer.deploy(request({ deploymentId: "last", params: { base, delay_ms: "300" } }));
-    await logger.waitFor((e) => e.msg === "deploy started" && e.attrs.deployment === "last");
+    await logger.waitFor((e) => e.msg === "deploy started" && pluginFields(e).deployment === "last");
     const closing = plugin.close();
     const res = await running;
     assert.equal(res.targets[0]!.status, "deployed");
