@@ -14,7 +14,7 @@ describe("canary quickstart", { skip: haproxyBinary ? false : "haproxy not insta
   it("rolls hello 1.1.0 out at 10%, 50%, 100% with manent status showing the weight, and promotes", async () => {
     // The lock keeps two runs (two test processes, a person trying it) off the same ports and targets.
     const fresh = "rm -rf /tmp/manent-canary-quickstart examples/canary-quickstart/work && exec bash examples/canary-quickstart/run.sh";
-    const child = spawn("flock", ["/tmp/manent-canary-quickstart.lock", "bash", "-c", fresh], {
+    const child = spawn("flock", ["-o", "/tmp/manent-canary-quickstart.lock", "bash", "-c", fresh], {
       cwd: repoRoot,
       stdio: ["ignore", "pipe", "pipe"],
     });

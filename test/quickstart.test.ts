@@ -14,7 +14,7 @@ describe("quickstart", () => {
     // The targets under /tmp/manent-quickstart and the quickstart's workdir are shared with the
     // test of docs/getting-started.md: each holds this lock while it uses them.
     const fresh = "rm -rf /tmp/manent-quickstart examples/quickstart/work && exec bash examples/quickstart/run.sh";
-    const child = spawn("flock", ["/tmp/manent-quickstart.lock", "bash", "-c", fresh], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("flock", ["-o", "/tmp/manent-quickstart.lock", "bash", "-c", fresh], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
