@@ -27,7 +27,10 @@ describe("supervision of the plugin process", () => {
     const registry = new Registry();
     const p = await ExternalPlugin.activate({ name: "s", entry: { external: { command: sample } }, baseDir: t.dir, logger, registry, supervision: fast });
     try {
+      assert.deepEqual(p.supervision(), { status: "not_started", restarts: 0, last_start: null });
       const d = await p.deployer();
+      const firstStart = p.supervision().last_start;
+      assert.equal(p.supervision().status, "up");
       const base = path.join(t.dir, "crash");
       const first = p.endpoint()!.pid;
       const running = d.deploy(request({ deploymentId: "victim", params: { base, delay_ms: "30000" } }));
@@ -45,9 +48,14 @@ describe("supervision of the plugin process", () => {
       assert.notEqual(p.endpoint()!.pid, first);
       assert.equal(p.restartCount(), 1);
       assert.match(await registry.metrics(), /manent_plugin_restarts_total\{plugin="s"\} 1/);
+      const now = p.supervision();
+      assert.equal(now.status, "up");
+      assert.equal(now.restarts, 1);
+      assert.ok(now.last_start && firstStart && now.last_start > firstStart, "the restart is the last start");
     } finally {
       await p.close();
     }
+    assert.equal(p.supervision().status, "stopped");
   });
 
   it("detects a hung plugin (SIGSTOP) with health pings and replaces it", async () => {
@@ -98,6 +106,7 @@ describe("supervision of the plugin process", () => {
       assert.ok(Date.now() - started < 100, "a call after giving up must fail fast");
       assert.ok(logger.entries.filter((e) => e.msg === "external plugin started").length <= 4);
       assert.match(await registry.metrics(), /manent_plugin_gave_up\{plugin="loop"\} 1/);
+      assert.equal(p.supervision().status, "gave_up");
     } finally {
       await p.close();
     }

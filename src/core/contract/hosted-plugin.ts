@@ -13,4 +13,16 @@ export interface HostedPlugin {
   deployer(): Promise<Deployer>;
   /** Stops what the plugin runs (an external process) after its running calls finish. */
   close(): Promise<void>;
+  /** External plugins: how their process fares, for operators (never starts it). */
+  supervision?(): PluginSupervision;
+}
+
+/** The supervisor's view of an external plugin's process. */
+export interface PluginSupervision {
+  /** `not_started` until first use; `restarting` after a crash or a hung process; `gave_up` until an operator restart or the cool-down. */
+  status: "not_started" | "up" | "restarting" | "gave_up" | "stopped";
+  /** Restarts after a crash or a hung process, since the server started. */
+  restarts: number;
+  /** When the running (or last) process finished its handshake. */
+  last_start: string | null;
 }

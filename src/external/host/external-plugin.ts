@@ -5,7 +5,7 @@ import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import { Code, ManentError } from "../../core/errors.js";
 import { allCapabilities, type Capability, type Deployer } from "../../core/contract/deployer.js";
-import type { HostedPlugin } from "../../core/contract/hosted-plugin.js";
+import type { HostedPlugin, PluginSupervision } from "../../core/contract/hosted-plugin.js";
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
 import { fromServiceError, isTransportLoss } from "../protocol/wire-errors.js";
@@ -79,6 +79,7 @@ export class ExternalPlugin implements HostedPlugin {
   private failedPings = 0;
   private totalRestarts = 0;
   private cooldownTimer: NodeJS.Timeout | undefined;
+  private lastStartAt: Date | undefined;
 
   private constructor(o: ExternalPluginOptions, ext: ExternalConfig, config: Record<string, unknown>) {
     this.name = o.name;
@@ -97,16 +98,21 @@ export class ExternalPlugin implements HostedPlugin {
    */
   static async activate(o: ExternalPluginOptions): Promise<ExternalPlugin> {
     if (o.builtinNames?.includes(o.name)) {
-      throw new ManentError(Code.InvalidArgument, `plugins.${o.name}: ${o.name} is a built-in plugin; give the external plugin another name (e.g. ${o.name}-ext)`, {
-        details: { plugin: o.name },
-      });
+      throw new ManentError(
+        Code.InvalidArgument,
+        `plugins.${o.name}: ${o.name} is a built-in plugin; give the external plugin another name (e.g. ${o.name}-ext)`,
+        {
+          details: { plugin: o.name },
+        },
+      );
     }
     const { external, config } = o.spec
       ? { external: fromSpec(o.spec.external), config: o.spec.config }
       : parseExternalEntry(o.name, o.entry ?? {});
     const p = new ExternalPlugin(o, external, config);
     await checkBinary(o.name, p.command, external.sha256);
-    if (!external.sha256) o.logger.warn("external plugin has no sha256: its binary is not verified", { plugin: o.name, command: p.command });
+    if (!external.sha256)
+      o.logger.warn("external plugin has no sha256: its binary is not verified", { plugin: o.name, command: p.command });
     return p;
   }
 
@@ -134,6 +140,20 @@ export class ExternalPlugin implements HostedPlugin {
     this.metrics.gaveUp(false);
     this.metrics.consecutiveRestarts(0);
     this.restartInBackground();
+  }
+
+  supervision(): PluginSupervision {
+    const running = this.live !== undefined && !this.live.proc.hasExited();
+    const status: PluginSupervision["status"] = this.closed
+      ? "stopped"
+      : this.gaveUp
+        ? "gave_up"
+        : running
+          ? "up"
+          : this.lastStartAt || this.failures > 0
+            ? "restarting"
+            : "not_started";
+    return { status, restarts: this.totalRestarts, last_start: this.lastStartAt?.toISOString() ?? null };
   }
 
   /** Lifetime restarts after a crash or a hung process. */
@@ -168,9 +188,13 @@ export class ExternalPlugin implements HostedPlugin {
       const how = live.proc.hasExited() || live.killReason ? "exited" : await Promise.race([live.proc.exited, sleep(500, undefined)]);
       if (how !== undefined || live.killReason) {
         const what = live.killReason ?? `exited unexpectedly (${how ?? "connection lost"})`;
-        throw new ManentError(Code.Unavailable, `plugin ${this.name}: process ${what} during ${call}; it is being restarted, retry the call`, {
-          details: { plugin: this.name, call },
-        });
+        throw new ManentError(
+          Code.Unavailable,
+          `plugin ${this.name}: process ${what} during ${call}; it is being restarted, retry the call`,
+          {
+            details: { plugin: this.name, call },
+          },
+        );
       }
       throw converted;
     } finally {
@@ -179,7 +203,8 @@ export class ExternalPlugin implements HostedPlugin {
   }
 
   private acquire(): Promise<Live> {
-    if (this.closed) return Promise.reject(new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } }));
+    if (this.closed)
+      return Promise.reject(new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } }));
     if (this.gaveUp) return Promise.reject(this.gaveUpError());
     if (this.live && !this.live.proc.hasExited()) return Promise.resolve(this.live);
     this.starting ??= this.start().finally(() => (this.starting = undefined));
@@ -220,14 +245,20 @@ export class ExternalPlugin implements HostedPlugin {
         },
       });
       this.spawning = undefined;
-      if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} was closed while starting`, { details: { plugin: this.name } });
+      if (this.closed)
+        throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} was closed while starting`, { details: { plugin: this.name } });
       this.configured = await this.configure(proc);
       const live: Live = { proc, staged };
       this.live = live;
+      this.lastStartAt = new Date();
       this.metrics.up(true);
       void proc.exited.then((how) => this.onExit(live, how));
       this.schedulePing(live);
-      this.logger.info("external plugin started", { plugin: this.name, pid: proc.pid, capabilities: this.configured.capabilities.join(",") });
+      this.logger.info("external plugin started", {
+        plugin: this.name,
+        pid: proc.pid,
+        capabilities: this.configured.capabilities.join(","),
+      });
       return live;
     } catch (err) {
       this.spawning = undefined;
@@ -258,7 +289,12 @@ export class ExternalPlugin implements HostedPlugin {
     if (this.failures > this.opts.maxRestarts && !this.gaveUp) {
       this.gaveUp = true;
       this.metrics.gaveUp(true);
-      this.logger.error("external plugin keeps failing, giving up", { plugin: this.name, failures: this.failures, error: reason, retry_in_ms: this.opts.cooldownMs });
+      this.logger.error("external plugin keeps failing, giving up", {
+        plugin: this.name,
+        failures: this.failures,
+        error: reason,
+        retry_in_ms: this.opts.cooldownMs,
+      });
       if (this.opts.cooldownMs > 0) {
         this.cooldownTimer = setTimeout(() => {
           this.logger.info("external plugin cool-down over: trying again", { plugin: this.name });

@@ -10,6 +10,12 @@ const pluginSchema = z
     kind: z.string().describe("builtin or external"),
     capabilities: z.array(z.string()).nullable().describe("null for an external plugin not started yet"),
     capabilities_as_of: z.string().nullable().optional().describe("external plugins: when the capabilities were last read"),
+    status: z
+      .enum(["not_started", "up", "restarting", "gave_up", "stopped"])
+      .optional()
+      .describe("external plugins: the process as this server's supervisor sees it"),
+    restarts: z.number().int().optional().describe("external plugins: restarts after a crash or a hung process since the server started"),
+    last_start: z.string().nullable().optional().describe("external plugins: when the running (or last) process finished its handshake"),
   })
   .openapi("Plugin");
 
@@ -40,6 +46,7 @@ async function listPlugins(deps: ApiDeps) {
         kind: p.kind,
         capabilities: (seen?.capabilities as string[] | undefined) ?? null,
         capabilities_as_of: seen?.updated_at ?? null,
+        ...p.supervision?.(),
       };
     }),
   );
