@@ -114,10 +114,23 @@ describe("failure converter", () => {
 describe("external configuration", () => {
   it("splits external settings from the plugin configuration", () => {
     const { external, config } = parseExternalEntry("my", {
-      external: { command: "./bin/p", sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, start_timeout: "1m30s" },
+      external: {
+        command: "./bin/p",
+        sha256: "a".repeat(64),
+        env: { KUBECONFIG: "/k" },
+        start_timeout: "1m30s",
+        supervision: { ping_interval: "2s", max_ping_failures: 3 },
+      },
       namespace_prefix: "team-a-",
     });
-    assert.deepEqual(external, { command: "./bin/p", args: [], sha256: "a".repeat(64), env: { KUBECONFIG: "/k" }, startTimeoutMs: 90_000 });
+    assert.deepEqual(external, {
+      command: "./bin/p",
+      args: [],
+      sha256: "a".repeat(64),
+      env: { KUBECONFIG: "/k" },
+      startTimeoutMs: 90_000,
+      supervision: { pingIntervalMs: 2_000, pingFailureBudget: 3 },
+    });
     assert.deepEqual(config, { namespace_prefix: "team-a-" });
     assert.equal(parseExternalEntry("my", { external: { command: "p" } }).external.startTimeoutMs, 60_000);
     // What the manent.yml schema hands over: start_timeout already in milliseconds.
