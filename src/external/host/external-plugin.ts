@@ -185,7 +185,12 @@ export class ExternalPlugin implements HostedPlugin {
       // An error the plugin returned is reported at once; only when the transport failed is the
       // process given a moment to be seen exiting, so the error can say it died.
       if (!live.killReason && !live.proc.hasExited() && !isTransportLoss(err)) throw converted;
-      const how = live.proc.hasExited() || live.killReason ? "exited" : await Promise.race([live.proc.exited, sleep(500, undefined)]);
+      // An exit already seen still says how the process ended (a signal, a code).
+      const how = live.killReason
+        ? "exited"
+        : live.proc.hasExited()
+          ? await live.proc.exited
+          : await Promise.race([live.proc.exited, sleep(500, undefined)]);
       if (how !== undefined || live.killReason) {
         const what = live.killReason ?? `exited unexpectedly (${how ?? "connection lost"})`;
         throw new ManentError(
