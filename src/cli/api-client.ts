@@ -5,19 +5,9 @@ import { createParser } from "eventsource-parser";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
+export type { AuditEntry } from "../storage/pg-audit-log.js";
+import type { AuditEntry } from "../storage/pg-audit-log.js";
 
-/** One line of the audit log (GET /api/v1/audit). */
-export interface AuditEntry {
-  id: number;
-  at: string;
-  actor: string | null;
-  tenant: string | null;
-  action: string;
-  deploy_id: string | null;
-  outcome: string;
-  message: string | null;
-  client_address: string | null;
-}
 
 /** A small client of manent-server's HTTP API (also used by the web UI); errors come back as ManentErrors with their codes. */
 export class ApiClient {
