@@ -5,12 +5,14 @@
  *     and the same targets in one deploy without waves for comparison;
  *  2. a 10-step canary with no pauses (10 weights) on one target, against a plain deploy of the same
  *     target: the engine's overhead of the canary (median of the workflow times' difference).
- * Run: node --import tsx bench/rollouts.ts [runs]
+ * Run: node --import tsx bench/rollouts.ts [runs] [--json]
+ * With --json the last stdout line is one JSON object of the figures (bench/table.ts reads it).
  */
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
-const runs = Number(process.argv[2] ?? 5);
+const json = process.argv.includes("--json");
+const runs = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 5);
 const ws = await createWorkspace("manent-bench-");
 const artifact = await ws.write("dist/app.txt", "bench\n");
 const config = await ws.write("manent.yml", manentYml(undefined));
@@ -67,6 +69,19 @@ try {
   console.log(`  canary workflow      median ${median(canary)} ms`);
   console.log(`  plain deploy         median ${median(plain)} ms`);
   console.log(`  canary overhead      median ${median(canary.map((c, i) => c - plain[i]!))} ms`);
+  if (json) {
+    const figures = {
+      bench: "rollouts",
+      runs,
+      waves_10000_ms: ms(fleet.created_at, fleet.finished_at),
+      waves_10000_workflow_ms: ms(fleet.started_at, fleet.finished_at),
+      flat_10000_ms: ms(flat.created_at, flat.finished_at),
+      canary_10_steps_workflow_ms_p50: median(canary),
+      plain_workflow_ms_p50: median(plain),
+      canary_overhead_ms_p50: median(canary.map((c, i) => c - plain[i]!)),
+    };
+    console.log(JSON.stringify(figures));
+  }
 } finally {
   await server.stop();
 }

@@ -1,0 +1,247 @@
+/**
+ * Memory of one manent-server over many sequential no-op deploys (2 targets each, the noop plugin, the
+ * embedded Postgres): the process's RSS and V8's heap used after a forced full GC, sampled along the way
+ * and after an idle pause at the end. The server runs with the inspector on loopback (port 0); the bench
+ * drives it over the DevTools protocol: HeapProfiler.collectGarbage, Runtime.getHeapUsage and, on
+ * request, heap snapshots compared by constructor (what grew between two points, count and bytes).
+ *
+ * Run: node --import tsx bench/memory.ts [--deploys 10000] [--every N] [--idle 10]
+ *        [--snapshots 200,2000] [--snapshot-dir DIR] [--json]
+ * With --json the last stdout line is one JSON object of figures (bench/table.ts reads it).
+ */
+import { spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { startServer, type ServerProcess } from "../test/support/server-process.js";
+import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+
+// Node 20 has a WebSocket client only behind a flag (Node 22 has it always): run again with it.
+if (typeof globalThis.WebSocket === "undefined") {
+  const child = spawn(process.execPath, ["--experimental-websocket", ...process.execArgv, ...process.argv.slice(1)], { stdio: "inherit" });
+  const [code, signal] = (await new Promise((resolve) => child.on("exit", (...a) => resolve(a)))) as [number | null, string | null];
+  process.exit(code ?? (signal ? 1 : 0));
+}
+
+const { values: opts } = parseArgs({
+  options: {
+    deploys: { type: "string", default: "10000" },
+    every: { type: "string" },
+    idle: { type: "string", default: "10" },
+    snapshots: { type: "string", default: "" },
+    "snapshot-dir": { type: "string" },
+    json: { type: "boolean", default: false },
+  },
+});
+const deploys = Number(opts.deploys);
+const every = Number(opts.every ?? Math.max(50, Math.round(deploys / 20)));
+const idleSeconds = Number(opts.idle);
+const snapshotAt = opts.snapshots ? opts.snapshots.split(",").map(Number) : [];
+if (![deploys, every, idleSeconds, ...snapshotAt].every((n) => Number.isInteger(n) && n >= 0) || deploys < 1 || every < 1) {
+  console.error("usage: bench/memory.ts [--deploys N] [--every N] [--idle S] [--snapshots N,N] [--snapshot-dir DIR] [--json]");
+  process.exit(2);
+}
+
+/** A minimal DevTools protocol client over the inspector's WebSocket. */
+class Inspector {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private onEvent: (method: string, params: Record<string, unknown>) => void = () => {};
+  private constructor(private readonly ws: WebSocket) {
+    ws.addEventListener("message", (e) => {
+      const msg = JSON.parse(String(e.data)) as {
+        id?: number;
+        result?: unknown;
+        error?: { message: string };
+        method?: string;
+        params?: Record<string, unknown>;
+      };
+      if (msg.id === undefined) return this.onEvent(msg.method!, msg.params ?? {});
+      const p = this.pending.get(msg.id);
+      this.pending.delete(msg.id);
+      if (msg.error) p?.reject(new Error(msg.error.message));
+      else p?.resolve(msg.result);
+    });
+  }
+  static async connect(url: string): Promise<Inspector> {
+    const ws = new WebSocket(url);
+    await new Promise((resolve, reject) => {
+      ws.addEventListener("open", resolve, { once: true });
+      ws.addEventListener("error", () => reject(new Error(`cannot connect to the inspector at ${url}`)), { once: true });
+    });
+    return new Inspector(ws);
+  }
+  send<T>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+    const id = this.nextId++;
+    this.ws.send(JSON.stringify({ id, method, params }));
+    return new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject }));
+  }
+  /** Heap used after two full collections (the second collects what the first's finalizers released). */
+  async heapUsedAfterGc(): Promise<number> {
+    await this.send("HeapProfiler.collectGarbage");
+    await this.send("HeapProfiler.collectGarbage");
+    return (await this.send<{ usedSize: number }>("Runtime.getHeapUsage")).usedSize;
+  }
+  async snapshot(file: string): Promise<void> {
+    const out = createWriteStream(file);
+    this.onEvent = (method, params) => {
+      if (method === "HeapProfiler.addHeapSnapshotChunk") out.write(params.chunk as string);
+    };
+    await this.send("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
+    this.onEvent = () => {};
+    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  }
+  close(): void {
+    this.ws.close();
+  }
+}
+
+async function rssOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+interface Totals {
+  count: number;
+  size: number;
+}
+
+/** Live objects of a heap snapshot by kind and constructor (strings together, code together). */
+async function summarize(file: string): Promise<Map<string, Totals>> {
+  const snap = JSON.parse(await readFile(file, "utf8")) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+    strings: string[];
+  };
+  const fields = snap.snapshot.meta.node_fields;
+  const types = snap.snapshot.meta.node_types[0];
+  const [typeAt, nameAt, sizeAt] = ["type", "name", "self_size"].map((f) => fields.indexOf(f)) as [number, number, number];
+  const byKey = new Map<string, Totals>();
+  for (let i = 0; i < snap.nodes.length; i += fields.length) {
+    const type = types[snap.nodes[i + typeAt]!]!;
+    const name = snap.strings[snap.nodes[i + nameAt]!]!;
+    const key = type === "object" || type === "closure" || type === "native" ? `${type} ${name}` : `(${type})`;
+    const t = byKey.get(key) ?? { count: 0, size: 0 };
+    t.count++;
+    t.size += snap.nodes[i + sizeAt]!;
+    byKey.set(key, t);
+  }
+  return byKey;
+}
+
+const mb = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
+const log = (line: string): void => console.log(line);
+
+const ws = await createWorkspace("manent-bench-memory-");
+const artifact = await ws.write("dist/app.txt", "bench\n");
+const config = await ws.write("manent.yml", manentYml(undefined));
+await ws.write("envconfig/untenanted/mem/mem/bench.yml", { plugin: "noop", targets: [{ host: "a" }, { host: "b" }], params: {} });
+const snapshotDir = opts["snapshot-dir"] ?? (snapshotAt.length ? await mkdtemp(path.join(os.tmpdir(), "manent-heap-")) : "");
+
+let server: ServerProcess | undefined;
+let inspector: Inspector | undefined;
+try {
+  server = await startServer(config, {
+    cwd: ws.dir,
+    env: { MANENT_LOG_LEVEL: "warn", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --inspect=127.0.0.1:0` },
+  });
+  const url = /Debugger listening on (ws:\/\/\S+)/.exec(server.logs())?.[1];
+  if (!url) throw new Error(`the server printed no inspector address:\n${server.logs().slice(-2000)}`);
+  inspector = await Inspector.connect(url);
+  const pid = server.child.pid!;
+  const srv = server;
+
+  let version = 0;
+  const deploy = async (): Promise<void> => {
+    const { id } = await srv.api.submit({ descriptor: descriptor("mem", "bench", artifact, `1.0.${version++}`), descriptor_file: "bench" });
+    const d = await srv.api.deploy(id, 120);
+    if (d.status !== "succeeded") throw new Error(`deploy ${id} ${d.status}: ${d.error?.message}`);
+  };
+  const samples: { deploys: number; rss_mb: number; heap_used_mb: number }[] = [];
+  const sample = async (n: number, label = ""): Promise<void> => {
+    const heap = await inspector!.heapUsedAfterGc();
+    const rss = await rssOf(pid);
+    samples.push({ deploys: n, rss_mb: mb(rss), heap_used_mb: mb(heap) });
+    log(
+      `${String(n).padStart(7)} deploys  RSS ${mb(rss).toFixed(1).padStart(6)} MB  heap used ${mb(heap).toFixed(1).padStart(6)} MB${label}`,
+    );
+  };
+
+  log(`manent-server pid ${pid}: ${deploys} sequential no-op deploys (2 targets each), sampled every ${every} after a forced GC`);
+  await deploy(); // warms the plugin, the pools, the artifact cache: "idle" is a server that has deployed once
+  await sample(0, "  (idle, after one warm-up deploy)");
+  const t0 = performance.now();
+  const snapshots: string[] = [];
+  for (let n = 1; n <= deploys; n++) {
+    await deploy();
+    if (n % every === 0 || n === deploys) await sample(n);
+    if (snapshotAt.includes(n)) {
+      const file = path.join(snapshotDir, `heap-${n}.heapsnapshot`);
+      await inspector.snapshot(file);
+      snapshots.push(file);
+      log(`        heap snapshot at ${n} deploys: ${file}`);
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+  await sample(deploys, `  (after ${idleSeconds} s idle)`);
+
+  const idle = samples[0]!;
+  const end = samples.at(-1)!;
+  // Per-deploy growth of the heap: least-squares slope over the second half of the run (the first
+  // deploys fill caches that are bounded by design; what still grows after that is a leak).
+  const half = samples.slice(0, -1).filter((s) => s.deploys >= deploys / 2);
+  const slope = (() => {
+    if (half.length < 2) return 0;
+    const mx = half.reduce((a, s) => a + s.deploys, 0) / half.length;
+    const my = half.reduce((a, s) => a + s.heap_used_mb, 0) / half.length;
+    const num = half.reduce((a, s) => a + (s.deploys - mx) * (s.heap_used_mb - my), 0);
+    const den = half.reduce((a, s) => a + (s.deploys - mx) ** 2, 0);
+    return den ? (num / den) * 1048576 : 0;
+  })();
+  const figures = {
+    deploys,
+    seconds: Math.round(seconds),
+    deploys_per_second: Math.round((deploys / seconds) * 10) / 10,
+    rss_idle_mb: idle.rss_mb,
+    rss_end_mb: end.rss_mb,
+    rss_max_mb: Math.max(...samples.map((s) => s.rss_mb)),
+    rss_growth_pct: Math.round(((end.rss_mb - idle.rss_mb) / idle.rss_mb) * 1000) / 10,
+    heap_used_idle_mb: idle.heap_used_mb,
+    heap_used_end_mb: end.heap_used_mb,
+    heap_growth_pct: Math.round(((end.heap_used_mb - idle.heap_used_mb) / idle.heap_used_mb) * 1000) / 10,
+    heap_bytes_per_deploy_second_half: Math.round(slope),
+    samples,
+  };
+  log(
+    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${figures.rss_growth_pct >= 0 ? "+" : ""}${figures.rss_growth_pct}%, max ${figures.rss_max_mb} MB); ` +
+      `heap used ${figures.heap_used_idle_mb} -> ${figures.heap_used_end_mb} MB (${figures.heap_growth_pct >= 0 ? "+" : ""}${figures.heap_growth_pct}%), ` +
+      `${figures.heap_bytes_per_deploy_second_half} bytes per deploy over the second half; ${figures.deploys_per_second} deploys/s`,
+  );
+
+  if (snapshots.length >= 2) {
+    inspector.close();
+    inspector = undefined;
+    const [a, b] = [snapshots[0]!, snapshots.at(-1)!];
+    const [sa, sb] = [await summarize(a), await summarize(b)];
+    const span = snapshotAt.at(-1)! - snapshotAt[0]!;
+    const grown = [...sb]
+      .map(([key, t]) => ({ key, count: t.count - (sa.get(key)?.count ?? 0), size: t.size - (sa.get(key)?.size ?? 0) }))
+      .filter((g) => g.size > 0)
+      .sort((x, y) => y.size - x.size)
+      .slice(0, 25);
+    log(`what grew between ${snapshotAt[0]} and ${snapshotAt.at(-1)} deploys (live objects by constructor; per deploy = over ${span}):`);
+    for (const g of grown)
+      log(
+        `  ${(g.size / 1024).toFixed(0).padStart(8)} kB  ${String(g.count).padStart(8)} objects  ${(g.count / span).toFixed(2).padStart(7)}/deploy  ${g.key}`,
+      );
+  }
+  if (opts.json) console.log(JSON.stringify(figures));
+} finally {
+  inspector?.close();
+  await server?.stop();
+  await rm(ws.dir, { recursive: true, force: true });
+  if (snapshotDir && !opts["snapshot-dir"]) log(`heap snapshots kept in ${snapshotDir} (remove when done)`);
+}
