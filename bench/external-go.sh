@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # External-plugin benchmark on a Go host (hashicorp/go-plugin's client): builds the Go host, the
 # Go sample plugin and the TS sample plugin bundle into .tools/bin, then prints cold-start and
-# round-trip figures. Usage: bench/external-go.sh [-starts N] [-deploys N]
+# round-trip figures. Usage: bench/external-go.sh [-starts N] [-deploys N] [-json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/.tools/bin

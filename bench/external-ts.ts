@@ -1,7 +1,8 @@
 // External-plugin benchmark on the TypeScript host: cold start to the first Configure and the
 // round trip of a no-op Deploy (no targets; the Secrets broker service is still set up), for the
 // TypeScript sample and, when it builds, the Go sample.
-// Usage: node --import tsx bench/external-ts.ts [starts=15] [deploys=1000]
+// Usage: node --import tsx bench/external-ts.ts [starts=15] [deploys=1000] [--json]
+// With --json the last stdout line is one JSON object of the figures (bench/table.ts reads it).
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -14,8 +15,11 @@ import { ExternalPlugin } from "../src/external/host/index.js";
 import type { Request } from "../src/plugin.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const starts = Number(process.argv[2] ?? 15);
-const deploys = Number(process.argv[3] ?? 1000);
+const json = process.argv.includes("--json");
+const positionals = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+const starts = Number(positionals[0] ?? 15);
+const deploys = Number(positionals[1] ?? 1000);
+const figures: Record<string, Record<string, number>> = {};
 const noop = () => {};
 const logger = { debug: noop, info: noop, warn: noop, error: noop };
 
@@ -40,7 +44,7 @@ function noopRequest(base: string): Request {
   };
 }
 
-async function bench(label: string, command: string, tmp: string): Promise<void> {
+async function bench(label: string, key: string, command: string, tmp: string): Promise<void> {
   const activate = () => ExternalPlugin.activate({ name: "bench", entry: { external: { command } }, baseDir: tmp, logger });
   const cold: number[] = [];
   for (let i = 0; i < starts; i++) {
@@ -64,6 +68,13 @@ async function bench(label: string, command: string, tmp: string): Promise<void>
   await Promise.all(Array.from({ length: 200 }, () => d.deploy(noopRequest(path.join(tmp, "targets")))));
   const concurrent = performance.now() - t0;
   await p.close();
+  const round = (x: number): number => Math.round(x * 1000) / 1000;
+  figures[key] = {
+    cold_start_ms_p50: round(quantile(cold, 0.5)),
+    deploy_rtt_ms_p50: round(quantile(rtt, 0.5)),
+    deploy_rtt_ms_p99: round(quantile(rtt, 0.99)),
+    concurrent_200_ms: round(concurrent),
+  };
   console.log(
     `${label}: cold start to Configure median ${quantile(cold, 0.5).toFixed(1)} ms (n=${starts}); ` +
       `no-op Deploy round trip median ${quantile(rtt, 0.5).toFixed(2)} ms, p99 ${quantile(rtt, 0.99).toFixed(2)} ms (n=${deploys}); ` +
@@ -74,15 +85,16 @@ async function bench(label: string, command: string, tmp: string): Promise<void>
 const tmp = await mkdtemp(path.join(os.tmpdir(), "manent-bench-ext-"));
 try {
   console.log(`node ${process.version}, ${os.cpus().length} cpus (${os.cpus()[0]?.model ?? "?"})`);
-  await bench("TS sample plugin", await bundlePlugin(path.join(root, "examples/ts-plugin/main.ts"), path.join(tmp, "ts-sample")), tmp);
+  await bench("TS sample plugin", "ts_sample", await bundlePlugin(path.join(root, "examples/ts-plugin/main.ts"), path.join(tmp, "ts-sample")), tmp);
   let go = [".tools/bin/manent-go-sample-plugin", ".tools/bin/manent-plugin-go-sample"].map((p) => path.join(root, p)).find((p) => existsSync(p));
   if (process.env.BENCH_GO_BUILD !== "0") {
     // A fresh build, so the figures are for the current sources.
     const out = path.join(tmp, "go-sample");
     go = await promisify(execFile)("go", ["build", "-o", out, "."], { cwd: path.join(root, "examples/go-plugin") }).then(() => out, () => go);
   }
-  if (go) await bench("Go sample plugin", go, tmp);
+  if (go) await bench("Go sample plugin", "go_sample", go, tmp);
   else console.log("Go sample plugin: not built (no go toolchain, no .tools/bin/manent-plugin-go-sample)");
 } finally {
   await rm(tmp, { recursive: true, force: true });
 }
+if (json) console.log(JSON.stringify({ bench: "external-ts", starts, deploys, ...figures }));

@@ -1,11 +1,12 @@
 // Command gohost is the external-plugin benchmark on hashicorp/go-plugin's own client (package
 // sdk/go/host): cold start to the first Configure for the Go and the TS sample plugins, and the
-// round trip of a no-op Deploy on the Go sample. It prints figures; run it with
-// bench/external-go.sh, which builds the plugins first.
+// round trip of a no-op Deploy on the Go sample. It prints figures (with -json, also one JSON
+// object as the last line); run it with bench/external-go.sh, which builds the plugins first.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ func main() {
 	tsPlugin := flag.String("ts-plugin", "", "the TS sample plugin bundle (optional)")
 	starts := flag.Int("starts", 15, "cold starts per plugin")
 	deploys := flag.Int("deploys", 2000, "no-op deploys measured")
+	asJSON := flag.Bool("json", false, "print one JSON object of the figures as the last stdout line (bench/table.ts reads it)")
 	flag.Parse()
 	if *goPlugin == "" {
 		flag.Usage()
@@ -31,16 +33,24 @@ func main() {
 	defer os.RemoveAll(base)
 
 	fmt.Printf("external plugins, Go host (hashicorp/go-plugin client, AutoMTLS), %d cold starts, %d deploys\n", *starts, *deploys)
-	coldStart("Go sample", *goPlugin, *starts)
+	goFigures := map[string]float64{"cold_start_ms_p50": coldStart("Go sample", *goPlugin, *starts)}
+	figures := map[string]any{"bench": "external-go", "starts": *starts, "deploys": *deploys, "go_sample": goFigures}
 	if *tsPlugin != "" {
-		coldStart("TS sample", *tsPlugin, *starts)
+		figures["ts_sample"] = map[string]float64{"cold_start_ms_p50": coldStart("TS sample", *tsPlugin, *starts)}
 	}
-	roundTrip(*goPlugin, base, *deploys)
+	plain, withSecrets := roundTrip(*goPlugin, base, *deploys)
+	goFigures["deploy_rtt_ms_p50"] = plain
+	goFigures["deploy_secrets_rtt_ms_p50"] = withSecrets
+	if *asJSON {
+		out, err := json.Marshal(figures)
+		check(err)
+		fmt.Println(string(out))
+	}
 }
 
 // coldStart measures process start + go-plugin handshake + mTLS connection + the first
 // Configure, which is what the first deploy that uses a plugin waits for.
-func coldStart(label, command string, n int) {
+func coldStart(label, command string, n int) float64 {
 	samples := make([]time.Duration, 0, n)
 	for range n {
 		begin := time.Now()
@@ -52,12 +62,14 @@ func coldStart(label, command string, n int) {
 		p.Kill()
 	}
 	fmt.Printf("cold start to first Configure, %s: median %s, min %s, max %s\n", label, ms(pct(samples, 50)), ms(slices.Min(samples)), ms(slices.Max(samples)))
+	return msf(pct(samples, 50))
 }
 
 // roundTrip measures a Deploy with no targets: the plugin does no work, so the figure is the
 // protocol's cost. With secrets, the host also serves the Secrets service on a fresh broker id
 // for the call (the real Deploy path; the plugin does not dial it without targets).
-func roundTrip(command, base string, n int) {
+// It returns the medians without and with secrets, in ms.
+func roundTrip(command, base string, n int) (plain, withSecretsMs float64) {
 	p, err := host.Start(host.Config{Command: command, StartTimeout: time.Minute})
 	check(err)
 	defer p.Kill()
@@ -86,7 +98,13 @@ func roundTrip(command, base string, n int) {
 			check(err)
 		}
 		fmt.Printf("%s: median %s, p99 %s\n", label, ms(pct(samples, 50)), ms(pct(samples, 99)))
+		if withSecrets {
+			withSecretsMs = msf(pct(samples, 50))
+		} else {
+			plain = msf(pct(samples, 50))
+		}
 	}
+	return plain, withSecretsMs
 }
 
 func pct(samples []time.Duration, p int) time.Duration {
@@ -96,7 +114,9 @@ func pct(samples []time.Duration, p int) time.Duration {
 	return s[max(0, min(len(s)-1, i-1))]
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", msf(d)) }
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func check(err error) {
 	if err != nil {
