@@ -67,7 +67,9 @@ export const artifactsConfigSchema = z
       .array(cidr)
       .max(100)
       .default([])
-      .describe("Addresses an allowed URL may reach although they are loopback, private, link-local or otherwise not public (CIDR ranges)"),
+      .describe(
+        "Addresses an allowed URL, a callback or an analysis check may reach although they are loopback, private, link-local or otherwise not public (CIDR ranges)",
+      ),
     max_upload_size: byteSize.default(1024 ** 3).describe('Largest artifact a client may upload, e.g. "512MiB" (default 1GiB)'),
   })
   .default({ allowed_paths: [], allowed_urls: [], allowed_networks: [], max_upload_size: 1024 ** 3 })

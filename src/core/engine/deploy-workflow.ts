@@ -1,3 +1,4 @@
+import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type {
   Capability,
   HostedPlugin,
@@ -178,6 +179,7 @@ export class DeployWorkflow {
       store: this.deps.store,
       metrics: this.deps.metrics,
       logger: this.deps.logger,
+      reach: (url, field) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field),
       step: (name, policy, fn) => this.step(id, seq.deploy, name, policy, fn),
       call: async (phase, ctx, scope, fn) => {
         const deployer = await plugin.deployer();

@@ -3,6 +3,7 @@ import type { DeployStore } from "../engine/deploy-store.js";
 import type { EngineMetrics } from "../engine/engine-metrics.js";
 import type { ResolvedDeploy, StepPolicy } from "../engine/resolve.js";
 import type { StepContext } from "../engine/step-runner.js";
+import type { Reach } from "./analysis/index.js";
 
 /** What a call is made on: a subset of the targets, and the traffic state PrepareSlots returned. */
 export interface CallScope {
@@ -23,6 +24,8 @@ export interface RolloutHost {
   store: DeployStore;
   metrics: EngineMetrics;
   logger: Logger;
+  /** The server's address rules, applied to every URL an analysis check calls. */
+  reach: Reach;
   /** One checkpointed step, recorded on the deploy under `name`. */
   step<T>(name: string, policy: StepPolicy, fn: (ctx: StepContext) => Promise<T>): Promise<T>;
   /** A plugin call on `scope`, inside a step; target results are recorded under `phase`. */

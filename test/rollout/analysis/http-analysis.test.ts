@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../../src/core/errors.js";
 import { analysisCheckSchema, judge, measure, type AnalysisCheck } from "../../../src/core/rollout/analysis/index.js";
+import { loopbackReach, reachUnder } from "../../support/analysis-reach.js";
 
 /** HTTP checks against a real HTTP server on loopback. */
 describe("analysis: HTTP checks", () => {
@@ -72,45 +73,57 @@ describe("analysis: HTTP checks", () => {
   });
 
   it("an expected status is successful; another status fails naming it", async () => {
-    const ok = await measure("health", check({}), vars, signal());
+    const ok = await measure("health", check({}), vars, signal(), loopbackReach);
     assert.equal(ok.verdict, "successful");
     assert.equal(ok.value, 200);
-    const down = await measure("health", check({ url: `${base}/down` }), vars, signal());
+    const down = await measure("health", check({ url: `${base}/down` }), vars, signal(), loopbackReach);
     assert.equal(down.verdict, "failed");
     assert.equal(down.value, 503);
     assert.equal(down.message, `health: GET ${base}/down answered 503, expected 2xx`);
-    const accepted = await measure("health", check({ url: `${base}/down`, expected_status: [200, 503] }), vars, signal());
+    const accepted = await measure("health", check({ url: `${base}/down`, expected_status: [200, 503] }), vars, signal(), loopbackReach);
     assert.equal(accepted.verdict, "successful");
   });
 
   it("redirects are not followed", async () => {
-    const m = await measure("health", check({ url: `${base}/moved` }), vars, signal());
+    const m = await measure("health", check({ url: `${base}/moved` }), vars, signal(), loopbackReach);
     assert.equal(m.verdict, "failed");
     assert.match(m.message, /answered 302, expected 2xx/);
-    const only = await measure("health", check({ expected_status: [200] }), vars, signal());
+    const only = await measure("health", check({ expected_status: [200] }), vars, signal(), loopbackReach);
     assert.equal(only.verdict, "successful");
-    const strict = await measure("health", check({ url: `${base}/moved`, expected_status: [200, 204] }), vars, signal());
+    const strict = await measure("health", check({ url: `${base}/moved`, expected_status: [200, 204] }), vars, signal(), loopbackReach);
     assert.match(strict.message, /answered 302, expected 200 or 204/);
   });
 
   it("a condition on a JSON field decides, with the field and value in the message", async () => {
     const c = check({ json_field: "error_rate" }, { success_condition: "result < 0.05" });
-    const ok = await measure("app-errors", c, vars, signal());
+    const ok = await measure("app-errors", c, vars, signal(), loopbackReach);
     assert.equal(ok.verdict, "successful", ok.message);
     assert.equal(ok.value, 0.01);
     health = { status: "degraded", error_rate: 0.4 };
     try {
-      const bad = await measure("app-errors", c, vars, signal());
+      const bad = await measure("app-errors", c, vars, signal(), loopbackReach);
       assert.equal(bad.verdict, "failed");
       assert.equal(bad.message, 'app-errors: error_rate = 0.4 does not meet success_condition "result < 0.05"');
       assert.equal(judge(c, [bad]).state, "failed");
-      const status = await measure("status", check({ json_field: "status" }, { success_condition: 'result == "ok"' }), vars, signal());
+      const status = await measure(
+        "status",
+        check({ json_field: "status" }, { success_condition: 'result == "ok"' }),
+        vars,
+        signal(),
+        loopbackReach,
+      );
       assert.equal(status.verdict, "failed");
       assert.equal(status.value, "degraded");
     } finally {
       health = { status: "ok", error_rate: 0.01, checks: { db: { ready: true } }, items: [{ version: "2.0.0" }] };
     }
-    const nested = await measure("db", check({ json_field: "checks.db.ready" }, { success_condition: "result == true" }), vars, signal());
+    const nested = await measure(
+      "db",
+      check({ json_field: "checks.db.ready" }, { success_condition: "result == true" }),
+      vars,
+      signal(),
+      loopbackReach,
+    );
     assert.equal(nested.verdict, "successful", nested.message);
     assert.equal(nested.value, "true");
     const indexed = await measure(
@@ -118,43 +131,79 @@ describe("analysis: HTTP checks", () => {
       check({ json_field: "items.0.version" }, { success_condition: 'result == "2.0.0"' }),
       vars,
       signal(),
+      loopbackReach,
     );
     assert.equal(indexed.verdict, "successful", indexed.message);
   });
 
   it("a missing field, an object, a non-JSON body and a value the condition cannot order are inconclusive", async () => {
-    const missing = await measure("x", check({ json_field: "nope.deeper" }, { success_condition: "result < 1" }), vars, signal());
+    const missing = await measure(
+      "x",
+      check({ json_field: "nope.deeper" }, { success_condition: "result < 1" }),
+      vars,
+      signal(),
+      loopbackReach,
+    );
     assert.equal(missing.verdict, "inconclusive");
     assert.match(missing.message, /has no field nope\.deeper/);
-    const proto = await measure("x", check({ json_field: "__proto__" }, { success_condition: "result == null" }), vars, signal());
+    const proto = await measure(
+      "x",
+      check({ json_field: "__proto__" }, { success_condition: "result == null" }),
+      vars,
+      signal(),
+      loopbackReach,
+    );
     assert.equal(proto.verdict, "inconclusive", "only the response's own fields are read");
-    const object = await measure("x", check({ json_field: "checks" }, { success_condition: "result == 1" }), vars, signal());
+    const object = await measure("x", check({ json_field: "checks" }, { success_condition: "result == 1" }), vars, signal(), loopbackReach);
     assert.equal(object.verdict, "inconclusive");
     assert.match(object.message, /field checks is an object/);
-    const text = await measure("x", check({ url: `${base}/text`, json_field: "a" }, { success_condition: "result < 1" }), vars, signal());
+    const text = await measure(
+      "x",
+      check({ url: `${base}/text`, json_field: "a" }, { success_condition: "result < 1" }),
+      vars,
+      signal(),
+      loopbackReach,
+    );
     assert.equal(text.verdict, "inconclusive");
     assert.match(text.message, /without a JSON body/);
-    const order = await measure("x", check({ json_field: "status" }, { success_condition: "result < 1" }), vars, signal());
+    const order = await measure("x", check({ json_field: "status" }, { success_condition: "result < 1" }), vars, signal(), loopbackReach);
     assert.equal(order.verdict, "inconclusive");
     assert.match(order.message, /cannot order "ok" < 1/);
   });
 
   it("unreachable, too slow and too large are inconclusive", async () => {
     const port = await freedPort();
-    const refused = await measure("x", check({ url: `http://127.0.0.1:${port}/health` }), vars, signal());
+    const refused = await measure("x", check({ url: `http://127.0.0.1:${port}/health` }), vars, signal(), loopbackReach);
     assert.equal(refused.verdict, "inconclusive");
     assert.match(refused.message, new RegExp(`x: GET http://127\\.0\\.0\\.1:${port}/health unreachable: .*ECONNREFUSED`));
-    const slow = await measure("x", check({ url: `${base}/hang`, timeout: "200ms" }), vars, signal());
+    const slow = await measure("x", check({ url: `${base}/hang`, timeout: "200ms" }), vars, signal(), loopbackReach);
     assert.equal(slow.verdict, "inconclusive");
     assert.match(slow.message, /unreachable: no answer within 200ms/);
-    const huge = await measure("x", check({ url: `${base}/huge` }), vars, signal());
+    const huge = await measure("x", check({ url: `${base}/huge` }), vars, signal(), loopbackReach);
     assert.equal(huge.verdict, "inconclusive");
     assert.match(huge.message, /larger than 1048576/);
   });
 
+  it("under the default address rules a loopback check fails, naming the field and the rule, and sends nothing", async () => {
+    const before = received.length;
+    const refused = await measure("health", check({}), vars, signal(), reachUnder([]));
+    assert.equal(refused.verdict, "failed");
+    assert.match(refused.message, /^health: analysis\.checks\.health\.http\.url: host 127\.0\.0\.1 is .*artifacts\.allowed_networks/);
+    const metadata = await measure(
+      "meta",
+      check({ url: "http://169.254.169.254/latest/meta-data/" }),
+      vars,
+      signal(),
+      reachUnder(["127.0.0.1/32"]),
+    );
+    assert.equal(metadata.verdict, "failed");
+    assert.match(metadata.message, /analysis\.checks\.meta\.http\.url: host 169\.254\.169\.254 is a link-local address/);
+    assert.equal(received.length, before, "no request reached the server");
+  });
+
   it("cancelling a measurement in flight throws canceled", async () => {
     const controller = new AbortController();
-    const waiting = measure("x", check({ url: `${base}/hang`, timeout: "1m" }), vars, controller.signal);
+    const waiting = measure("x", check({ url: `${base}/hang`, timeout: "1m" }), vars, controller.signal, loopbackReach);
     const before = received.length;
     // The request reaching the server is the event that shows the measurement is in flight.
     while (received.length === before) await once(server, "request");
@@ -168,7 +217,7 @@ describe("analysis: HTTP checks", () => {
       { success_condition: "result != null" },
     );
     const hostile = { ...vars, MANENT_VERSION: "2.0.0&admin=true#frag" };
-    await measure("echo", c, hostile, signal());
+    await measure("echo", c, hostile, signal(), loopbackReach);
     const last = received.at(-1)!;
     assert.deepEqual(
       [...new URL(last.url!, "http://x").searchParams],
@@ -184,14 +233,14 @@ describe("analysis: HTTP checks", () => {
     const file = join(dir, "token");
     await writeFile(file, `${token}\n`);
     const c = check({ url: `${base}/echo`, json_field: "auth", bearer_token: `file:${file}` }, { success_condition: "result != null" });
-    const m = await measure("auth", c, vars, signal());
+    const m = await measure("auth", c, vars, signal(), loopbackReach);
     assert.equal(received.at(-1)!.headers.authorization, `Bearer ${token}`);
     assert.equal(m.verdict, "successful");
     // The server echoed the header back: the recorded value is redacted.
     assert.equal(m.value, "Bearer ***");
     assert.ok(!JSON.stringify(m).includes(token), JSON.stringify(m));
     await writeFile(file, "two words\n");
-    const invalid = await measure("auth", c, vars, signal());
+    const invalid = await measure("auth", c, vars, signal(), loopbackReach);
     assert.equal(invalid.verdict, "inconclusive");
     assert.match(invalid.message, /bearer_token: the token must be printable ASCII without spaces/);
     assert.ok(!invalid.message.includes("two words"));

@@ -6,6 +6,7 @@ import { Code, ManentError } from "../../../src/core/errors.js";
 import { analysisCheckSchema, judge, measure, type AnalysisCheck, type Measurement } from "../../../src/core/rollout/analysis/index.js";
 import { startMetricsExporter, type MetricsExporter } from "../../support/metrics-exporter.js";
 import { startPrometheus, type PrometheusServer } from "../../support/prometheus.js";
+import { loopbackReach, reachUnder } from "../../support/analysis-reach.js";
 
 /**
  * Analysis checks against a real Prometheus (Debian's package) scraping an exporter whose request
@@ -47,14 +48,14 @@ describe("analysis: Prometheus checks", () => {
 
   it("a healthy error rate is successful, and the check succeeds after count measurements", async () => {
     const c = check({ count: 2 });
-    const first = await measure("error-rate", c, vars("1.0.0"), signal());
+    const first = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach);
     assert.equal(first.verdict, "successful", first.message);
     assert.equal(first.check, "error-rate");
     assert.equal(first.value, 0.01);
     assert.ok(!Number.isNaN(Date.parse(first.at)));
     assert.match(first.message, /error-rate: 0\.01 meets success_condition "result < 0\.05"/);
     assert.deepEqual(judge(c, [first]), { state: "running" });
-    const second = await measure("error-rate", c, vars("1.0.0"), signal());
+    const second = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach);
     const verdict = judge(c, [first, second]);
     assert.equal(verdict.state, "successful");
   });
@@ -63,12 +64,12 @@ describe("analysis: Prometheus checks", () => {
     exporter.serve("2.0.0", 1000, 590); // 600 errors of 2000: 0.3
     await prometheus.waitFor('sum(app_errors_total{version="2.0.0"})', (v) => v === 600);
     const c = check({ failure_limit: 1, count: 5 });
-    const first = await measure("error-rate", c, vars("2.0.0"), signal());
+    const first = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackReach);
     assert.equal(first.verdict, "failed");
     assert.equal(first.value, 0.3);
     assert.equal(first.message, 'error-rate: 0.3 does not meet success_condition "result < 0.05"');
     assert.deepEqual(judge(c, [first]), { state: "running" }, "one failure is within failure_limit 1");
-    const second = await measure("error-rate", c, vars("2.0.0"), signal());
+    const second = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackReach);
     const verdict = judge(c, [first, second]);
     assert.equal(verdict.state, "failed");
     assert.match(
@@ -83,6 +84,7 @@ describe("analysis: Prometheus checks", () => {
       check({ success_condition: "result < 0.005", failure_condition: "result >= 0.2" }),
       vars("1.0.0"),
       signal(),
+      loopbackReach,
     );
     assert.equal(between.verdict, "inconclusive");
     assert.match(between.message, /0\.01 meets neither success_condition "result < 0\.005" nor failure_condition "result >= 0\.2"/);
@@ -91,6 +93,7 @@ describe("analysis: Prometheus checks", () => {
       check({ success_condition: "result < 0.5", failure_condition: "result >= 0.2" }),
       vars("2.0.0"),
       signal(),
+      loopbackReach,
     );
     assert.equal(bad.verdict, "failed");
     assert.match(bad.message, /0\.3 meets failure_condition "result >= 0\.2"/);
@@ -99,7 +102,7 @@ describe("analysis: Prometheus checks", () => {
   it("an empty result is inconclusive, and the check fails once inconclusive_limit is exceeded", async () => {
     const c = check({ inconclusive_limit: 1 });
     const measurements: Measurement[] = [];
-    for (let i = 0; i < 2; i++) measurements.push(await measure("error-rate", c, vars("9.9.9"), signal()));
+    for (let i = 0; i < 2; i++) measurements.push(await measure("error-rate", c, vars("9.9.9"), signal(), loopbackReach));
     for (const m of measurements) {
       assert.equal(m.verdict, "inconclusive");
       assert.equal(m.value, null);
@@ -112,7 +115,7 @@ describe("analysis: Prometheus checks", () => {
   });
 
   it("several series, NaN, a matrix and an error answer are inconclusive", async () => {
-    const multi = await measure("ratio", check({}, { query: "app_error_ratio" }), vars("1.0.0"), signal());
+    const multi = await measure("ratio", check({}, { query: "app_error_ratio" }), vars("1.0.0"), signal(), loopbackReach);
     assert.equal(multi.verdict, "inconclusive");
     assert.match(multi.message, /returned 2 series, not one/);
     const nan = await measure(
@@ -120,6 +123,7 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"} * 0 / 0' }),
       vars("1.0.0"),
       signal(),
+      loopbackReach,
     );
     assert.equal(nan.verdict, "inconclusive");
     assert.equal(nan.value, "NaN");
@@ -128,16 +132,23 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"}[1m]' }),
       vars("1.0.0"),
       signal(),
+      loopbackReach,
     );
     assert.equal(matrix.verdict, "inconclusive");
     assert.match(matrix.message, /returned a matrix, not a number/);
-    const bad = await measure("ratio", check({}, { query: "sum(app_error_ratio" }), vars("1.0.0"), signal());
+    const bad = await measure("ratio", check({}, { query: "sum(app_error_ratio" }), vars("1.0.0"), signal(), loopbackReach);
     assert.equal(bad.verdict, "inconclusive");
     assert.match(bad.message, new RegExp(`Prometheus at ${prometheus.url} answered 400 bad_data: .*parse error`));
   });
 
   it("a scalar result is measured", async () => {
-    const m = await measure("ratio", check({}, { query: 'scalar(app_error_ratio{version="${MANENT_VERSION}"})' }), vars("1.0.0"), signal());
+    const m = await measure(
+      "ratio",
+      check({}, { query: 'scalar(app_error_ratio{version="${MANENT_VERSION}"})' }),
+      vars("1.0.0"),
+      signal(),
+      loopbackReach,
+    );
     assert.equal(m.verdict, "successful", m.message);
     assert.equal(m.value, 0.01);
   });
@@ -145,21 +156,27 @@ describe("analysis: Prometheus checks", () => {
   it("variables are substituted and escaped: a hostile value cannot change the query", async () => {
     // Unescaped, this value would close the matcher and add `or vector(0)`: one healthy-looking 0.
     const hostile = 'x"} or vector(0) or app_error_ratio{version="x';
-    const injected = await measure("ratio", check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"}' }), vars(hostile), signal());
+    const injected = await measure(
+      "ratio",
+      check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"}' }),
+      vars(hostile),
+      signal(),
+      loopbackReach,
+    );
     assert.equal(injected.verdict, "inconclusive", injected.message);
     assert.match(injected.message, /empty result/);
     // In a regex matcher the value matches literally: ".*" does not select every version.
     const regex = check({}, { query: "app_error_ratio{version=~'${MANENT_VERSION}'}" });
-    assert.equal((await measure("ratio", regex, vars("1.0.0"), signal())).value, 0.01);
-    assert.match((await measure("ratio", regex, vars(".*"), signal())).message, /empty result/);
+    assert.equal((await measure("ratio", regex, vars("1.0.0"), signal(), loopbackReach)).value, 0.01);
+    assert.match((await measure("ratio", regex, vars(".*"), signal(), loopbackReach)).message, /empty result/);
     // Outside a string only a name or a number may stand.
     const bare = check(
       { success_condition: "result > 0" },
       { query: 'count(app_error_ratio{version="${MANENT_VERSION}"}) * ${MANENT_WEIGHT}' },
     );
-    const weighted = await measure("weighted", bare, vars("1.0.0"), signal());
+    const weighted = await measure("weighted", bare, vars("1.0.0"), signal(), loopbackReach);
     assert.equal(weighted.value, 10, weighted.message);
-    const refused = await measure("weighted", bare, vars("1.0.0", { MANENT_WEIGHT: "0 or vector(1)" }), signal());
+    const refused = await measure("weighted", bare, vars("1.0.0", { MANENT_WEIGHT: "0 or vector(1)" }), signal(), loopbackReach);
     assert.equal(refused.verdict, "failed");
     assert.match(refused.message, /weighted: variable \$\{MANENT_WEIGHT\} = "0 or vector\(1\)" cannot stand outside a string/);
   });
@@ -174,9 +191,10 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
+        loopbackReach,
       );
       assert.equal(good.verdict, "successful", good.message);
-      const missing = await measure("error-rate", check({}, { address: proxy.url }), vars("1.0.0"), signal());
+      const missing = await measure("error-rate", check({}, { address: proxy.url }), vars("1.0.0"), signal(), loopbackReach);
       assert.equal(missing.verdict, "inconclusive");
       assert.match(missing.message, /answered 401/);
       // The proxy echoes the header it got: the token must be redacted from the message anyway.
@@ -186,6 +204,7 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
+        loopbackReach,
       );
       assert.equal(wrong.verdict, "inconclusive");
       assert.ok(!JSON.stringify(wrong).includes(token), JSON.stringify(wrong));
@@ -195,6 +214,7 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
+        loopbackReach,
       );
       assert.equal(unset.verdict, "inconclusive");
       assert.match(unset.message, /environment variable MANENT_TEST_PROM_TOKEN is not set/);
@@ -207,7 +227,7 @@ describe("analysis: Prometheus checks", () => {
   it("a cancelled measurement throws canceled", async () => {
     const controller = new AbortController();
     controller.abort();
-    await assert.rejects(measure("error-rate", check(), vars("1.0.0"), controller.signal), (err: unknown) => {
+    await assert.rejects(measure("error-rate", check(), vars("1.0.0"), controller.signal, loopbackReach), (err: unknown) => {
       return err instanceof ManentError && err.code === Code.Canceled;
     });
   });
@@ -218,7 +238,7 @@ describe("analysis: Prometheus checks", () => {
     const measurements: Measurement[] = [];
     let state = judge(c, measurements);
     while (state.state === "running") {
-      measurements.push(await measure("error-rate", c, vars("1.0.0"), signal()));
+      measurements.push(await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach));
       state = judge(c, measurements);
     }
     assert.equal(measurements.length, 3);

@@ -1,6 +1,6 @@
 import type { AnalysisCheck } from "./check-schema.js";
 import type { ConditionValue } from "./condition.js";
-import { NoAnswerError, httpRequest } from "./http-request.js";
+import { NoAnswerError, httpRequest, type Reach } from "./http-request.js";
 import { verdictOf, recordedValue, type Measurement } from "./measurement.js";
 import { VariableError, renderUrl } from "./variables.js";
 
@@ -18,6 +18,7 @@ export async function measureHttp(
   vars: Record<string, string>,
   signal: AbortSignal,
   token: string | undefined,
+  reach: Reach,
 ): Promise<Outcome> {
   const spec = check.http;
   let url: string;
@@ -38,6 +39,8 @@ export async function measureHttp(
   try {
     answer = await httpRequest({
       url,
+      field: `analysis.checks.${name}.http.url`,
+      reach,
       method: spec.method,
       headers: {
         accept: "application/json, */*;q=0.5",

@@ -1,3 +1,6 @@
+import type { IncomingMessage } from "node:http";
+import type { CheckedHost } from "../../artifacts/artifact-policy.js";
+import { pinnedRequest } from "../../artifacts/pinned-fetch.js";
 import { Code, ManentError } from "../../errors.js";
 
 /** Largest response body read: an answer the size of a page is a mistake or an attack, not a metric. */
@@ -14,8 +17,23 @@ export class NoAnswerError extends Error {
   override readonly name = "NoAnswerError";
 }
 
+/** The server's address rules refuse the check's URL: a retry cannot change that, so the check fails. */
+export class AddressRefusedError extends Error {
+  override readonly name = "AddressRefusedError";
+}
+
+/**
+ * Checks a URL's host against the server's address rules and says which address to connect to.
+ * Throws an `invalid_argument` ManentError when the host is refused: the envconfig is a tenant's,
+ * so its checks must not reach the server's own network (a cloud's metadata service, a database).
+ */
+export type Reach = (url: URL, field: string) => Promise<CheckedHost>;
+
 export interface HttpRequest {
   url: string;
+  /** The envconfig field that named the URL, for a refusal's message. */
+  field: string;
+  reach: Reach;
   method: string;
   headers: Record<string, string>;
   body?: string;
@@ -24,23 +42,34 @@ export interface HttpRequest {
 }
 
 /**
- * One HTTP request of a measurement: redirects are not followed (a check names where it goes),
- * the body is read up to {@link maxResponseBytes}, the timeout covers the whole exchange. Throws
- * {@link NoAnswerError} when there is no answer, and a `canceled` ManentError when `signal` aborts.
+ * One HTTP request of a measurement, to the address the rules checked (a name that resolves
+ * elsewhere later changes nothing): redirects are not followed (a check names where it goes), the
+ * body is read up to {@link maxResponseBytes}, the timeout covers the whole exchange. Throws
+ * {@link NoAnswerError} when there is no answer, a `canceled` ManentError when `signal` aborts, and
+ * {@link AddressRefusedError} when the rules refuse the address (nothing is sent then).
  */
 export async function httpRequest(req: HttpRequest): Promise<HttpAnswer> {
   const timeout = AbortSignal.timeout(req.timeoutMs);
   const signal = AbortSignal.any([req.signal, timeout]);
+  const url = new URL(req.url);
+  let host: CheckedHost;
   try {
-    const response = await fetch(req.url, {
+    host = await req.reach(url, req.field);
+  } catch (err) {
+    if (err instanceof ManentError && err.code === Code.InvalidArgument) throw new AddressRefusedError(err.message);
+    if (err instanceof ManentError) throw new NoAnswerError(err.message); // the name could not be resolved now
+    throw err;
+  }
+  try {
+    const response = await pinnedRequest(url, host, {
       method: req.method,
-      headers: req.headers,
+      headers: { ...req.headers, ...(req.body !== undefined && { "content-length": String(Buffer.byteLength(req.body)) }) },
       ...(req.body !== undefined && { body: req.body }),
-      redirect: "manual",
       signal,
+      label: "analysis",
     });
     const body = await readCapped(response);
-    return { status: response.status, contentType: response.headers.get("content-type") ?? "", body };
+    return { status: response.statusCode ?? 0, contentType: response.headers["content-type"] ?? "", body };
   } catch (err) {
     if (req.signal.aborted) throw new ManentError(Code.Canceled, "analysis canceled", { cause: req.signal.reason });
     if (err instanceof NoAnswerError) throw err;
@@ -49,30 +78,26 @@ export async function httpRequest(req: HttpRequest): Promise<HttpAnswer> {
   }
 }
 
-async function readCapped(response: Response): Promise<string> {
-  const declared = Number(response.headers.get("content-length") ?? "0");
+async function readCapped(response: IncomingMessage): Promise<string> {
+  const declared = Number(response.headers["content-length"] ?? "0");
   if (declared > maxResponseBytes) {
-    await response.body?.cancel();
+    response.destroy();
     throw new NoAnswerError(`response of ${declared} bytes is larger than ${maxResponseBytes}`);
   }
-  if (!response.body) return "";
-  const chunks: Uint8Array[] = [];
+  const chunks: Buffer[] = [];
   let size = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
+  for await (const chunk of response as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
     if (size > maxResponseBytes) {
-      await reader.cancel();
+      response.destroy();
       throw new NoAnswerError(`response larger than ${maxResponseBytes} bytes`);
     }
-    chunks.push(value);
+    chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** The reason of a network failure, from undici's `fetch failed` and its cause. */
+/** The reason of a network failure: the socket error's message (`connect ECONNREFUSED 127.0.0.1:9`). */
 function networkReason(err: unknown): string {
   const cause = (err as { cause?: unknown }).cause;
   const source = cause instanceof Error ? cause : err instanceof Error ? err : undefined;

@@ -2,6 +2,7 @@ import { readSecretRef } from "../../config/secret-ref.js";
 import { Code, ManentError } from "../../errors.js";
 import type { AnalysisCheck } from "./check-schema.js";
 import { measureHttp } from "./http-check.js";
+import { AddressRefusedError, type Reach } from "./http-request.js";
 import type { Measurement } from "./measurement.js";
 import { measurePrometheus } from "./prometheus-check.js";
 
@@ -10,9 +11,17 @@ type Outcome = Pick<Measurement, "value" | "verdict" | "message">;
 /**
  * Takes one measurement of a check. A failed or inconclusive measurement is a result, never an
  * exception: this throws only a `canceled` ManentError when `signal` aborts. The bearer token is
- * read now (so a rotated secret is picked up) and never appears in the measurement.
+ * read now (so a rotated secret is picked up) and never appears in the measurement. `reach`
+ * applies the server's address rules; a refused address fails the measurement (a retry cannot
+ * change the rules), and nothing is sent to it.
  */
-export async function measure(name: string, check: AnalysisCheck, vars: Record<string, string>, signal: AbortSignal): Promise<Measurement> {
+export async function measure(
+  name: string,
+  check: AnalysisCheck,
+  vars: Record<string, string>,
+  signal: AbortSignal,
+  reach: Reach,
+): Promise<Measurement> {
   const canceled = () => new ManentError(Code.Canceled, "analysis canceled", { cause: signal.reason });
   if (signal.aborted) throw canceled();
   const at = new Date().toISOString();
@@ -21,13 +30,14 @@ export async function measure(name: string, check: AnalysisCheck, vars: Record<s
   try {
     token = await bearerToken(name, check);
     outcome = check.prometheus
-      ? await measurePrometheus(name, { ...check, prometheus: check.prometheus }, vars, signal, token)
+      ? await measurePrometheus(name, { ...check, prometheus: check.prometheus }, vars, signal, token, reach)
       : check.http
-        ? await measureHttp(name, { ...check, http: check.http }, vars, signal, token)
+        ? await measureHttp(name, { ...check, http: check.http }, vars, signal, token, reach)
         : { value: null, verdict: "failed", message: `${name}: the check has neither prometheus nor http` };
   } catch (err) {
     if (signal.aborted) throw canceled();
     if (err instanceof ManentError && err.code === Code.Canceled) throw err;
+    if (err instanceof AddressRefusedError) return { check: name, at, verdict: "failed", value: null, message: `${name}: ${err.message}` };
     // The secret could not be read, or something unforeseen: the check could not measure.
     outcome = { value: null, verdict: "inconclusive", message: `${name}: ${err instanceof Error ? err.message : String(err)}` };
   }

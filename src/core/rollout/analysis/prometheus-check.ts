@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { AnalysisCheck } from "./check-schema.js";
-import { NoAnswerError, httpRequest } from "./http-request.js";
+import { NoAnswerError, httpRequest, type Reach } from "./http-request.js";
 import { recordedValue, verdictOf, type Measurement } from "./measurement.js";
 import { VariableError, renderPromql } from "./variables.js";
 
@@ -24,6 +24,7 @@ export async function measurePrometheus(
   vars: Record<string, string>,
   signal: AbortSignal,
   token: string | undefined,
+  reach: Reach,
 ): Promise<Outcome> {
   const { address, timeout } = check.prometheus;
   let query: string;
@@ -43,6 +44,8 @@ export async function measurePrometheus(
   try {
     answer = await httpRequest({
       url: `${address.replace(/\/+$/, "")}/api/v1/query`,
+      field: `analysis.checks.${name}.prometheus.address`,
+      reach,
       method: "POST",
       headers: {
         accept: "application/json",
