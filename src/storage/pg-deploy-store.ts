@@ -72,6 +72,44 @@ export class PgDeployStore implements DeployStore {
     );
   }
 
+  async recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void> {
+    // One row per host: an upsert cannot touch the same row twice in one statement (the last result wins).
+    const byHost = new Map(results.map((r) => [r.host, r]));
+    if (byHost.size === 0) return;
+    const rs = [...byHost.values()];
+    await this.pool.query(
+      `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
+       select $1, $2, u.host, u.status, u.duration_ms, u.error, u.details::jsonb, now()
+       from unnest($3::text[], $4::text[], $5::integer[], $6::text[], $7::text[]) as u(host, status, duration_ms, error, details)
+       on conflict (deploy_id, phase, host) do update set status = excluded.status, duration_ms = excluded.duration_ms,
+         error = excluded.error, details = excluded.details, updated_at = now()`,
+      [
+        id,
+        phase,
+        rs.map((r) => r.host),
+        rs.map((r) => r.status),
+        rs.map((r) => r.duration_ms ?? null),
+        rs.map((r) => r.error ?? null),
+        rs.map((r) => (r.details ? JSON.stringify(r.details) : null)),
+      ],
+    );
+  }
+
+  async doneTargets(id: string, phase: string): Promise<TargetResult[]> {
+    const rows = await this.pool.query<{ host: string; status: TargetResult["status"]; duration_ms: number | null; error: string | null; details: Record<string, string> | null }>(
+      `select host, status, duration_ms, error, details from manent.deploy_targets
+       where deploy_id = $1 and phase = $2 and status in ('deployed', 'unchanged')`,
+      [id, phase],
+    );
+    return rows.rows.map((r) => ({
+      host: r.host,
+      status: r.status,
+      ...(r.duration_ms !== null && { duration_ms: r.duration_ms }),
+      ...(r.error !== null && { error: r.error }),
+      ...(r.details !== null && { details: r.details }),
+    }));
+  }
+
   async startRun(id: string): Promise<DeployStatus | undefined> {
     const started = await this.pool.query<{ status: DeployStatus }>(
       `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())

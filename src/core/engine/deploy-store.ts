@@ -92,6 +92,10 @@ export interface DeployStore {
   stepStarted(id: string, seq: number, name: string): Promise<void>;
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
   targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
+  /** Records several targets' results of a phase in one write (see target-recorder.ts). */
+  recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void>;
+  /** The targets of a phase recorded as done (`deployed` or `unchanged`): a resumed step skips them (see target-resume.ts). */
+  doneTargets(id: string, phase: string): Promise<TargetResult[]>;
   /** Marks the deploy running, unless it ended already (cancelled while queued): then its status, and nothing runs. */
   startRun(id: string): Promise<DeployStatus | undefined>;
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */

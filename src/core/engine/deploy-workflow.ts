@@ -24,6 +24,8 @@ import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
 import { runRollout } from "../rollout/rollout-runner.js";
 import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
+import { TargetRecorder } from "./target-recorder.js";
+import { mergeResults, pendingTargets } from "./target-resume.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 
 export interface DeployWorkflowInput {
@@ -162,11 +164,22 @@ export class DeployWorkflow {
     }
   }
 
-  /** Deploys `targets` with the plugin as one step: the unit a deploy runs, once or once per wave. */
+  /**
+   * Deploys `targets` with the plugin as one step: the unit a deploy runs, once or once per wave.
+   * Run again (after a crash or a failed attempt), it gives the plugin only the targets not done yet.
+   */
   private deployTargets(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], name: string, targets: Target[]): Promise<Result> {
     return this.step(id, seq.deploy, name, r.steps.deploy, async (ctx) => {
       const deployer = await plugin.deployer();
-      return this.call(id, "deploy", r, caps, ctx, true, (req) => deployer.deploy(req), { targets });
+      const { done, todo } = await pendingTargets(this.deps.store, id, "deploy", targets);
+      if (done.length > 0) this.deps.logger.info("deploy step resumed", { deploy: id, step: name, done: done.length, left: todo.length });
+      if (todo.length === 0) return { plugin: plugin.name, targets: done };
+      try {
+        return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, (req) => deployer.deploy(req), { targets: todo }));
+      } catch (err) {
+        if (err instanceof ResultError && done.length > 0) throw new ResultError(err, mergeResults(targets, done, err.result));
+        throw err;
+      }
     });
   }
 
@@ -295,12 +308,12 @@ export class DeployWorkflow {
   ): Promise<T> {
     const refs = new Map<string, SecretRef>(r.secrets.map((s) => [s.name, secretRefSchema.parse(s.ref)]));
     const secrets = withSecrets ? openCallSecrets(refs, phase) : undefined;
-    const pending: Promise<void>[] = [];
+    const recorder = new TargetRecorder(this.deps.store, id, phase, this.deps.logger);
     const seen = new Set<string>();
     const record = (t: TargetResult): void => {
       seen.add(t.host);
       this.deps.metrics.targetFinished(r.plugin, phase, t);
-      pending.push(this.deps.store.targetProgress(id, phase, t).catch((e: unknown) => this.deps.logger.warn("target progress not recorded", { error: String(e) })));
+      recorder.add(t);
     };
     const req: Request = {
       deploymentId: id,
@@ -326,7 +339,7 @@ export class DeployWorkflow {
       throw err;
     } finally {
       secrets?.close();
-      await Promise.all(pending);
+      await recorder.settled();
     }
   }
 

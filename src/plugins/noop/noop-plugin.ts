@@ -39,6 +39,8 @@ const paramsSchema = z.looseObject({
   state_dir: z.string().min(1).optional(),
   /** File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`). */
   journal: z.string().min(1).optional(),
+  /** With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host). */
+  journal_targets: z.stringbool().default(false),
   /** Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only. */
   fail_hosts: z.string().optional(),
   /** How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call). */
@@ -107,6 +109,8 @@ class NoopDeployer
       const previous = await this.read(p, t.host);
       if (previous === req.artifact.version) return { status: TargetStatus.Unchanged, details: { version: previous, ...secret } };
       await this.write(p, t.host, req.artifact.version);
+      // The target's effect, as it happens: a test can tell which targets a resumed deploy did again.
+      if (p.journal_targets) await journal(p, "deploy_target", { ...req, targets: [t] });
       return { details: { version: req.artifact.version, previous_version: previous, ...secret } };
     });
     // The end of the call too, so a test can await the moment the plugin stopped working.
