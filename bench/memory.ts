@@ -1,13 +1,16 @@
 /**
  * Memory of one manent-server over many sequential no-op deploys (2 targets each, the noop plugin, the
- * embedded Postgres): the process's RSS and V8's heap used after a forced full GC, sampled along the way
- * and after an idle pause at the end. The server runs with the inspector on loopback (port 0); the bench
- * drives it over the DevTools protocol: HeapProfiler.collectGarbage, Runtime.getHeapUsage and, on
- * request, heap snapshots compared by constructor (what grew between two points, count and bytes).
+ * embedded Postgres, the default log level): the process's RSS as `ps` shows it, sampled along the
+ * way, and at the start (idle after one warm-up deploy) and at the end (after an idle pause) also the
+ * RSS and V8's live heap after a forced full GC. The server runs with the inspector on loopback (port
+ * 0); the bench drives it over the DevTools protocol: HeapProfiler.collectGarbage, Runtime.getHeapUsage
+ * and, on request, heap snapshots compared by constructor (what grew between two points, count and bytes).
  *
- * Run: node --import tsx bench/memory.ts [--deploys 10000] [--every N] [--idle 10]
+ * Run: node --import tsx bench/memory.ts [--deploys 10000] [--every N] [--idle 10] [--gc-each]
  *        [--snapshots 200,2000] [--snapshot-dir DIR] [--json]
- * With --json the last stdout line is one JSON object of figures (bench/table.ts reads it).
+ *   --gc-each    also force a GC at every sample (the live heap's curve; it changes the RSS curve)
+ *   --snapshots  heap snapshots after these deploys, compared at the end (they grow the RSS for good)
+ *   --json       one JSON object of figures as the last stdout line (bench/table.ts reads it)
  */
 import { spawn } from "node:child_process";
 import { createWriteStream } from "node:fs";
@@ -32,6 +35,7 @@ const { values: opts } = parseArgs({
     idle: { type: "string", default: "10" },
     snapshots: { type: "string", default: "" },
     "snapshot-dir": { type: "string" },
+    "gc-each": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
   },
 });
@@ -77,6 +81,9 @@ class Inspector {
     const id = this.nextId++;
     this.ws.send(JSON.stringify({ id, method, params }));
     return new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject }));
+  }
+  async heapUsed(): Promise<number> {
+    return (await this.send<{ usedSize: number }>("Runtime.getHeapUsage")).usedSize;
   }
   /** Heap used after two full collections (the second collects what the first's finalizers released). */
   async heapUsedAfterGc(): Promise<number> {
@@ -145,7 +152,7 @@ let inspector: Inspector | undefined;
 try {
   server = await startServer(config, {
     cwd: ws.dir,
-    env: { MANENT_LOG_LEVEL: "warn", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --inspect=127.0.0.1:0` },
+    env: { MANENT_LOG_LEVEL: "info", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --inspect=127.0.0.1:0` },
   });
   const url = /Debugger listening on (ws:\/\/\S+)/.exec(server.logs())?.[1];
   if (!url) throw new Error(`the server printed no inspector address:\n${server.logs().slice(-2000)}`);
@@ -159,66 +166,86 @@ try {
     const d = await srv.api.deploy(id, 120);
     if (d.status !== "succeeded") throw new Error(`deploy ${id} ${d.status}: ${d.error?.message}`);
   };
-  const samples: { deploys: number; rss_mb: number; heap_used_mb: number }[] = [];
-  const sample = async (n: number, label = ""): Promise<void> => {
-    const heap = await inspector!.heapUsedAfterGc();
-    const rss = await rssOf(pid);
-    samples.push({ deploys: n, rss_mb: mb(rss), heap_used_mb: mb(heap) });
-    log(
-      `${String(n).padStart(7)} deploys  RSS ${mb(rss).toFixed(1).padStart(6)} MB  heap used ${mb(heap).toFixed(1).padStart(6)} MB${label}`,
-    );
+  interface Sample {
+    deploys: number;
+    /** As `ps` shows it: whatever V8 and the allocator hold at that moment. */
+    rss_mb: number;
+    heap_used_mb: number;
+    /** After a forced full GC (at the start, at the end, and at every sample with --gc-each). */
+    rss_after_gc_mb?: number;
+    heap_used_after_gc_mb?: number;
+  }
+  const samples: Sample[] = [];
+  const sample = async (n: number, gc: boolean, label = ""): Promise<Sample> => {
+    const s: Sample = { deploys: n, rss_mb: mb(await rssOf(pid)), heap_used_mb: mb(await inspector!.heapUsed()) };
+    if (gc) {
+      s.heap_used_after_gc_mb = mb(await inspector!.heapUsedAfterGc());
+      s.rss_after_gc_mb = mb(await rssOf(pid));
+    }
+    samples.push(s);
+    const cols = (rss: number, heap: number): string => `RSS ${rss.toFixed(1).padStart(6)} MB  heap used ${heap.toFixed(1).padStart(6)} MB`;
+    const afterGc = s.rss_after_gc_mb === undefined ? "" : `  | after GC: ${cols(s.rss_after_gc_mb, s.heap_used_after_gc_mb!)}`;
+    log(`${String(n).padStart(7)} deploys  ${cols(s.rss_mb, s.heap_used_mb)}${afterGc}${label}`);
+    return s;
   };
 
-  log(`manent-server pid ${pid}: ${deploys} sequential no-op deploys (2 targets each), sampled every ${every} after a forced GC`);
+  log(`manent-server pid ${pid}: ${deploys} sequential no-op deploys (2 targets each), sampled every ${every}`);
   await deploy(); // warms the plugin, the pools, the artifact cache: "idle" is a server that has deployed once
-  await sample(0, "  (idle, after one warm-up deploy)");
+  await new Promise((r) => setTimeout(r, 1000));
+  const idle = await sample(0, true, "  (idle, after one warm-up deploy)");
   const t0 = performance.now();
   const snapshots: string[] = [];
   for (let n = 1; n <= deploys; n++) {
     await deploy();
-    if (n % every === 0 || n === deploys) await sample(n);
+    if (n % every === 0 && n < deploys) await sample(n, opts["gc-each"]);
     if (snapshotAt.includes(n)) {
       const file = path.join(snapshotDir, `heap-${n}.heapsnapshot`);
       await inspector.snapshot(file);
       snapshots.push(file);
-      log(`        heap snapshot at ${n} deploys: ${file}`);
+      log(`        heap snapshot at ${n} deploys: ${file} (taking it grows the RSS: later RSS figures are not comparable)`);
     }
   }
   const seconds = (performance.now() - t0) / 1000;
+  await sample(deploys, opts["gc-each"]);
   await new Promise((r) => setTimeout(r, idleSeconds * 1000));
-  await sample(deploys, `  (after ${idleSeconds} s idle)`);
+  const end = await sample(deploys, true, `  (after ${idleSeconds} s idle)`);
 
-  const idle = samples[0]!;
-  const end = samples.at(-1)!;
-  // Per-deploy growth of the heap: least-squares slope over the second half of the run (the first
-  // deploys fill caches that are bounded by design; what still grows after that is a leak).
-  const half = samples.slice(0, -1).filter((s) => s.deploys >= deploys / 2);
+  // Per-deploy growth of the live heap: with --gc-each, the least-squares slope over the second half
+  // of the run (the first deploys fill caches bounded by design and warm the JIT; what still grows
+  // after that is retained per deploy); otherwise the end's live heap against the start's.
+  const half = samples.filter((s) => s.heap_used_after_gc_mb !== undefined && s.deploys >= deploys / 2 && s !== end);
   const slope = (() => {
-    if (half.length < 2) return 0;
+    if (half.length < 3) return ((end.heap_used_after_gc_mb! - idle.heap_used_after_gc_mb!) * 1048576) / deploys;
     const mx = half.reduce((a, s) => a + s.deploys, 0) / half.length;
-    const my = half.reduce((a, s) => a + s.heap_used_mb, 0) / half.length;
-    const num = half.reduce((a, s) => a + (s.deploys - mx) * (s.heap_used_mb - my), 0);
+    const my = half.reduce((a, s) => a + s.heap_used_after_gc_mb!, 0) / half.length;
+    const num = half.reduce((a, s) => a + (s.deploys - mx) * (s.heap_used_after_gc_mb! - my), 0);
     const den = half.reduce((a, s) => a + (s.deploys - mx) ** 2, 0);
-    return den ? (num / den) * 1048576 : 0;
+    return (num / den) * 1048576;
   })();
+  const pct = (a: number, b: number): number => Math.round(((b - a) / a) * 1000) / 10;
   const figures = {
+    bench: "memory",
     deploys,
     seconds: Math.round(seconds),
     deploys_per_second: Math.round((deploys / seconds) * 10) / 10,
     rss_idle_mb: idle.rss_mb,
     rss_end_mb: end.rss_mb,
     rss_max_mb: Math.max(...samples.map((s) => s.rss_mb)),
-    rss_growth_pct: Math.round(((end.rss_mb - idle.rss_mb) / idle.rss_mb) * 1000) / 10,
-    heap_used_idle_mb: idle.heap_used_mb,
-    heap_used_end_mb: end.heap_used_mb,
-    heap_growth_pct: Math.round(((end.heap_used_mb - idle.heap_used_mb) / idle.heap_used_mb) * 1000) / 10,
-    heap_bytes_per_deploy_second_half: Math.round(slope),
+    rss_growth_pct: pct(idle.rss_mb, end.rss_mb),
+    rss_after_gc_idle_mb: idle.rss_after_gc_mb!,
+    rss_after_gc_end_mb: end.rss_after_gc_mb!,
+    heap_used_idle_mb: idle.heap_used_after_gc_mb!,
+    heap_used_end_mb: end.heap_used_after_gc_mb!,
+    heap_growth_pct: pct(idle.heap_used_after_gc_mb!, end.heap_used_after_gc_mb!),
+    heap_bytes_per_deploy: Math.round(slope),
+    snapshots: snapshotAt,
     samples,
   };
+  const signed = (x: number): string => `${x >= 0 ? "+" : ""}${x}%`;
   log(
-    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${figures.rss_growth_pct >= 0 ? "+" : ""}${figures.rss_growth_pct}%, max ${figures.rss_max_mb} MB); ` +
-      `heap used ${figures.heap_used_idle_mb} -> ${figures.heap_used_end_mb} MB (${figures.heap_growth_pct >= 0 ? "+" : ""}${figures.heap_growth_pct}%), ` +
-      `${figures.heap_bytes_per_deploy_second_half} bytes per deploy over the second half; ${figures.deploys_per_second} deploys/s`,
+    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${signed(figures.rss_growth_pct)}, max ${figures.rss_max_mb} MB); ` +
+      `after a forced GC: RSS ${figures.rss_after_gc_idle_mb} -> ${figures.rss_after_gc_end_mb} MB, live heap ${figures.heap_used_idle_mb} -> ${figures.heap_used_end_mb} MB (${signed(figures.heap_growth_pct)}, ` +
+      `${figures.heap_bytes_per_deploy} bytes per deploy${half.length >= 3 ? " over the second half" : ""}); ${figures.deploys_per_second} deploys/s`,
   );
 
   if (snapshots.length >= 2) {

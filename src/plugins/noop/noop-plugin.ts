@@ -29,6 +29,7 @@ import {
 } from "../../plugin.js";
 import { validate } from "../../core/config/yaml-file.js";
 import { durationMs } from "../../core/config/duration.js";
+import { RecentCounts } from "./recent-counts.js";
 
 /**
  * Params of the `noop` plugin, which changes nothing outside its own state: the null resource of
@@ -62,7 +63,8 @@ class NoopDeployer
   implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, SlotScaler
 {
   private readonly memory = new Map<string, string>();
-  private readonly calls = new Map<string, number>();
+  /** Deploy calls per deployment, for `fail_times`: bounded, as the plugin lives as long as the server. */
+  private readonly calls = new RecentCounts(1000);
 
   constructor(private readonly artifactTypes: string[]) {}
 
@@ -97,9 +99,9 @@ class NoopDeployer
   async deploy(req: Request): Promise<Result> {
     const p = params(req);
     await journal(p, "deploy", req);
-    const call = (this.calls.get(req.deploymentId) ?? 0) + 1;
-    this.calls.set(req.deploymentId, call);
     const failing = new Set((p.fail_hosts ?? "").split(",").filter(Boolean));
+    // Counted only when some host fails as configured: a plain no-op deploy keeps nothing.
+    const call = failing.size ? this.calls.increment(req.deploymentId) : 0;
     const out = await forEachTarget(req, async (t, signal): Promise<TargetOutcome> => {
       if (p.delay) await sleep(p.delay, signal);
       if (failing.has(t.host) && (p.fail_times === undefined || call <= p.fail_times)) {
