@@ -44,8 +44,13 @@ export class ApiClient {
     return this.request("GET", `/api/v1/deploys?${q.toString()}`);
   }
 
-  plugins(): Promise<{ plugins: { name: string; kind: string; capabilities: string[] | null; capabilities_as_of?: string | null }[] }> {
+  plugins(): Promise<{ plugins: PluginView[] }> {
     return this.request("GET", "/api/v1/plugins");
+  }
+
+  /** Restarts an external plugin on the server (a token for all tenants only); answers once it has started. */
+  restartPlugin(name: string): Promise<PluginView> {
+    return this.request("POST", `/api/v1/plugins/${encodeURIComponent(name)}/restart`);
   }
 
   /** Whether this tenant's upload of these bytes is on the server already (its size), or undefined. */
@@ -205,4 +210,15 @@ interface RawBody {
 
 function uploadPath(tenant: string, sha256: string): string {
   return `/api/v1/uploads/${sha256}?tenant=${encodeURIComponent(tenant)}`;
+}
+
+/** A plugin as GET /api/v1/plugins lists it. */
+export interface PluginView {
+  name: string;
+  kind: string;
+  capabilities: string[] | null;
+  capabilities_as_of?: string | null;
+  status?: "not_started" | "up" | "restarting" | "gave_up" | "stopped";
+  restarts?: number;
+  last_start?: string | null;
 }

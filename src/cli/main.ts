@@ -161,9 +161,9 @@ export async function main(argv: string[]): Promise<void> {
       },
     );
 
-  program
+  const plugins = program
     .command("plugins")
-    .description("list the server's plugins and their capabilities (external plugins are not started)")
+    .description("list the server's plugins and their capabilities (external plugins are not started); `plugins restart NAME` restarts one")
     .addOption(output())
     .action(async (o: { output?: Output }) => {
       const { plugins } = await client().plugins();
@@ -171,18 +171,31 @@ export async function main(argv: string[]): Promise<void> {
       for (const p of plugins) {
         const caps =
           p.capabilities === null ? "(not started yet: capabilities known after its first use)" : p.capabilities.join(", ") || "(none)";
-        out(`${p.name}\t${p.kind}\t${caps}`);
+        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${p.status}` : ""}`);
       }
+    });
+  plugins
+    .command("restart")
+    .description(
+      "restart an external plugin on the server: out of the gave-up state with a fresh restart budget, or its running process replaced " +
+        "(calls in flight fail as retryable and their steps retry); waits until it has started. Needs a token for all tenants",
+    )
+    .argument("<name>", "the plugin's name under plugins in manent.yml")
+    .addOption(output())
+    .action(async (name: string, o: { output?: Output }) => {
+      const p = await client().restartPlugin(name);
+      if (outputOf(o.output) === "json") return out(JSON.stringify(p, null, 2));
+      out(`${p.name} restarted: ${p.status ?? "up"}${p.last_start ? ` since ${p.last_start}` : ""}`);
     });
 
   program
     .command("audit")
     .description(
-      "show the audit log, newest first: who submitted, rolled back, cancelled, approved, promoted or aborted what, and refused sign-ins",
+      "show the audit log, newest first: who submitted, rolled back, cancelled, approved, promoted or aborted what, restarted which plugin, and refused sign-ins",
     )
     .option("--tenant <tenant>", "only this tenant (a tenant's token sees its own only)")
     .option("--actor <name>", "only this token name")
-    .option("--action <action>", "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, sign_in)")
+    .option("--action <action>", "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in)")
     .option("--deploy <id>", "only entries about this deploy")
     .option("--outcome <outcome>", 'only this outcome ("ok" or an error code)')
     .option("--limit <n>", "how many", "50")

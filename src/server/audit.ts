@@ -7,6 +7,8 @@ import type { ApiEnv } from "./http-api.js";
 export interface AuditTarget {
   tenant: string | null;
   deployId?: string;
+  /** What was acted on when it is not a deploy (e.g. "plugin sample"); kept as the entry's message. */
+  subject?: string;
 }
 
 /**
@@ -20,11 +22,12 @@ export async function audited<T>(c: Context<ApiEnv>, action: string, target: Aud
   try {
     const out = await act();
     const id = (out as { id?: unknown } | null)?.id;
-    await record(c, action, { ...target, deployId: target.deployId ?? (typeof id === "string" ? id : undefined) }, "ok", null);
+    await record(c, action, { ...target, deployId: target.deployId ?? (typeof id === "string" ? id : undefined) }, "ok", target.subject ?? null);
     return out;
   } catch (err) {
     const e = ManentError.from(err);
-    await record(c, action, target, codeName(e.code), e.message);
+    const about = target.subject && !e.message.includes(target.subject) ? `${target.subject}: ` : "";
+    await record(c, action, target, codeName(e.code), about + e.message);
     throw err;
   }
 }

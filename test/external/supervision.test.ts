@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { chmod, writeFile } from "node:fs/promises";
+import { chmod, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Registry } from "prom-client";
 import { Code, isPermanent, ManentError } from "../../src/plugin.js";
 import { ExternalPlugin, type SupervisionOptions } from "../../src/external/host/index.js";
+import { buildGoBinaries } from "../interop/go-tools.js";
 import { buildFixture, buildSamplePlugin, recordingLogger, request, tempDir, waitGone } from "./helpers.js";
 
 // Short restart delays; health pings stay at their default cadence except in the test about
@@ -73,6 +74,118 @@ describe("supervision of the plugin process", () => {
       assert.notEqual(p.endpoint()!.pid, hung);
     } finally {
       await p.close();
+    }
+  });
+
+  it("fails a call in flight on a hung (SIGSTOPped) plugin as retryable once the process is declared dead, not at its own deadline", async () => {
+    const logger = recordingLogger();
+    const p = await ExternalPlugin.activate({ name: "stop", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: { ...fast, ...pings } });
+    try {
+      const d = await p.deployer();
+      const hung = p.endpoint()!.pid;
+      // The plugin would answer after 60 s; only the supervisor's verdict can end the call before.
+      const running = d.deploy(request({ deploymentId: "frozen", params: { base: path.join(t.dir, "frozen"), delay_ms: "60000" } }));
+      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "frozen");
+      const stoppedAt = Date.now();
+      process.kill(hung, "SIGSTOP");
+      await assert.rejects(running, (err: unknown) => {
+        const e = ManentError.from(err);
+        assert.equal(e.code, Code.Unavailable);
+        assert.equal(isPermanent(e), false);
+        assert.match(e.message, /plugin stop: process was killed after 2 failed health checks \(.+\) during Deploy; it is being restarted, retry the call/);
+        return true;
+      });
+      const declaredDead = logger.entries.find((e) => e.msg === "external plugin does not answer health checks, killing it");
+      assert.equal(declaredDead?.attrs.pid, hung);
+      // For people reading the output (not asserted: the machine may be loaded): 2 checks of 500 ms, 150 ms apart.
+      console.log(`# SIGSTOP to failed call: ${Date.now() - stoppedAt} ms`);
+      assert.ok(await waitGone(hung, 5_000), "the hung process was not killed");
+      const res = await d.deploy(request({ deploymentId: "after", params: { base: path.join(t.dir, "frozen") } }));
+      assert.equal(res.targets[0]!.status, "deployed");
+      assert.notEqual(p.endpoint()!.pid, hung);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("restarts a plugin that gave up when an operator asks, with a fresh restart budget, without a new host", async () => {
+    const logger = recordingLogger();
+    const broken = path.join(t.dir, "broken");
+    const wrapper = path.join(t.dir, "sometimes-broken");
+    await writeFile(broken, "");
+    await writeFile(wrapper, `#!/bin/sh\nif [ -e '${broken}' ]; then echo "disk full" >&2; exit 3; fi\nexec '${sample}'\n`);
+    await chmod(wrapper, 0o755);
+    const p = await ExternalPlugin.activate({
+      name: "gu",
+      entry: { external: { command: wrapper } },
+      baseDir: t.dir,
+      logger,
+      supervision: { ...fast, maxRestarts: 1, cooldownMs: 0 },
+    });
+    try {
+      while (p.supervision().status !== "gave_up") await p.capabilities().catch(() => {});
+      await assert.rejects(p.capabilities(), /plugin gu: gave up after 2 consecutive failures, not restarting it; last error: .*disk full/);
+      await rm(broken);
+      const after = await p.restart();
+      assert.equal(after.status, "up");
+      const d = await p.deployer();
+      assert.equal((await d.deploy(request({ params: { base: path.join(t.dir, "gu") } }))).targets[0]!.status, "deployed");
+
+      // A restart of a running process replaces it; a call it was running fails as retryable.
+      const first = p.endpoint()!.pid;
+      const running = d.deploy(request({ deploymentId: "replaced", params: { base: path.join(t.dir, "gu"), delay_ms: "60000" } }));
+      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "replaced");
+      const outcome = running.then(
+        () => assert.fail("the replaced process's call succeeded"),
+        (err: unknown) => err,
+      );
+      assert.equal((await p.restart()).status, "up");
+      await assert.rejects(Promise.reject(await outcome), (err: unknown) => {
+        const e = ManentError.from(err);
+        assert.equal(e.code, Code.Unavailable);
+        assert.match(e.message, /plugin gu: process was restarted by an operator during Deploy/);
+        return true;
+      });
+      assert.ok(await waitGone(first, 5_000), "the replaced process is still running");
+      assert.notEqual(p.endpoint()!.pid, first);
+      assert.equal(p.supervision().restarts, 0, "an operator's restart is not a crash");
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("fails once, permanently, a plugin that refuses the magic cookie (go-plugin and TS SDK binaries)", async () => {
+    const { goSample } = await buildGoBinaries();
+    for (const [sdk, binary] of [
+      ["go", goSample],
+      ["ts", sample],
+    ] as const) {
+      const logger = recordingLogger();
+      // A real plugin binary that expects another cookie: what a plugin built for another host (or
+      // another version of manent's handshake) sees when manent starts it.
+      const wrapper = path.join(t.dir, `other-cookie-${sdk}`);
+      await writeFile(wrapper, `#!/bin/sh\nMANENT_PLUGIN=another-host-cookie exec '${binary}'\n`);
+      await chmod(wrapper, 0o755);
+      const p = await ExternalPlugin.activate({ name: `cookie-${sdk}`, entry: { external: { command: wrapper } }, baseDir: t.dir, logger, supervision: fast });
+      try {
+        const check = (err: unknown) => {
+          const e = ManentError.from(err);
+          assert.equal(e.code, Code.FailedPrecondition);
+          assert.equal(isPermanent(e), true);
+          assert.match(e.message, new RegExp(`plugin cookie-${sdk}: exited before the handshake \\(exit code 1\\): it refused manent's magic cookie MANENT_PLUGIN`));
+          assert.match(e.message, /not meant to be executed directly/);
+          return true;
+        };
+        await assert.rejects(p.capabilities(), check);
+        await assert.rejects(p.capabilities(), check);
+        await assert.rejects(p.deployer(), check);
+        assert.equal(p.supervision().status, "gave_up");
+        // Started once: no restart loop, no cool-down retry.
+        assert.equal(logger.entries.filter((e) => /not meant to be executed directly/.test(e.msg)).length, 1, JSON.stringify(logger.entries));
+        assert.equal(logger.entries.filter((e) => e.msg === "external plugin cannot run, not restarting it").length, 1);
+      } finally {
+        await p.close();
+      }
     }
   });
 

@@ -203,4 +203,32 @@ describe("HTTP API", () => {
     assert.equal(again.status, 412, again.text);
     assert.equal(again.json().error?.code, "failed_precondition");
   });
+
+  it("lets only a token for all tenants restart a plugin, refuses a built-in or unknown one, and audits each try", async () => {
+    const cases = [
+      { token: teamToken, name: "noop", status: 403, code: "permission_denied", message: /token team-a may not restart plugins: they serve every tenant/ },
+      { token: adminToken, name: "noop", status: 412, code: "failed_precondition", message: /plugin noop is built in: it runs inside the server/ },
+      { token: adminToken, name: "nope", status: 404, code: "not_found", message: /no plugin nope \(configured: noop/ },
+      { token: adminToken, name: "Bad_Name", status: 400, code: "invalid_argument", message: /plugin names are lower-case/ },
+    ];
+    for (const c of cases) {
+      const r = await request("POST", `/api/v1/plugins/${c.name}/restart`, { token: c.token });
+      assert.equal(r.status, c.status, r.text);
+      assert.equal(r.json().error?.code, c.code);
+      assert.match(r.json().error!.message, c.message);
+    }
+    const { entries } = await admin.audit({ action: "plugin_restart" });
+    assert.deepEqual(
+      entries.map((e) => [e.actor, e.tenant, e.outcome]).reverse(),
+      [
+        ["team-a", null, "permission_denied"],
+        ["ci", null, "failed_precondition"],
+        ["ci", null, "not_found"],
+      ],
+      "the request refused by its schema changes nothing, so it is not an action",
+    );
+    assert.match(entries.at(-1)!.message!, /^plugin noop: token team-a may not restart plugins/);
+    // Server-wide entries are not a tenant's: a tenant's token does not see them.
+    assert.deepEqual((await team.audit({ action: "plugin_restart" })).entries, []);
+  });
 });

@@ -15,6 +15,11 @@ export interface HostedPlugin {
   close(): Promise<void>;
   /** External plugins: how their process fares, for operators (never starts it). */
   supervision?(): PluginSupervision;
+  /**
+   * External plugins: an operator's restart. Leaves the "gave up" state with a fresh restart
+   * budget, replaces a running process and resolves once the new one has started.
+   */
+  restart?(): Promise<PluginSupervision>;
 }
 
 /** The supervisor's view of an external plugin's process. */

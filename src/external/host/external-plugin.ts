@@ -14,7 +14,7 @@ import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
 import { fromSpec, parseExternalEntry, type ExternalConfig } from "./config.js";
 import type { ExternalSpec } from "../../core/config/manent-config.js";
 import { pluginMetrics, type PluginMetrics } from "./metrics.js";
-import { ping, spawnPlugin, type PluginProcess } from "./plugin-process.js";
+import { magicCookieRefused, ping, spawnPlugin, type PluginProcess } from "./plugin-process.js";
 import { remoteDeployer } from "./remote-deployer.js";
 import { backoffDelay, defaultSupervision, type SupervisionOptions } from "./supervision.js";
 
@@ -69,6 +69,8 @@ export class ExternalPlugin implements HostedPlugin {
   private lastError: string | undefined;
   private nextStartAt = 0;
   private gaveUp = false;
+  /** A start that no restart can fix (a refused magic cookie): the supervisor gave up on it at once. */
+  private permanentFailure: ManentError | undefined;
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly stopSignal = new AbortController();
@@ -128,18 +130,37 @@ export class ExternalPlugin implements HostedPlugin {
   }
 
   /**
-   * Leaves the "gave up" state and starts the plugin again with a fresh restart budget (an
-   * operator's restart, or the end of the cool-down). A running process is left as it is.
+   * An operator's restart (`manent plugins restart`): leaves the "gave up" state with a fresh
+   * restart budget, replaces a running process (its calls in flight fail as retryable, and their
+   * steps retry on the new one) and resolves once the new process has started, or rejects with why
+   * it did not.
    */
-  restart(): void {
-    if (this.closed) return;
+  async restart(): Promise<PluginSupervision> {
+    if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } });
+    const live = this.live;
+    if (live && !live.proc.hasExited()) {
+      // Detached first, so its exit is not counted as a crash nor restarted a second time.
+      this.live = undefined;
+      clearTimeout(this.pingTimer);
+      this.metrics.up(false);
+      live.killReason = "was restarted by an operator";
+      this.logger.info("external plugin restarted by an operator", { plugin: this.name, pid: live.proc.pid });
+      live.proc.kill();
+    }
+    this.resetBudget();
+    await this.acquire();
+    return this.supervision();
+  }
+
+  /** A fresh restart budget, starting at once (an operator's restart, the end of the cool-down). */
+  private resetBudget(): void {
     clearTimeout(this.cooldownTimer);
     this.gaveUp = false;
+    this.permanentFailure = undefined;
     this.failures = 0;
     this.nextStartAt = 0;
     this.metrics.gaveUp(false);
     this.metrics.consecutiveRestarts(0);
-    this.restartInBackground();
   }
 
   supervision(): PluginSupervision {
@@ -210,8 +231,11 @@ export class ExternalPlugin implements HostedPlugin {
   private acquire(): Promise<Live> {
     if (this.closed)
       return Promise.reject(new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } }));
-    if (this.gaveUp) return Promise.reject(this.gaveUpError());
-    if (this.live && !this.live.proc.hasExited()) return Promise.resolve(this.live);
+    if (this.gaveUp) return Promise.reject(this.permanentFailure ?? this.gaveUpError());
+    const live = this.live;
+    // A process the supervisor has just killed (hung): its channel is closed; wait for its exit to be seen, which starts the next one.
+    if (live?.killReason && !live.proc.hasExited()) return live.proc.exited.then(() => this.acquire());
+    if (live && !live.proc.hasExited()) return Promise.resolve(live);
     this.starting ??= this.start().finally(() => (this.starting = undefined));
     return this.starting;
   }
@@ -271,7 +295,9 @@ export class ExternalPlugin implements HostedPlugin {
       if (proc) await proc.exited;
       await staged?.remove();
       const e = ManentError.from(err);
-      if (!this.closed) this.recordFailure(e.message);
+      if (this.closed) throw e;
+      if (e.details.reason === magicCookieRefused) this.giveUpAtOnce(e);
+      else this.recordFailure(e.message);
       throw e;
     }
   }
@@ -303,11 +329,22 @@ export class ExternalPlugin implements HostedPlugin {
       if (this.opts.cooldownMs > 0) {
         this.cooldownTimer = setTimeout(() => {
           this.logger.info("external plugin cool-down over: trying again", { plugin: this.name });
-          this.restart();
+          this.resetBudget();
+          this.restartInBackground();
         }, this.opts.cooldownMs);
         this.cooldownTimer.unref();
       }
     }
+  }
+
+  /** No restart, no cool-down: the same binary fails the same way; an operator's restart tries again. */
+  private giveUpAtOnce(e: ManentError): void {
+    this.failures++;
+    this.lastError = e.message;
+    this.gaveUp = true;
+    this.permanentFailure = e;
+    this.metrics.gaveUp(true);
+    this.logger.error("external plugin cannot run, not restarting it", { plugin: this.name, error: e.message });
   }
 
   private onExit(live: Live, how: string): void {
@@ -393,7 +430,7 @@ export class ExternalPlugin implements HostedPlugin {
     const live = this.live;
     if (!live) return;
     const p = live.proc;
-    if (!p.hasExited()) {
+    if (!p.hasExited() && !live.killReason) {
       await new Promise<void>((resolve) =>
         p.controller.shutdown({}, new Metadata(), { deadline: Date.now() + this.opts.shutdownGraceMs }, () => resolve()),
       );

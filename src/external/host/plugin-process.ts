@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { createInterface } from "node:readline";
 import { Channel, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
@@ -10,7 +11,7 @@ import { GRPCControllerClient } from "../gen/go-plugin/grpc_controller.js";
 import { GRPCStdioClient, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
 import { HealthClient } from "../gen/go-plugin/health.js";
 import { Broker } from "../protocol/broker.js";
-import { HEALTH_SERVICE } from "../protocol/constants.js";
+import { HEALTH_SERVICE, MAGIC_COOKIE_KEY } from "../protocol/constants.js";
 import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
 import { parseHandshake } from "../protocol/handshake.js";
 import { derToPem, type Identity } from "../protocol/mtls.js";
@@ -99,7 +100,11 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     const lines = createInterface({ input: child.stdout!, crlfDelay: Infinity });
     const firstLine = new Promise<string>((resolve, reject) => {
       lines.once("line", resolve);
-      void exited.then((how) => reject(fail(`exited before the handshake (${how})`)));
+      void exited.then(async (how) => {
+        // Its last words say why; stderr may still hold them when the exit is seen.
+        await Promise.race([stderr.ended, sleep(500)]);
+        reject(refusedCookie(stderr.tail()) ? cookieRefused(o.plugin, how, stderr.tail()) : fail(`exited before the handshake (${how})`));
+      });
     });
     const line = await Promise.race([firstLine, timeout]);
     // After the handshake stdout must stay silent; anything there is reported, never parsed.
@@ -160,6 +165,28 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     throw err;
   }
 }
+
+/**
+ * go-plugin's Serve, and manent's SDKs, print "…not meant to be executed directly…" and exit 1 when
+ * the magic cookie is missing or not theirs: a binary for another host, or another protocol.
+ */
+function refusedCookie(stderrTail: string[]): boolean {
+  return stderrTail.some((line) => /not meant to be executed directly/i.test(line));
+}
+
+/** Permanent: the same binary refuses the same cookie on every start. `reason` tells the supervisor not to retry. */
+function cookieRefused(plugin: string, how: string, stderrTail: string[]): ManentError {
+  return new ManentError(
+    Code.FailedPrecondition,
+    `plugin ${plugin}: exited before the handshake (${how}): it refused manent's magic cookie ${MAGIC_COOKIE_KEY}, so it is not a manent plugin ` +
+      `or was built for another host or protocol version; not restarting it (replace the binary, then run: manent plugins restart ${plugin}); ` +
+      `its stderr: ${stderrTail.slice(-3).join(" | ")}`,
+    { details: { plugin, reason: magicCookieRefused } },
+  );
+}
+
+/** `details.reason` of the error of a start that the plugin refused for its magic cookie. */
+export const magicCookieRefused = "magic_cookie_refused";
 
 /** go-plugin's StreamStdio: called once, drained into the log (debug: it is not hclog). */
 function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {

@@ -18,10 +18,17 @@ const prefixed: [string, keyof Logger][] = [
  * other lines go as they are, with go-plugin's level guess (`[WARN]` prefixes; a Go panic and
  * everything after it is an error). Keeps the last lines so a failed start can say why.
  */
-export function forwardStderr(stream: Readable, plugin: string, logger: Logger, keep = 20): { tail(): string[] } {
+export function forwardStderr(
+  stream: Readable,
+  plugin: string,
+  logger: Logger,
+  keep = 20,
+): { tail(): string[]; /** Resolves once every line has been read (the plugin closed stderr). */ ended: Promise<void> } {
   const last: string[] = [];
   let inPanic = false;
-  createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) => {
+  const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  const ended = new Promise<void>((resolve) => lines.once("close", resolve));
+  lines.on("line", (line) => {
     if (line === "") return;
     last.push(line.length > 500 ? line.slice(0, 500) + "…" : line);
     if (last.length > keep) last.shift();
@@ -40,5 +47,5 @@ export function forwardStderr(stream: Readable, plugin: string, logger: Logger, 
     };
     logger[entry.level === "trace" ? "debug" : entry.level](entry.message, attrs);
   });
-  return { tail: () => [...last] };
+  return { tail: () => [...last], ended };
 }

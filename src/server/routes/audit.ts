@@ -10,10 +10,10 @@ const entrySchema = z
     at: z.string(),
     actor: z.string().nullable().describe("the API token's name; null for a refused sign-in"),
     tenant: z.string().nullable(),
-    action: z.string().describe("submit, dry_run, rollback, cancel, approve, promote, abort, sign_in"),
+    action: z.string().describe("submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in"),
     deploy_id: z.string().nullable(),
     outcome: z.string().describe('"ok", or the error code the action failed with'),
-    message: z.string().nullable(),
+    message: z.string().nullable().describe("the error of a failed action; plugin_restart names its plugin (\"plugin NAME\") here"),
     client_address: z.string().nullable(),
   })
   .openapi("AuditEntry");

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { capabilitiesOf } from "../../core/contract/index.js";
-import { Code } from "../../core/errors.js";
+import { Code, ManentError } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
+import { audited } from "../audit.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
 
 const pluginSchema = z
@@ -30,8 +31,58 @@ const list = createRoute({
   },
 });
 
+const restart = createRoute({
+  method: "post",
+  path: "/api/v1/plugins/{name}/restart",
+  summary:
+    "Restart an external plugin on this server: out of the gave-up state with a fresh restart budget, or a running process replaced " +
+    "(its calls in flight fail as retryable and their steps retry). Answers once the new process has started. " +
+    "Plugins serve every tenant, so only a token for all tenants (tenant \"*\") may; audited as plugin_restart",
+  tags: ["plugins"],
+  request: {
+    params: z.object({
+      name: z
+        .string()
+        .max(63)
+        .regex(/^[a-z0-9][a-z0-9-]*$/, "plugin names are lower-case letters, digits and '-'")
+        .describe("the plugin's name under plugins in manent.yml"),
+    }),
+  },
+  responses: {
+    200: { description: "the plugin after its restart", content: { "application/json": { schema: pluginSchema } } },
+    ...errorResponses(
+      Code.InvalidArgument,
+      Code.Unauthenticated,
+      Code.PermissionDenied,
+      Code.NotFound,
+      Code.FailedPrecondition,
+      Code.DeadlineExceeded,
+      Code.Unavailable,
+    ),
+  },
+});
+
 export function pluginRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(list, async (c) => c.json({ plugins: await listPlugins(deps) }, 200));
+
+  app.openapi(restart, async (c) => {
+    const { name } = c.req.valid("param");
+    const caller = c.get("caller");
+    await audited(c, "plugin_restart", { tenant: null, subject: `plugin ${name}` }, async () => {
+      // Server-wide: a plugin's process serves every tenant's deploys, so a tenant's token may not stop it.
+      if (caller.tenant !== "*")
+        throw new ManentError(Code.PermissionDenied, `token ${caller.name} may not restart plugins: they serve every tenant; use a token with tenant "*"`);
+      const plugin = deps.plugins.get(name);
+      if (!plugin) throw new ManentError(Code.NotFound, `no plugin ${name} (configured: ${deps.plugins.names().join(", ") || "none"})`, { details: { plugin: name } });
+      if (!plugin.restart)
+        throw new ManentError(Code.FailedPrecondition, `plugin ${name} is built in: it runs inside the server, there is no process to restart`, {
+          details: { plugin: name },
+        });
+      return plugin.restart();
+    });
+    const listed = (await listPlugins(deps)).find((p) => p.name === name)!;
+    return c.json(listed, 200);
+  });
 }
 
 /** Plugins and their capabilities, without starting external processes: theirs are as of their last start. */
