@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// Runs from the TypeScript sources in a checkout, from dist/ in an installed package.
+// Runs the compiled JavaScript in dist/ (built by `npm ci`'s prepare script, scripts/build-js.mjs).
+// A checkout where dist/ was never built runs the TypeScript sources through tsx (a development
+// dependency) instead; see CONTRIBUTING.md ("Edit, build, run") for when dist/ is rebuilt.
 import { existsSync } from "node:fs";
-const src = new URL("../src/server/main.ts", import.meta.url);
-let entry;
-if (existsSync(src)) {
+const dist = new URL("../dist/server/main.js", import.meta.url);
+let entry = dist.href;
+if (!existsSync(dist)) {
   const { register } = await import("tsx/esm/api");
   register();
-  entry = src.href;
-} else entry = new URL("../dist/server/main.js", import.meta.url).href;
+  entry = new URL("../src/server/main.ts", import.meta.url).href;
+}
 const { main } = await import(entry);
 await main(process.argv);

@@ -14,7 +14,9 @@ fi
 if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
-# The web UI's bundle, which manent-server serves at / (quick; also built by npm ci's prepare).
+# The JavaScript the binaries run (src compiled into dist/) and the web UI's bundle, which
+# manent-server serves at / (quick; both also built by npm ci's prepare).
+node scripts/build-js.mjs
 node scripts/build-ui.mjs
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/haproxy.sh

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test file under test/ with Node's test runner (TypeScript through tsx).
+# Runs every test file under test/ with Node's test runner (TypeScript through tsx), after
+# compiling src/ into dist/ when a source changed since the last build (the binaries run dist/).
 # Usage: scripts/test.sh [path-filter]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(find test -name '*.test.ts' | sort | grep -- "${1:-}")
 if [ "${#files[@]}" -eq 0 ]; then echo "no test files match '${1:-}'" >&2; exit 1; fi
+# The tests spawn bin/manent.js and bin/manent-server.js, which run dist/: compile what changed under src/.
+node scripts/build-js.mjs --if-stale
 exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"

@@ -1,15 +1,13 @@
 import { open } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { Command, CommanderError, Option } from "commander";
-import { parseYaml, descriptorSchema } from "../core/config/index.js";
-import { applyEvent, isFinishEvent, type DeployView } from "../core/engine/deploy-events.js";
-import { terminalStatuses } from "../core/engine/deploy-store.js";
+import type { DeployView } from "../core/engine/deploy-events.js";
 import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
-import { ApiClient } from "./api-client.js";
+import type { ApiClient } from "./api-client.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
-import { isRemoteSource, uploadLocalArtifact } from "./local-artifact.js";
-import { ProgressPrinter } from "./progress-printer.js";
+// What only some commands use is imported when they run (a `manent --help` or a `manent status`
+// loads neither zod nor yaml): the CLI's start time is mostly module loading.
 
 type Output = "text" | "json";
 
@@ -35,8 +33,9 @@ export async function main(argv: string[]): Promise<void> {
     // Program options only before the subcommand, so `deploy --version V` is the deploy's flag.
     .enablePositionalOptions()
     .exitOverride();
-  const client = (): ApiClient => {
+  const client = async (): Promise<ApiClient> => {
     const g = program.opts<GlobalOpts>();
+    const { ApiClient } = await import("./api-client.js");
     return new ApiClient(g.server, g.token);
   };
   const output = () =>
@@ -62,20 +61,21 @@ export async function main(argv: string[]): Promise<void> {
         const descriptor = await readDescriptor(o.file);
         const artifact = descriptor.artifact as Record<string, unknown>;
         const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
-        let source = o.source === undefined ? undefined : absoluteSource(o.source, process.cwd());
+        const { isRemoteSource, uploadLocalArtifact } = await import("./local-artifact.js");
+        let source = o.source === undefined ? undefined : await absoluteSource(o.source, process.cwd());
         // A file on this machine reaches the server as an upload, whether the server is here or not.
         if (source !== undefined && !isRemoteSource(source))
-          source = (await uploadLocalArtifact(client(), tenant, source, "--source")).source;
+          source = (await uploadLocalArtifact(await client(), tenant, source, "--source")).source;
         if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
-          artifact.source = (await uploadLocalArtifact(client(), tenant, artifact.source, `${o.file}: artifact.source`)).source;
+          artifact.source = (await uploadLocalArtifact(await client(), tenant, artifact.source, `${o.file}: artifact.source`)).source;
         }
         const overrides = {
           ...(o.version !== undefined && { version: o.version }),
           ...(source !== undefined && { source }),
           ...(o.sha256 !== undefined && { sha256: o.sha256 }),
         };
-        const submitted = await client().submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
-        await follow(client(), submitted, o.wait, outputOf(o.output));
+        const submitted = await (await client()).submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
+        await follow(await client(), submitted, o.wait, outputOf(o.output));
       },
     );
 
@@ -88,8 +88,8 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (o: { file: string; to?: string; wait: boolean; output?: Output }) => {
       const descriptor = await readDescriptor(o.file);
-      const submitted = await client().rollback({ descriptor, descriptor_file: o.file, ...(o.to !== undefined && { to: o.to }) });
-      await follow(client(), submitted, o.wait, outputOf(o.output));
+      const submitted = await (await client()).rollback({ descriptor, descriptor_file: o.file, ...(o.to !== undefined && { to: o.to }) });
+      await follow(await client(), submitted, o.wait, outputOf(o.output));
     });
 
   program
@@ -99,7 +99,7 @@ export async function main(argv: string[]): Promise<void> {
     .option("-w, --watch", "follow it to the end")
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
-      await follow(client(), { id }, o.watch === true, outputOf(o.output), true);
+      await follow(await client(), { id }, o.watch === true, outputOf(o.output), true);
     });
 
   program
@@ -108,7 +108,7 @@ export async function main(argv: string[]): Promise<void> {
     .argument("<id>", "deploy id")
     .addOption(output())
     .action(async (id: string, o: { output?: Output }) => {
-      const d = await client().cancel(id);
+      const d = await (await client()).cancel(id);
       if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
       out(`${d.id} ${d.cancel?.outcome ?? d.status}${d.cancel ? `: ${d.cancel.message}` : ""}`);
     });
@@ -117,10 +117,12 @@ export async function main(argv: string[]): Promise<void> {
     const cmd = program.command(command).description(description).argument("<id>", "deploy id").addOption(output());
     if (withFull) cmd.option("--full", "skip every remaining step and gate, and promote now");
     cmd.action(async (id: string, o: { full?: boolean; output?: Output }) => {
-      const d = await client().rolloutCommand(id, command, o.full === true);
+      const d = await (await client()).rolloutCommand(id, command, o.full === true);
       if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
       const done = d.rollout?.commands.at(-1);
-      out(`${d.id} ${command}${o.full ? " --full" : ""} sent${done?.by ? ` by ${done.by}` : ""}${done?.during ? ` during ${done.during}` : ""}`);
+      out(
+        `${d.id} ${command}${o.full ? " --full" : ""} sent${done?.by ? ` by ${done.by}` : ""}${done?.during ? ` during ${done.during}` : ""}`,
+      );
     });
   };
   rolloutCommand("approve", "approve the approval step or gate a rollout waits at");
@@ -147,7 +149,9 @@ export async function main(argv: string[]): Promise<void> {
         limit: string;
         output?: Output;
       }) => {
-        const { deploys } = await client().list({
+        const { deploys } = await (
+          await client()
+        ).list({
           tenant: o.tenant,
           application: o.application,
           environment: o.environment,
@@ -166,7 +170,7 @@ export async function main(argv: string[]): Promise<void> {
     .description("list the server's plugins and their capabilities (external plugins are not started); `plugins restart NAME` restarts one")
     .addOption(output())
     .action(async (o: { output?: Output }) => {
-      const { plugins } = await client().plugins();
+      const { plugins } = await (await client()).plugins();
       if (outputOf(o.output) === "json") return out(JSON.stringify(plugins, null, 2));
       for (const p of plugins) {
         const caps =
@@ -210,7 +214,9 @@ export async function main(argv: string[]): Promise<void> {
         limit: string;
         output?: Output;
       }) => {
-        const { entries } = await client().audit({
+        const { entries } = await (
+          await client()
+        ).audit({
           tenant: o.tenant,
           actor: o.actor,
           action: o.action,
@@ -278,14 +284,16 @@ async function readDescriptor(file: string): Promise<Record<string, unknown>> {
   } finally {
     await handle.close();
   }
+  const { parseYaml, descriptorSchema } = await import("../core/config/index.js");
   const descriptor = parseYaml(text, file, descriptorSchema);
   return {
     ...descriptor,
-    artifact: { ...descriptor.artifact, source: absoluteSource(descriptor.artifact.source, dirname(resolve(file))) },
+    artifact: { ...descriptor.artifact, source: await absoluteSource(descriptor.artifact.source, dirname(resolve(file))) },
   };
 }
 
-function absoluteSource(source: string, base: string): string {
+async function absoluteSource(source: string, base: string): Promise<string> {
+  const { isRemoteSource } = await import("./local-artifact.js");
   return isRemoteSource(source) || isAbsolute(source) ? source : resolve(base, source);
 }
 
@@ -298,12 +306,21 @@ async function follow(
 ): Promise<void> {
   if (!wait) {
     const d = await api.deploy(submitted.id);
+    const [{ ProgressPrinter }, { terminalStatuses }] = await Promise.all([
+      import("./progress-printer.js"),
+      import("../core/engine/deploy-store.js"),
+    ]);
     if (output === "json") out(JSON.stringify(d, null, 2));
     else if (quietStart) new ProgressPrinter(out).finish(d);
     else out(submitted.id);
     process.exitCode = terminalStatuses.has(d.status) && d.status !== "succeeded" ? Exit.DeployFailed : Exit.Ok;
     return;
   }
+  const [{ ProgressPrinter }, { terminalStatuses }, { applyEvent, isFinishEvent }] = await Promise.all([
+    import("./progress-printer.js"),
+    import("../core/engine/deploy-store.js"),
+    import("../core/engine/deploy-events.js"),
+  ]);
   // JSON goes to stdout once, at the end; a person watching the terminal still sees the progress on stderr.
   const printer = output === "text" ? new ProgressPrinter(out) : process.stderr.isTTY ? new ProgressPrinter(err) : undefined;
   if (submitted.queued_behind && printer)

@@ -1,10 +1,6 @@
 import { Command } from "commander";
 import { ManentError } from "../core/errors.js";
 import { version } from "../version.js";
-import { createLogger } from "./logger.js";
-import { isDatabaseUnavailable } from "../storage/database-health.js";
-import { serve } from "./server.js";
-import { externalPluginFactory } from "./external-plugins.js";
 
 /** `manent-server -c manent.yml serve` */
 export async function main(argv: string[]): Promise<void> {
@@ -17,6 +13,13 @@ export async function main(argv: string[]): Promise<void> {
     .description("run the deploy engine and its HTTP API")
     .option("--listen <host:port>", "override listen from manent.yml")
     .action(async (opts: { listen?: string }) => {
+      // Imported here, so `--help` and `--version` do not load the whole server (DBOS, pg, gRPC, hono).
+      const [{ createLogger }, { isDatabaseUnavailable }, { serve }, { externalPluginFactory }] = await Promise.all([
+        import("./logger.js"),
+        import("../storage/database-health.js"),
+        import("./server.js"),
+        import("./external-plugins.js"),
+      ]);
       const logger = createLogger();
       let server;
       try {

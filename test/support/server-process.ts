@@ -1,11 +1,16 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
+import { buildDist, distIsStale } from "../../scripts/build-js.mjs";
 import { ApiClient } from "../../src/cli/api-client.js";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const serverBin = `${repoRoot}bin/manent-server.js`;
 export const cliBin = `${repoRoot}bin/manent.js`;
+
+// The binaries run dist/: a test file run on its own right after an edit under src/ (without
+// scripts/test.sh, which builds first) still spawns the code it tests.
+if (distIsStale()) await buildDist();
 
 export interface ServerProcess {
   url: string;
@@ -46,7 +51,9 @@ export async function startServer(
       const m = /listening on (http:\/\/\S+)/.exec(stdout);
       if (m) resolve(m[1]!);
     });
-    void exited.then(({ code, signal }) => reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)));
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)),
+    );
   });
   return {
     url,
@@ -72,7 +79,10 @@ export interface CliResult {
 }
 
 /** Runs the real `manent` CLI. */
-export async function runCli(args: string[], opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> }): Promise<CliResult> {
+export async function runCli(
+  args: string[],
+  opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> },
+): Promise<CliResult> {
   const child = spawn(process.execPath, [cliBin, ...args], {
     cwd: opts.cwd,
     env: {
