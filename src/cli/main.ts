@@ -187,7 +187,7 @@ export async function main(argv: string[]): Promise<void> {
     .argument("<name>", "the plugin's name under plugins in manent.yml")
     .addOption(output())
     .action(async (name: string, o: { output?: Output }) => {
-      const p = await client().restartPlugin(name);
+      const p = await (await client()).restartPlugin(name);
       if (outputOf(o.output) === "json") return out(JSON.stringify(p, null, 2));
       out(`${p.name} restarted: ${p.status ?? "up"}${p.last_start ? ` since ${p.last_start}` : ""}`);
     });
