@@ -82,8 +82,22 @@ class Inspector {
     this.ws.send(JSON.stringify({ id, method, params }));
     return new Promise<T>((resolve, reject) => this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject }));
   }
-  async heapUsed(): Promise<number> {
-    return (await this.send<{ usedSize: number }>("Runtime.getHeapUsage")).usedSize;
+  /** The server's own view: process.memoryUsage() and V8's code space. */
+  async memoryUsage(): Promise<{ heapUsed: number; heapTotal: number; external: number; codeSpace: number }> {
+    const expression = `(() => {
+      const m = process.memoryUsage();
+      const spaces = process.getBuiltinModule("node:v8").getHeapSpaceStatistics();
+      const codeSpace = spaces.filter((s) => s.space_name.startsWith("code")).reduce((a, s) => a + s.space_size, 0);
+      return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, codeSpace };
+    })()`;
+    const r = await this.send<{ result: { value: { heapUsed: number; heapTotal: number; external: number; codeSpace: number } } }>(
+      "Runtime.evaluate",
+      {
+        expression,
+        returnByValue: true,
+      },
+    );
+    return r.result.value;
   }
   /** Heap used after two full collections (the second collects what the first's finalizers released). */
   async heapUsedAfterGc(): Promise<number> {
@@ -171,13 +185,26 @@ try {
     /** As `ps` shows it: whatever V8 and the allocator hold at that moment. */
     rss_mb: number;
     heap_used_mb: number;
+    /** What the RSS is made of, as the server's `process.memoryUsage()` and V8's heap spaces say. */
+    heap_committed_mb: number;
+    code_space_mb: number;
+    external_mb: number;
     /** After a forced full GC (at the start, at the end, and at every sample with --gc-each). */
     rss_after_gc_mb?: number;
     heap_used_after_gc_mb?: number;
   }
   const samples: Sample[] = [];
   const sample = async (n: number, gc: boolean, label = ""): Promise<Sample> => {
-    const s: Sample = { deploys: n, rss_mb: mb(await rssOf(pid)), heap_used_mb: mb(await inspector!.heapUsed()) };
+    const rss = await rssOf(pid);
+    const m = await inspector!.memoryUsage();
+    const s: Sample = {
+      deploys: n,
+      rss_mb: mb(rss),
+      heap_used_mb: mb(m.heapUsed),
+      heap_committed_mb: mb(m.heapTotal),
+      code_space_mb: mb(m.codeSpace),
+      external_mb: mb(m.external),
+    };
     if (gc) {
       s.heap_used_after_gc_mb = mb(await inspector!.heapUsedAfterGc());
       s.rss_after_gc_mb = mb(await rssOf(pid));
@@ -185,7 +212,8 @@ try {
     samples.push(s);
     const cols = (rss: number, heap: number): string => `RSS ${rss.toFixed(1).padStart(6)} MB  heap used ${heap.toFixed(1).padStart(6)} MB`;
     const afterGc = s.rss_after_gc_mb === undefined ? "" : `  | after GC: ${cols(s.rss_after_gc_mb, s.heap_used_after_gc_mb!)}`;
-    log(`${String(n).padStart(7)} deploys  ${cols(s.rss_mb, s.heap_used_mb)}${afterGc}${label}`);
+    const parts = `  (V8 heap ${s.heap_committed_mb} MB committed, code ${s.code_space_mb} MB; external ${s.external_mb} MB)`;
+    log(`${String(n).padStart(7)} deploys  ${cols(s.rss_mb, s.heap_used_mb)}${afterGc}${label || parts}`);
     return s;
   };
 

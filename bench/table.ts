@@ -172,11 +172,16 @@ const rows: Row[] = [
     aim: "(none set)",
     benches: ["resume"],
     judge: (get) => {
-      const ready = get("resume", "ready_ms");
+      const ready = num(get("resume", "ready_ms"));
+      const median = num(get("resume", "next_step_ms_p50"));
       const all = get("resume", "all_resumed_ms");
-      const [r, a] = [num(ready), num(all)];
+      const a = num(all);
       if (a === undefined) return { now: `not measured (${why(all)})` };
-      return { now: `${f1(a)} ms${r === undefined ? "" : ` (restart to ready ${f1(r)} ms)`}` };
+      const beside = [
+        median === undefined ? "" : `median ${f1(median)} ms`,
+        ready === undefined ? "" : `restart to ready ${f1(ready)} ms`,
+      ].filter(Boolean);
+      return { now: `${f1(a)} ms to the last deploy's next step${beside.length ? ` (${beside.join("; ")})` : ""}` };
     },
   },
 ];
