@@ -6,6 +6,7 @@ import { cliReference } from "./cli-reference.js";
 import { codesReference } from "./codes-reference.js";
 import { loadOpenApi, placeholderRoutes, renderOpenApi } from "./http-reference.js";
 import { metricsReference } from "./metrics-reference.js";
+import { pluginsReference } from "./plugins-reference.js";
 import { schemaTable, undocumentedKeys } from "./schema-reference.js";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -56,13 +57,25 @@ export async function generateReferences(): Promise<References> {
       from: "src/core/config/envconfig.ts",
       schema: envconfigSchema,
       intro:
-        "How an artifact is deployed in one environment: `envconfig/{tenant}/{application}/{artifact}/{environment}.yml` (as `envconfig.providers` in manent.yml says). The params each plugin reads are on the plugin's page. Durations are written `500ms`, `30s`, `3m`, `1h30m` (or a number of seconds).",
+        "How an artifact is deployed in one environment: `envconfig/{tenant}/{application}/{artifact}/{environment}.yml` (as `envconfig.providers` in manent.yml says). The params of the built-in plugins are in [plugins.md](plugins.md). Durations are written `500ms`, `30s`, `3m`, `1h30m` (or a number of seconds).",
     },
   ];
   for (const s of schemas) {
     files.set(s.file, page(s.title, s.from, s.intro, schemaTable(s.schema)));
     undocumented.push(...undocumentedKeys(s.schema).map((k) => `${s.from}: ${k}`));
   }
+
+  const plugins = pluginsReference();
+  undocumented.push(...plugins.undocumented);
+  files.set(
+    "docs/reference/plugins.md",
+    page(
+      "Built-in plugins reference",
+      "the plugins' zod schemas (src/plugins/*/params.ts, src/plugins/noop/noop-plugin.ts)",
+      "What each built-in plugin takes in manent.yml (`plugins.<name>`) and in an envconfig's `params`. External plugins document their own params; see [external plugins](../tutorials/external-plugin.md).",
+      plugins.markdown,
+    ),
+  );
 
   const cli = await cliReference(cliMain);
   const server = await cliReference(serverMain);

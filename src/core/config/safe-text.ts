@@ -16,7 +16,6 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
 export function unsafeText(s: string, max = maxStringLength): string | undefined {
   if (s.length > max) return `longer than ${max} characters`;
   if (loneSurrogate.test(s)) return "contains a lone UTF-16 surrogate (not valid Unicode)";
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(s))
     return s.includes("\u0000") ? "contains a NUL character" : "contains a control character";
   return undefined;

@@ -3,7 +3,10 @@ import { parse as parseYaml } from "yaml";
 import { parseDuration } from "../../core/config/duration.js";
 import { Code, ManentError } from "../../core/errors.js";
 
-const bool = z.enum(["true", "false"]).default("false").transform((v) => v === "true");
+const bool = z
+  .enum(["true", "false"])
+  .default("false")
+  .transform((v) => v === "true");
 const duration = z.string().transform((v, ctx) => {
   const ms = parseDuration(v);
   if (ms === undefined) {
@@ -15,20 +18,38 @@ const duration = z.string().transform((v, ctx) => {
 const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a DNS label (lowercase letters, digits, '-')");
 
 /** The plugin's fixed params; the `var.*` and `helm_value.*` families are read separately. */
-const schema = z.object({
-  namespace: dnsLabel,
-  token_secret: z.string().min(1),
-  ca_secret: z.string().min(1).optional(),
-  wait_timeout: duration.default(300_000),
-  require_image_digest: bool,
+export const paramsSchema = z.object({
+  namespace: dnsLabel.describe(
+    "Namespace the objects are applied in and the release history is kept in; an object naming another namespace is refused",
+  ),
+  token_secret: z
+    .string()
+    .min(1)
+    .describe(
+      "Secret holding the bearer token of the account manent uses on the cluster (a target label `token_secret` overrides it for that cluster)",
+    ),
+  ca_secret: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Secret holding the PEM CA bundle the API server's certificate is verified against (a target label overrides it); without it, the system CAs",
+    ),
+  wait_timeout: duration
+    .default(300_000)
+    .describe("How long to wait for the applied workloads to become available (`0`: do not wait)")
+    .meta({ type: "duration" }),
+  require_image_digest: bool.describe('With `"true"`, every container image must be pinned by `@sha256:` digest; a mutable tag is refused'),
   history_limit: z
     .string()
     .regex(/^[1-9]\d*$/, "must be a positive integer")
     .default("10")
-    .transform(Number),
-  /** Take over fields another field manager owns (otherwise only Helm-owned objects are forced). */
-  force_conflicts: bool,
-  helm_values_files: z.string().optional(),
+    .transform(Number)
+    .describe("How many releases (history ConfigMaps) are kept in the namespace for rollback"),
+  force_conflicts: bool.describe(
+    'With `"true"`, take over fields another field manager owns (otherwise such a conflict fails the deploy permanently; only Helm-owned objects are forced)',
+  ),
+  helm_values_files: z.string().optional().describe("Charts: values files inside the chart, comma-separated, applied in order"),
   helm_values: z
     .string()
     .optional()
@@ -40,20 +61,28 @@ const schema = z.object({
       } catch {
         return false;
       }
-    }, "must be a YAML mapping"),
-  helm_include_hooks: bool,
-  helm_release_name: dnsLabel.optional(),
-  /** Percentage rollouts: the Gateway API HTTPRoute (in `namespace`) whose backendRefs get the weights; without it the weight is the candidate's share of replicas. */
+    }, "must be a YAML mapping")
+    .describe("Charts: values as a YAML mapping, applied after `helm_values_files`"),
+  helm_include_hooks: bool.describe(
+    'Charts: with `"true"`, the chart\'s hook objects are applied with the others (by default they are left out)',
+  ),
+  helm_release_name: dnsLabel
+    .optional()
+    .describe("Charts: the release name the chart is rendered with (default: the artifact's name, lowercased)"),
   traffic_route: z
     .string()
     .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, "must be an HTTPRoute name (lowercase letters, digits, '-', '.')")
-    .optional(),
-  /** Percentage rollouts with a route: the header that sends testers to the candidate (`Name: value`). */
+    .optional()
+    .describe(
+      "Percentage rollouts: the Gateway API HTTPRoute (in `namespace`) whose backendRefs get the weights; without it the weight is the candidate's share of replicas",
+    ),
   tester_header: z
     .string()
     .regex(/^[A-Za-z0-9-]{1,100}:\s*[^\s].{0,199}$/, "must be a header as Name: value")
-    .default("X-Canary: always"),
+    .default("X-Canary: always")
+    .describe("Percentage rollouts with a route: the header (`Name: value`) that sends testers to the candidate"),
 });
+const schema = paramsSchema;
 
 export interface KubernetesParams extends z.output<typeof schema> {
   /** `var.NAME` params, substituted as `${NAME}` in manifests. */
@@ -78,7 +107,10 @@ export function parseParams(params: Record<string, string>): KubernetesParams {
     else unknown.push(k);
   }
   if (unknown.length > 0) {
-    throw new ManentError(Code.InvalidArgument, `kubernetes: unknown param ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${Object.keys(schema.shape).join(", ")}, ${knownPrefixes.map((p) => `${p}*`).join(", ")})`);
+    throw new ManentError(
+      Code.InvalidArgument,
+      `kubernetes: unknown param ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${Object.keys(schema.shape).join(", ")}, ${knownPrefixes.map((p) => `${p}*`).join(", ")})`,
+    );
   }
   for (const name of Object.keys(vars)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {

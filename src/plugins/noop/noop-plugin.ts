@@ -35,27 +35,17 @@ import { RecentCounts } from "./recent-counts.js";
  * Params of the `noop` plugin, which changes nothing outside its own state: the null resource of
  * manent, for trying a pipeline, measuring the orchestrator and exercising failures.
  */
-const paramsSchema = z.looseObject({
-  /** Directory keeping the release of each target, so current release and rollback work across restarts. */
-  state_dir: z.string().min(1).optional(),
-  /** File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`). */
-  journal: z.string().min(1).optional(),
-  /** With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host). */
-  journal_targets: z.stringbool().default(false),
-  /** Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only. */
-  fail_hosts: z.string().optional(),
-  /** How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call). */
-  fail_mode: z.enum(["permanent", "transient", "unimplemented"]).default("permanent"),
-  /** Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous. */
-  fail_at: z.string().optional(),
-  /** SetCandidateWeight to this weight fails. */
-  fail_at_weight: z.coerce.number().int().min(0).max(100).optional(),
-  /** Fail only the first N deploy calls of a deployment (transient failures that a retry fixes). */
-  fail_times: z.coerce.number().int().min(0).optional(),
-  /** Time spent on each target. */
-  delay: durationMs.optional(),
-  /** A secret to read on each target, proving it is reachable; only its length is reported. */
-  read_secret: z.string().min(1).optional(),
+export const paramsSchema = z.looseObject({
+  state_dir: z.string().min(1).optional().describe("Directory keeping the release of each target, so current release and rollback work across restarts."),
+  journal: z.string().min(1).optional().describe("File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`)."),
+  journal_targets: z.stringbool().default(false).describe("With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host)."),
+  fail_hosts: z.string().optional().describe("Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only."),
+  fail_mode: z.enum(["permanent", "transient", "unimplemented"]).default("permanent").describe("How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call)."),
+  fail_at: z.string().optional().describe("Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous."),
+  fail_at_weight: z.coerce.number().int().min(0).max(100).optional().describe("SetCandidateWeight to this weight fails."),
+  fail_times: z.coerce.number().int().min(0).max(1_000_000).optional().describe("Fail only the first N deploy calls of a deployment (transient failures that a retry fixes)."),
+  delay: durationMs.optional().describe("Time spent on each target."),
+  read_secret: z.string().min(1).optional().describe("A secret to read on each target, proving it is reachable; only its length is reported."),
 });
 type Params = z.output<typeof paramsSchema>;
 
@@ -266,10 +256,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 const capabilityNames = ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"] as const;
-const configSchema = z.strictObject({
-  artifact_types: z.array(z.string()).default(["noop"]),
-  /** Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots]). */
-  without: z.array(z.enum(capabilityNames)).default([]),
+export const configSchema = z.strictObject({
+  artifact_types: z.array(z.string()).default(["noop"]).describe("Artifact types the plugin accepts"),
+  without: z.array(z.enum(capabilityNames)).default([]).describe("Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots])."),
 });
 
 const methodsOf: Record<Capability, string[]> = {

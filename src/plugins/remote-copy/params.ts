@@ -61,8 +61,8 @@ const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
  * - `connect_timeout`: TCP connect + SSH handshake + auth limit (default 15s).
  */
 export const paramsSchema = z
-  .object({
-    transport: z.enum(["local", "ssh"]).default("ssh"),
+  .strictObject({
+    transport: z.enum(["local", "ssh"]).default("ssh").describe("`local` (the manent worker's own filesystem) or `ssh`"),
     base: z
       .string()
       .min(1)
@@ -70,7 +70,10 @@ export const paramsSchema = z
       .refine((v) => !v.split("/").includes(".."), {
         message: "must not contain '..'",
       })
-      .transform((v) => (v.length > 1 ? v.replace(/\/+$/, "") : v)),
+      .transform((v) => (v.length > 1 ? v.replace(/\/+$/, "") : v))
+      .describe(
+        "Absolute directory on each target holding `releases/<version>` and the `current` symlink; `{host}` is replaced by the target's host, so several local targets get distinct directories",
+      ),
     keep_releases: z
       .string()
       .default("5")
@@ -78,48 +81,96 @@ export const paramsSchema = z
       .transform(Number)
       .refine((n) => n >= 2, {
         message: "must be at least 2 (current and previous are always kept)",
-      }),
-    activate: z.string().min(1).optional(),
-    activate_timeout: duration.default(60_000),
+      })
+      .describe("How many releases each target keeps (at least 2); the current and the previous release are never deleted"),
+    activate: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Shell command run with `sh -c` in the new release's directory once `current` points to it, with MANENT_VERSION, MANENT_ENVIRONMENT, MANENT_APPLICATION and MANENT_RELEASE_DIR set (with slots also MANENT_SLOT, MANENT_PORT, MANENT_BASE, MANENT_HOST); a non-zero exit fails the target. Re-run by a rollback",
+      ),
+    activate_timeout: duration.default(60_000).describe("Time limit of `activate`").meta({ type: "duration" }),
     user: z
       .string()
       .regex(/^[a-z_][a-z0-9_.-]*$/i, "must be a user name")
-      .optional(),
-    ssh_key_secret: z.string().min(1).default("ssh-key"),
-    ssh_passphrase_secret: z.string().min(1).optional(),
-    known_hosts_secret: z.string().min(1).optional(),
+      .optional()
+      .describe("SSH: the login user (required with transport ssh)"),
+    ssh_key_secret: z.string().min(1).default("ssh-key").describe("SSH: the secret holding the private key"),
+    ssh_passphrase_secret: z.string().min(1).optional().describe("SSH: the secret holding the key's passphrase"),
+    known_hosts_secret: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "SSH: a secret holding known_hosts lines the host keys are checked against (this or `host_key_fingerprint` is required: host keys are always verified)",
+      ),
     host_key_fingerprint: z
       .string()
       .transform((v) => v.split(/[\s,]+/).filter(Boolean))
-      .refine(
-        (list) => list.length > 0 && list.every((f) => fingerprint.test(f)),
-        {
-          message:
-            "must be one or more SHA256:<base64> fingerprints, comma-separated",
-        },
-      )
-      .optional(),
+      .refine((list) => list.length > 0 && list.every((f) => fingerprint.test(f)), {
+        message: "must be one or more SHA256:<base64> fingerprints, comma-separated",
+      })
+      .optional()
+      .describe(
+        "SSH: `SHA256:…` fingerprints of the accepted host keys, comma-separated when the hosts (or a jump host) have different keys",
+      ),
     jump_host: z
       .string()
       .regex(/^[^\s:]+:\d{1,5}$/, "must be host:port")
-      .optional(),
-    connect_timeout: duration.default(15_000),
-    slot_ports: slotPortsParam.optional(),
-    deactivate: z.string().min(1).optional(),
+      .optional()
+      .describe("SSH: `host:port` of a bastion reached with the same user and key; its host key is checked the same way"),
+    connect_timeout: duration
+      .default(15_000)
+      .describe("SSH: limit of TCP connect, handshake and authentication")
+      .meta({ type: "duration" }),
+    slot_ports: slotPortsParam
+      .optional()
+      .describe(
+        "Percentage rollouts: the two slots of each host and the port each serves, e.g. `blue=8081,green=8082` (a target label `slot_ports` overrides it)",
+      ),
+    deactivate: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Percentage rollouts: shell command that stops a slot (same environment as `activate`), run when a slot is retired or a candidate reverted, once HAProxy sends it no more connections",
+      ),
     haproxy_socket: z
       .string()
       .refine((v) => parseRuntimeAddress(v) !== undefined, {
         message: "must be an absolute unix socket path or host:port",
       })
-      .optional(),
-    haproxy_backend: z.string().regex(haproxyNamePattern, "must be an HAProxy backend name").optional(),
+      .optional()
+      .describe(
+        "Percentage rollouts: HAProxy's runtime API (`stats socket … level admin`), a unix socket path on the manent worker or `host:port`",
+      ),
+    haproxy_backend: z
+      .string()
+      .regex(haproxyNamePattern, "must be an HAProxy backend name")
+      .optional()
+      .describe("Percentage rollouts: the HAProxy backend holding one server per host and slot (required with `haproxy_socket`)"),
     haproxy_server: z
       .string()
       .regex(/^[A-Za-z0-9_.:{}-]{1,100}$/, "must be a server name template such as {host}_{slot}")
-      .default("{host}_{slot}"),
-    haproxy_tester_backend: z.string().regex(haproxyNamePattern, "must be an HAProxy backend name").optional(),
-    tester_header: z.string().max(200).optional(),
-    drain_timeout: duration.default(60_000),
+      .default("{host}_{slot}")
+      .describe("Percentage rollouts: the servers' names in the backend, `{host}` and `{slot}` replaced"),
+    haproxy_tester_backend: z
+      .string()
+      .regex(haproxyNamePattern, "must be an HAProxy backend name")
+      .optional()
+      .describe(
+        "Percentage rollouts: the backend testers' requests go to (chosen in haproxy.cfg by a header or cookie rule); manent keeps only the candidate's servers ready in it",
+      ),
+    tester_header: z
+      .string()
+      .max(200)
+      .optional()
+      .describe("Percentage rollouts: how testers reach the candidate (e.g. `X-Canary: always`), reported as is"),
+    drain_timeout: duration
+      .default(60_000)
+      .describe("Percentage rollouts: how long to wait for a slot's connections to end before stopping it")
+      .meta({ type: "duration" }),
   })
   .superRefine((p, ctx) => {
     if (p.haproxy_socket && !p.haproxy_backend)
@@ -137,8 +188,7 @@ export const paramsSchema = z
       ctx.addIssue({
         code: "custom",
         path: ["known_hosts_secret"],
-        message:
-          "known_hosts_secret or host_key_fingerprint is required with transport ssh (host keys are always verified)",
+        message: "known_hosts_secret or host_key_fingerprint is required with transport ssh (host keys are always verified)",
       });
     }
   });
@@ -150,13 +200,14 @@ export type Params = z.output<typeof paramsSchema>;
 export function parseParams(raw: Record<string, string>): Params {
   const r = paramsSchema.safeParse(raw);
   if (r.success) return r.data;
-  const problems = r.error.issues.map(
-    (i) => `param ${i.path.join(".") || "(params)"}: ${i.message}`,
-  );
-  return invalid(
-    `remote-copy: ${problems.join("; ")}`,
-    r.error.issues[0]?.path.join(".") ?? "",
-  );
+  // A misspelt param would otherwise be ignored and its default silently used.
+  const unknown = r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" ? i.keys : []));
+  if (unknown.length > 0) {
+    const known = Object.keys(paramsSchema.shape).join(", ");
+    return invalid(`remote-copy: unknown param ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${known})`, unknown[0]!);
+  }
+  const problems = r.error.issues.map((i) => `param ${i.path.join(".") || "(params)"}: ${i.message}`);
+  return invalid(`remote-copy: ${problems.join("; ")}`, r.error.issues[0]?.path.join(".") ?? "");
 }
 
 function invalid(message: string, param: string): never {

@@ -95,6 +95,8 @@ describe("remote-copy, local transport", () => {
     await bad({ ...params, keep_releases: "1" }, "keep_releases");
     await bad({ ...params, activate_timeout: "soon" }, "activate_timeout");
     await bad({ ...params, transport: "ftp" }, "transport");
+    // A misspelt param is refused, not ignored with its default used instead.
+    await bad({ ...params, keep_release: "3" }, '"keep_release" \\(known: transport, base, keep_releases');
     await bad({ ...params, base: join(dir, "shared") }, "base");
     await bad(
       { transport: "ssh", base: "/srv/app", user: "deploy" },
