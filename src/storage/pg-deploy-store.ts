@@ -42,14 +42,19 @@ export class PgDeployStore implements DeployStore {
     );
   }
 
-  async stepStarted(id: string, seq: number, name: string): Promise<void> {
-    await this.pool.query(
-      `insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at)
-       values ($1, $2, $3, 'running', 1, now())
-       on conflict (deploy_id, name) do update set status = 'running', attempts = manent.deploy_steps.attempts + 1,
-         error = null, finished_at = null`,
-      [id, seq, name],
+  async stepStarted(id: string, seq: number, name: string, opts: { unlessCancelled?: boolean } = {}): Promise<boolean> {
+    const rows = await this.pool.query<{ cancelled: boolean }>(
+      `with cancel as (
+         select $4::boolean and exists (select 1 from manent.deploys where id = $1 and cancel_requested_at is not null) as cancelled),
+       started as (
+         insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at)
+         select $1, $2, $3, 'running', 1, now() from cancel where not cancel.cancelled
+         on conflict (deploy_id, name) do update set status = 'running', attempts = manent.deploy_steps.attempts + 1,
+           error = null, finished_at = null)
+       select cancelled from cancel`,
+      [id, seq, name, opts.unlessCancelled === true],
     );
+    return rows.rows[0]?.cancelled !== true;
   }
 
   async stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void> {
@@ -110,12 +115,21 @@ export class PgDeployStore implements DeployStore {
     }));
   }
 
-  async startRun(id: string): Promise<DeployStatus | undefined> {
-    const started = await this.pool.query<{ status: DeployStatus }>(
-      `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
-       where id = $1 and status in ('queued', 'running') returning status`,
-      [id],
-    );
+  async startRun(id: string, d?: NewDeploy): Promise<DeployStatus | undefined> {
+    const started = d
+      ? await this.pool.query<{ status: DeployStatus }>(
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, started_at)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, now())
+           on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
+             where manent.deploys.status in ('queued', 'running')
+           returning status`,
+          [d.id, d.kind, d.tenant, d.application, d.artifact, d.environment, d.version, JSON.stringify(d.request), d.submittedBy ?? null],
+        )
+      : await this.pool.query<{ status: DeployStatus }>(
+          `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
+           where id = $1 and status in ('queued', 'running') returning status`,
+          [id],
+        );
     if (started.rows[0]) return started.rows[0].status;
     const row = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [id]);
     return row.rows[0]?.status;

@@ -89,15 +89,22 @@ export interface CancelState {
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
   setStatus(id: string, status: DeployStatus, extra?: { error?: ErrorJSON | null; plugin?: string }): Promise<void>;
-  stepStarted(id: string, seq: number, name: string): Promise<void>;
+  /**
+   * Records an attempt of a step as running. With `unlessCancelled`, in the same statement, nothing is
+   * written and false returned when a user's cancel has been recorded (one round trip, not two).
+   */
+  stepStarted(id: string, seq: number, name: string, opts?: { unlessCancelled?: boolean }): Promise<boolean>;
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
   targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
   /** Records several targets' results of a phase in one write (see target-recorder.ts). */
   recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void>;
   /** The targets of a phase recorded as done (`deployed` or `unchanged`): a resumed step skips them (see target-resume.ts). */
   doneTargets(id: string, phase: string): Promise<TargetResult[]>;
-  /** Marks the deploy running, unless it ended already (cancelled while queued): then its status, and nothing runs. */
-  startRun(id: string): Promise<DeployStatus | undefined>;
+  /**
+   * Marks the deploy running, unless it ended already (cancelled while queued): then its status, and
+   * nothing runs. With `record`, the deploy is created first if it is not yet (one statement).
+   */
+  startRun(id: string, record?: NewDeploy): Promise<DeployStatus | undefined>;
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
   requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
   cancelRequested(id: string): Promise<boolean>;

@@ -71,8 +71,8 @@ export class DeployWorkflow {
   async run({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
     const { store } = this.deps;
     const startedAt = Date.now();
-    if (record) await store.createDeploy(record);
-    const status = await store.startRun(id);
+    // The record is created here if the submission did not get to write it (one statement either way).
+    const status = await store.startRun(id, record);
     // Cancelled while it was queued (or ended by a previous run of this workflow): nothing runs.
     if (status !== "running") return { status: status ?? "failed" };
     let r: ResolvedDeploy;

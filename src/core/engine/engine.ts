@@ -11,6 +11,7 @@ import { resolveSubmission, type Submission } from "./resolve.js";
 import { faultPoint } from "./fault-points.js";
 import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
+import { QueueWake } from "./queue-wake.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -54,7 +55,11 @@ const deployWorkflow = DBOS.registerWorkflow(
  * so two deploys of the same thing never overlap and several servers share the work.
  */
 export class Engine {
-  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch }) {}
+  private readonly queues: QueueWake;
+
+  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch }) {
+    this.queues = new QueueWake(opts.logger);
+  }
 
   static async start(opts: EngineOptions): Promise<Engine> {
     if (active) throw new ManentError(Code.FailedPrecondition, "an engine is already running in this process");
@@ -98,6 +103,7 @@ export class Engine {
       submission = { ...submission, to: r.to };
     }
     const id = randomUUID();
+    const queueName = r.kind === "dry_run" ? dryRunQueue : deployQueue;
     const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
     const record: NewDeploy = {
       id,
@@ -113,7 +119,7 @@ export class Engine {
     try {
       await DBOS.startWorkflow(deployWorkflow, {
         workflowID: id,
-        queueName: r.kind === "dry_run" ? dryRunQueue : deployQueue,
+        queueName,
         ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: partitionKey(key) } }),
       })({ id, submission, record });
     } catch (err) {
@@ -122,6 +128,9 @@ export class Engine {
     faultPoint("submit", "after");
     await store.createDeploy(record);
     const ahead = r.kind === "dry_run" ? undefined : await deployAhead(id, partitionKey(key));
+    // Started now when its partition is free, rather than at the queue's next poll. Woken once the
+    // submission is answered, so the answer says where it stands in the queue before it moves.
+    void this.queues.wake(queueName);
     return ahead ? { id, queued_behind: ahead } : { id };
   }
 

@@ -32,9 +32,9 @@ export async function runStep<T>(
   const body = async (): Promise<T> => {
     attempt += 1;
     faultPoint(name, "before");
-    // Checked inside the step, so the answer is checkpointed with it and a replay decides the same.
-    if (cancellable && deps.cancels && (await deps.store.cancelRequested(deployId))) throw userCancelled();
-    await deps.store.stepStarted(deployId, seq, name);
+    // A cancel is checked inside the step (in the statement that records its start), so the answer
+    // is checkpointed with it and a replay decides the same.
+    if (!(await deps.store.stepStarted(deployId, seq, name, { unlessCancelled: cancellable && deps.cancels !== undefined }))) throw userCancelled();
     const watch = cancellable ? deps.cancels?.watch(deployId) : undefined;
     const signals = [DBOS.stepStatus?.cancelSignal, policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined, watch?.signal].filter(
       (s): s is AbortSignal => s !== undefined,

@@ -6,6 +6,12 @@ export type WaitOutcome = { ended: "timeout" } | { ended: "command"; message: Co
 
 /** Upper bound of one durable wait: a wait without an end is a series of these. */
 const maxWaitMs = 24 * 3_600_000;
+/**
+ * How often a wait looks for a command itself. A command is normally seen at once (a Postgres
+ * NOTIFY wakes the wait); this bounds the delay when that notification is lost (DBOS's default,
+ * 10 s, made a promote take effect 10 s late). One indexed read a second per waiting rollout.
+ */
+const commandPollMs = 1000;
 
 /**
  * The operator commands a rollout workflow has read. Reads go through DBOS.recv, so they are
@@ -40,7 +46,7 @@ export class CommandInbox {
       const now = await DBOS.now();
       if (until !== null && now >= until) return { ended: "timeout" };
       const waitMs = Math.min(until === null ? maxWaitMs : until - now, maxWaitMs);
-      const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000 });
+      const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000, pollingIntervalMs: commandPollMs });
       if (!m) continue;
       this.note(m);
       if (m.command === "abort" || (m.command === "promote" && m.full)) return { ended: "command", message: m };

@@ -1,4 +1,5 @@
 import { DBOS } from "@dbos-inc/dbos-sdk";
+import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import { terminalStatuses, type DeployRecord, type DeployStore } from "../engine/deploy-store.js";
 import { Code, ManentError } from "../errors.js";
 import type { CommandName, CommandRecord } from "./rollout-state.js";
@@ -49,7 +50,23 @@ export async function sendRolloutCommand(
   await store.recordCommand(id, record);
   const message: CommandMessage = { command, full, by: opts.by, ...(opts.cancel && { cancel: true }), ...(waiting && { step: waiting.step }) };
   await DBOS.send(id, message, commandTopic);
+  wakeLocalReceiver(id);
   return record;
+}
+
+/**
+ * Wakes the workflow's DBOS.recv at once when it waits in this process. DBOS wakes it through a
+ * Postgres NOTIFY, which is lost while its LISTEN connection is down (a Postgres restart, a network
+ * blip, the first seconds after start): the recv then finds the message only at its next poll. The
+ * message is committed by now, so the woken recv reads it; in another process the recv's own poll
+ * (command-inbox.ts) bounds the wait.
+ */
+function wakeLocalReceiver(workflowId: string): void {
+  try {
+    getExecutor().systemDatabase.notificationsMap.callCallbacks(`${workflowId}::${commandTopic}`);
+  } catch {
+    // DBOS's internals differ: the NOTIFY and the recv's poll still deliver the message.
+  }
 }
 
 function describeProgress(d: DeployRecord): string | null {

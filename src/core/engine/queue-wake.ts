@@ -1,0 +1,79 @@
+import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
+import { wfQueueRunner } from "@dbos-inc/dbos-sdk/internal/wfqueue";
+import type { Logger } from "../contract/index.js";
+
+type Poll = (exec: unknown, queue: { name: string }) => Promise<boolean>;
+
+/** The parts of DBOS's queue runner used here; they are internal to DBOS, so each is checked before use. */
+interface RunnerInternals {
+  states?: Map<string, { queue: { name: string } }>;
+  pollQueue?: Poll;
+}
+
+const runner = wfQueueRunner as unknown as RunnerInternals;
+/*
+ * DBOS's queue runner is one per process, so the chain of its polls is too: installed once, for
+ * every engine this process starts.
+ */
+let dbosPoll: Poll | undefined;
+/** Per queue: the last poll running or waiting (the runner's or a wake's); the next one chains on it. */
+const tails = new Map<string, Promise<unknown>>();
+/** Per queue: a wake poll waiting to start, which later wakes join. */
+const pending = new Map<string, Promise<void>>();
+
+/**
+ * Starts queued workflows as soon as they are queued, instead of at the queue's next poll (DBOS
+ * polls each queue on a timer, 100 ms here, which was most of a no-op deploy's time).
+ *
+ * A wake is one poll of the queue by DBOS's own code (`pollQueue`): the same claim in Postgres,
+ * so a partition still runs one deploy at a time across the fleet and the queue's order is kept.
+ * Wake polls and the runner's own polls of a queue run one after another, never together, so the
+ * worker's concurrency (counted in memory before each claim) is never exceeded. Wakes that arrive
+ * while one is waiting are merged into it. When DBOS's internals are not as expected, a wake does
+ * nothing and the queue's timer starts the workflow as before.
+ */
+export class QueueWake {
+  private readonly available: boolean;
+
+  constructor(private readonly logger: Logger) {
+    if (!dbosPoll && typeof runner.pollQueue === "function" && runner.states instanceof Map) {
+      const original = runner.pollQueue;
+      dbosPoll = (exec, queue) => original.call(wfQueueRunner, exec, queue);
+      // The runner's own polls go through the same per-queue chain as the wakes.
+      runner.pollQueue = (exec, queue) => serialized(queue.name, () => dbosPoll!(exec, queue));
+    }
+    this.available = dbosPoll !== undefined;
+    if (!this.available)
+      logger.warn("DBOS's queue runner is not the expected one: queued deploys start at the queue's next poll", {
+        component: "queue-wake",
+      });
+  }
+
+  /** Polls the queue now (or right after the poll in progress); resolves when that poll has dispatched what it claimed. */
+  wake(queueName: string): Promise<void> {
+    if (!this.available) return Promise.resolve();
+    const waiting = pending.get(queueName);
+    if (waiting) return waiting;
+    const poll = serialized(queueName, async () => {
+      pending.delete(queueName);
+      const queue = runner.states?.get(queueName)?.queue;
+      return queue ? dbosPoll!(getExecutor(), queue) : false;
+    }).then(
+      () => undefined,
+      (err: unknown) =>
+        this.logger.warn("queue wake failed; the queue's next poll starts the workflow", { queue: queueName, error: String(err) }),
+    );
+    pending.set(queueName, poll);
+    return poll;
+  }
+}
+
+function serialized<T>(queueName: string, fn: () => Promise<T>): Promise<T> {
+  const run = (tails.get(queueName) ?? Promise.resolve()).then(fn);
+  const tail = run.catch(() => undefined);
+  tails.set(queueName, tail);
+  void tail.then(() => {
+    if (tails.get(queueName) === tail) tails.delete(queueName);
+  });
+  return run;
+}
