@@ -18,7 +18,7 @@ import { derToPem, type Identity } from "../protocol/mtls.js";
 import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
-import { SecretsServers } from "./secrets-servers.js";
+import { SecretsService } from "./secrets-service.js";
 
 /** Linux: ask the kernel to SIGKILL the plugin when the host dies (util-linux setpriv). */
 const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
@@ -48,8 +48,8 @@ export interface PluginProcess {
   readonly health: HealthClient;
   readonly controller: GRPCControllerClient;
   readonly broker: Broker;
-  /** Per-call Secrets services on the broker. */
-  readonly secrets: SecretsServers;
+  /** The Secrets service on the broker (one per process, a broker id per call). */
+  readonly secrets: SecretsService;
   /** Resolves when the process has exited (with its exit code or signal). */
   readonly exited: Promise<string>;
   hasExited(): boolean;
@@ -131,7 +131,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
       () => clientCredentials(identity, serverPem, hs.serverCert!),
     );
     broker.attach(new GRPCBrokerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared).startStream());
-    const secrets = new SecretsServers(broker);
+    const secrets = new SecretsService(broker, o.binary.dir, identity, serverPem);
     drainStdio(new GRPCStdioClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared), o);
     timer.abort();
     const ch = channel;
