@@ -24,6 +24,7 @@ import { createWorkspace, descriptor, manentYml } from "../test/support/workspac
 // Node 20 has a WebSocket client only behind a flag (Node 22 has it always): run again with it.
 if (typeof globalThis.WebSocket === "undefined") {
   const child = spawn(process.execPath, ["--experimental-websocket", ...process.execArgv, ...process.argv.slice(1)], { stdio: "inherit" });
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal));
   const [code, signal] = (await new Promise((resolve) => child.on("exit", (...a) => resolve(a)))) as [number | null, string | null];
   process.exit(code ?? (signal ? 1 : 0));
 }
@@ -163,6 +164,13 @@ const snapshotDir = opts["snapshot-dir"] ?? (snapshotAt.length ? await mkdtemp(p
 
 let server: ServerProcess | undefined;
 let inspector: Inspector | undefined;
+// Stopped early (Ctrl-C, bench/table.ts stopped): the server and its Postgres stop too, the workspace goes.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    inspector?.close();
+    void (server?.stop() ?? Promise.resolve()).then(() => rm(ws.dir, { recursive: true, force: true })).finally(() => process.exit(130));
+  });
+}
 try {
   server = await startServer(config, {
     cwd: ws.dir,
@@ -251,6 +259,9 @@ try {
     return (num / den) * 1048576;
   })();
   const pct = (a: number, b: number): number => Math.round(((b - a) / a) * 1000) / 10;
+  // The RSS at mid-run: growth from there to the end says whether it has levelled off (V8 sizes its
+  // young generation and old-generation headroom up to their bounds during the first deploys).
+  const mid = samples.find((s) => s.deploys >= deploys / 2 && s !== idle) ?? end;
   const figures = {
     bench: "memory",
     deploys,
@@ -260,6 +271,9 @@ try {
     rss_end_mb: end.rss_mb,
     rss_max_mb: Math.max(...samples.map((s) => s.rss_mb)),
     rss_growth_pct: pct(idle.rss_mb, end.rss_mb),
+    rss_mid_deploys: mid.deploys,
+    rss_mid_mb: mid.rss_mb,
+    rss_growth_second_half_pct: pct(mid.rss_mb, end.rss_mb),
     rss_after_gc_idle_mb: idle.rss_after_gc_mb!,
     rss_after_gc_end_mb: end.rss_after_gc_mb!,
     heap_used_idle_mb: idle.heap_used_after_gc_mb!,
@@ -271,7 +285,7 @@ try {
   };
   const signed = (x: number): string => `${x >= 0 ? "+" : ""}${x}%`;
   log(
-    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${signed(figures.rss_growth_pct)}, max ${figures.rss_max_mb} MB); ` +
+    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${signed(figures.rss_growth_pct)}, max ${figures.rss_max_mb} MB; ${signed(figures.rss_growth_second_half_pct)} from ${mid.deploys} deploys on); ` +
       `after a forced GC: RSS ${figures.rss_after_gc_idle_mb} -> ${figures.rss_after_gc_end_mb} MB, live heap ${figures.heap_used_idle_mb} -> ${figures.heap_used_end_mb} MB (${signed(figures.heap_growth_pct)}, ` +
       `${figures.heap_bytes_per_deploy} bytes per deploy${half.length >= 3 ? " over the second half" : ""}); ${figures.deploys_per_second} deploys/s`,
   );
