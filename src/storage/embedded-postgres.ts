@@ -109,6 +109,9 @@ async function nativeBinDir(): Promise<string> {
 
 async function ensureDatabase(adminUrl: string): Promise<void> {
   const client = new pg.Client(adminUrl);
+  // Without a listener, a connection dropped mid-query (the postmaster dying) is an unhandled
+  // 'error' event that ends the process; the query in progress fails with it anyway.
+  client.on("error", () => undefined);
   await client.connect();
   try {
     const exists = await client.query("select 1 from pg_database where datname = 'manent'");

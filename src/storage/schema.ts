@@ -80,12 +80,17 @@ const migrationLock = 0x6d616e656e74; // "manent"
 
 export async function migrate(pool: pg.Pool): Promise<void> {
   const client = await pool.connect();
+  // A checked-out client has no pool listener: a connection lost between two statements (Postgres
+  // restarting) would be an unhandled 'error' event. The next statement fails with it instead.
+  const swallow = (): void => undefined;
+  client.on("error", swallow);
   try {
     await client.query("select pg_advisory_lock($1)", [migrationLock]);
     // Events and audit last: their triggers attach to the tables above.
     for (const sql of [...statements, ...eventStatements, ...auditStatements]) await client.query(sql);
   } finally {
     await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);
+    client.removeListener("error", swallow);
     client.release();
   }
 }

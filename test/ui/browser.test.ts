@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { ApiClient } from "../../src/cli/api-client.js";
+import { buildSamplePlugin } from "../external/helpers.js";
 import { collect } from "../support/event-stream.js";
 import { TestPostgres } from "../support/postgres.js";
 import { repoRoot, runCli, startServer, type ServerProcess } from "../support/server-process.js";
@@ -44,6 +45,8 @@ describe("web UI", () => {
     const config = await ws.write(
       "manent.yml",
       manentYml(await pg.createDatabase(), {
+        // An external plugin (the TS sample), for the plugins page's restart button.
+        plugins: { noop: { artifact_types: ["file"] }, sample: { external: { command: await buildSamplePlugin(ws.dir) } } },
         auth: {
           tokens: [
             { name: "admin", tenant: "*", sha256: sha(adminToken) },
@@ -194,6 +197,28 @@ describe("web UI", () => {
     await page.getByRole("link", { name: "Audit" }).click();
     await page.getByRole("heading", { name: "Audit log" }).waitFor();
     assert.equal(await page.getByText("alice").count(), 0);
+    await page.close();
+  });
+
+  it("restarts an external plugin from the plugins page (a token for all tenants only), and shows it in the audit log", async () => {
+    const team = await open(teamA);
+    await team.getByRole("link", { name: "Plugins" }).click();
+    await team.locator('tr[data-plugin="sample"]').waitFor();
+    assert.equal(await team.getByRole("button", { name: "Restart" }).count(), 0, "a tenant's token is offered a restart");
+    await team.close();
+
+    const page = await open(adminToken);
+    await page.getByRole("link", { name: "Plugins" }).click();
+    const row = page.locator('tr[data-plugin="sample"]');
+    await row.locator("td[data-status]", { hasText: "not_started" }).waitFor();
+    assert.equal(await page.locator('tr[data-plugin="noop"]').getByRole("button").count(), 0, "a built-in plugin has no process to restart");
+    await row.getByRole("button", { name: "Restart" }).click(); // the confirmation is accepted by open()'s dialog handler
+    await row.locator("td[data-status]", { hasText: "up" }).waitFor();
+    assert.match(await row.innerText(), /dry_run, current_release, rollback/, "the capabilities of the new process");
+    await page.screenshot({ path: join(shots, "plugins-restarted.png"), fullPage: true });
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.locator('tr[data-audit="plugin_restart"]', { hasText: "plugin sample" }).waitFor();
+    assert.match(await page.locator('tr[data-audit="plugin_restart"]').first().innerText(), /admin[\s\S]*plugin_restart[\s\S]*ok[\s\S]*plugin sample/);
     await page.close();
   });
 });

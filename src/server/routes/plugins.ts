@@ -78,7 +78,9 @@ export function pluginRoutes(app: ApiApp, deps: ApiDeps): void {
         throw new ManentError(Code.FailedPrecondition, `plugin ${name} is built in: it runs inside the server, there is no process to restart`, {
           details: { plugin: name },
         });
-      return plugin.restart();
+      await plugin.restart();
+      // What the new process announced at its Configure, so the listing shows it at once.
+      await deps.store.saveCapabilities(name, await plugin.capabilities());
     });
     const listed = (await listPlugins(deps)).find((p) => p.name === name)!;
     return c.json(listed, 200);

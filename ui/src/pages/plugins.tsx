@@ -1,3 +1,4 @@
+import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
 import type { Session } from "../main.js";
@@ -13,12 +14,30 @@ interface Plugin {
 }
 
 export function PluginsPage({ session }: { session: Session }) {
-  const { value, error } = useLoad(() => session.api.call<{ plugins: Plugin[] }>("GET", "/api/v1/plugins").then((r) => r.plugins), []);
+  const { value, error, setValue } = useLoad(() => session.api.call<{ plugins: Plugin[] }>("GET", "/api/v1/plugins").then((r) => r.plugins), []);
+  const [busy, setBusy] = useState<string>();
+  const [failure, setFailure] = useState<string>();
+  // Plugins serve every tenant: only a token for all tenants may restart one (the server checks it too).
+  const mayRestart = session.me.tenant === "*";
+  const restart = async (p: Plugin) => {
+    const running = p.status === "up" ? " Its calls in flight fail and their steps retry on the new process." : "";
+    if (!confirm(`Restart plugin ${p.name}?${running}`)) return;
+    setBusy(p.name);
+    setFailure(undefined);
+    try {
+      const after = await session.api.call<Plugin>("POST", `/api/v1/plugins/${encodeURIComponent(p.name)}/restart`);
+      setValue((prev) => (prev ?? []).map((x) => (x.name === after.name ? after : x)));
+    } catch (err) {
+      setFailure(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(undefined);
+    }
+  };
   return (
     <>
       <h1>Plugins</h1>
       <p class="error" role="alert">
-        {error ?? ""}
+        {failure ?? error ?? ""}
       </p>
       <table>
         <thead>
@@ -29,19 +48,29 @@ export function PluginsPage({ session }: { session: Session }) {
             <th scope="col">State</th>
             <th scope="col">Restarts</th>
             <th scope="col">Last start</th>
+            {mayRestart && <th scope="col">Actions</th>}
           </tr>
         </thead>
         <tbody>
           {(value ?? []).map((p) => (
-            <tr key={p.name}>
+            <tr key={p.name} data-plugin={p.name}>
               <th scope="row">{p.name}</th>
               <td>{p.kind}</td>
               <td>{p.capabilities === null ? <span class="muted">not started yet</span> : p.capabilities.join(", ") || "none"}</td>
-              <td>{p.status ?? (p.kind === "builtin" ? "in process" : "—")}</td>
+              <td data-status>{p.status ?? (p.kind === "builtin" ? "in process" : "—")}</td>
               <td class="num">{p.restarts ?? "—"}</td>
               <td>
                 <Time iso={p.last_start ?? p.capabilities_as_of ?? null} />
               </td>
+              {mayRestart && (
+                <td>
+                  {p.kind === "external" && (
+                    <button disabled={busy !== undefined} onClick={() => void restart(p)}>
+                      {busy === p.name ? "Restarting…" : "Restart"}
+                    </button>
+                  )}
+                </td>
+              )}
             </tr>
           ))}
         </tbody>
