@@ -154,6 +154,34 @@ describe("supervision of the plugin process", () => {
     }
   });
 
+  it("an operator's restart does not wait out the restart backoff", async () => {
+    const logger = recordingLogger();
+    const broken = path.join(t.dir, "broken-backoff");
+    const wrapper = path.join(t.dir, "broken-for-a-while");
+    await writeFile(broken, "");
+    await writeFile(wrapper, `#!/bin/sh\nif [ -e '${broken}' ]; then exit 3; fi\nexec '${sample}'\n`);
+    await chmod(wrapper, 0o755);
+    // A 10-minute backoff: only the operator's restart can start it again within the test.
+    const p = await ExternalPlugin.activate({
+      name: "bo",
+      entry: { external: { command: wrapper } },
+      baseDir: t.dir,
+      logger,
+      supervision: { backoffBaseMs: 600_000, backoffMaxMs: 600_000 },
+    });
+    try {
+      await assert.rejects(p.capabilities(), /plugin bo: exited before the handshake \(exit code 3\)/);
+      assert.equal(p.supervision().status, "restarting");
+      const waiting = p.capabilities(); // waits for the backoff
+      await rm(broken);
+      const guard = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the restart waited for the backoff")), 60_000).unref());
+      assert.equal((await Promise.race([p.restart(), guard])).status, "up");
+      assert.ok((await Promise.race([waiting, guard])).length > 0, "the call waiting for the backoff is served too");
+    } finally {
+      await p.close();
+    }
+  });
+
   it("fails once, permanently, a plugin that refuses the magic cookie (go-plugin and TS SDK binaries)", async () => {
     const { goSample } = await buildGoBinaries();
     for (const [sdk, binary] of [

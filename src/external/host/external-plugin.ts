@@ -74,6 +74,8 @@ export class ExternalPlugin implements HostedPlugin {
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly stopSignal = new AbortController();
+  /** Aborted by an operator's restart: a start waiting out its backoff goes at once. */
+  private backoffWake = new AbortController();
   private inflight = 0;
   private idle: (() => void)[] = [];
   private pingTimer: NodeJS.Timeout | undefined;
@@ -148,6 +150,8 @@ export class ExternalPlugin implements HostedPlugin {
       live.proc.kill();
     }
     this.resetBudget();
+    this.backoffWake.abort();
+    this.backoffWake = new AbortController();
     await this.acquire();
     return this.supervision();
   }
@@ -250,7 +254,7 @@ export class ExternalPlugin implements HostedPlugin {
 
   private async start(): Promise<Live> {
     const wait = this.nextStartAt - Date.now();
-    if (wait > 0) await sleep(wait, undefined, { signal: this.stopSignal.signal }).catch(() => {});
+    if (wait > 0) await sleep(wait, undefined, { signal: AbortSignal.any([this.stopSignal.signal, this.backoffWake.signal]) }).catch(() => {});
     if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } });
     let staged: StagedBinary | undefined;
     let proc: PluginProcess | undefined;
