@@ -5,6 +5,7 @@ import { startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal, type JournalEntry } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { buildSamplePlugin } from "../external/helpers.js";
 
 /**
  * Per-target resume of the deploy step: a server SIGKILLed in the middle of a deploy's targets is
@@ -209,5 +210,57 @@ describe("per-target resume", () => {
       deploy.rollout!.waves.map((w) => w.status),
       ["succeeded", "succeeded", "succeeded"],
     );
+  });
+  it("gives an external plugin (the TS sample) only the targets not done after each kill", async () => {
+    const app = "external";
+    const all = hosts(app, 10);
+    const plugin = await buildSamplePlugin(ws.dir);
+    await ws.write("keys/deploy-key", "the-deploy-key");
+    const extConfig = await ws.write(
+      "manent-external.yml",
+      manentYml(await pg.createDatabase(), { workdir: "./work-external", plugins: { sample: { external: { command: plugin } } } }),
+    );
+    await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
+      plugin: "sample",
+      targets: all.map((host) => ({ host })),
+      parallel: 2,
+      params: { base: ws.path("ext-targets"), delay_ms: "400" },
+      secrets: [{ name: "deploy-key", ref: `file:${ws.path("keys/deploy-key")}` }],
+    });
+    // What the plugin logged for each target it deployed, over every server that ran the deploy.
+    const logs: string[] = [];
+    const deployedHosts = (): string[] =>
+      logs
+        .join("\n")
+        .split("\n")
+        .filter((l) => l.includes('"target deployed"'))
+        .map((l) => /"host":"([^"]+)"/.exec(l)?.[1] ?? "?");
+    let server = await startServer(extConfig, { cwd: ws.dir });
+    const { id } = await server.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.0.0"), descriptor_file: `${app}.yml` });
+    let killed = 0;
+    try {
+      for (let seen = 0; killed < 2;) {
+        const deadline = Date.now() + 60_000;
+        while (deployedHosts().length + [...server.logs().matchAll(/"target deployed"/g)].length < seen + 3) {
+          if (Date.now() > deadline) throw new Error(`no progress: ${server.logs().slice(-2000)}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        await server.kill();
+        logs.push(server.logs());
+        seen = deployedHosts().length;
+        killed += 1;
+        server = await startServer(extConfig, { cwd: ws.dir });
+      }
+      const d = await server.api.deploy(id, 120);
+      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+      logs.push(server.logs());
+    } finally {
+      await server.stop();
+    }
+    const deployed = deployedHosts();
+    assert.deepEqual([...new Set(deployed)].sort(), [...all].sort());
+    // Without per-target resume every restart would start again from the first target (at least 3 + 3 + 10).
+    assert.ok(deployed.length <= all.length + 2 * killed, `targets deployed ${deployed.length} times: ${deployed.join(",")}`);
+    for (const host of all) assert.equal((await readFile(ws.path("ext-targets", host, "current"), "utf8")).trim(), "4.0.0", host);
   });
 });

@@ -26,6 +26,7 @@ import { runRollout } from "../rollout/rollout-runner.js";
 import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
 import { TargetRecorder } from "./target-recorder.js";
 import { mergeResults, pendingTargets } from "./target-resume.js";
+import { deployPerTarget } from "./per-target-calls.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 
 export interface DeployWorkflowInput {
@@ -175,7 +176,9 @@ export class DeployWorkflow {
       if (done.length > 0) this.deps.logger.info("deploy step resumed", { deploy: id, step: name, done: done.length, left: todo.length });
       if (todo.length === 0) return { plugin: plugin.name, targets: done };
       try {
-        return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, (req) => deployer.deploy(req), { targets: todo }));
+        // An external plugin reports its targets only when a call returns: one call per target lets each be recorded as it finishes.
+        const deploy = (req: Request): Promise<Result> => (plugin.kind === "external" ? deployPerTarget(deployer, req) : deployer.deploy(req));
+        return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, deploy, { targets: todo }));
       } catch (err) {
         if (err instanceof ResultError && done.length > 0) throw new ResultError(err, mergeResults(targets, done, err.result));
         throw err;
