@@ -1,10 +1,10 @@
+import { PgUploadStore } from "../storage/pg-upload-store.js";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
 import { loadManentConfig, type LoadedConfig } from "../core/config/index.js";
-import { UploadStore } from "../core/artifacts/upload-store.js";
 import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { Engine } from "../core/engine/engine.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
@@ -88,7 +88,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     // The API's reads fail fast while the database is away (503); the deploys' own writes wait for it.
     const store = new PgDeployStore(db);
     const workflowStore = new PgDeployStore(retryingQueries(db, logger));
-    engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl });
+    const uploads = new PgUploadStore(db);
+    engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl, uploads });
     await reconcileDeploys(db, logger);
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
@@ -111,7 +112,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         logger,
         database: health,
         ping: async () => void (await db.query("select 1")),
-        uploads: { store: new UploadStore(config.workdirPath), maxSize: config.artifacts.max_upload_size },
+        uploads: { store: uploads, maxSize: config.artifacts.max_upload_size },
         events,
         audit: new PgAuditLog(db),
       }),

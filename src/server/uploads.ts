@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import { UploadStore, tooLarge, type UploadResult } from "../core/artifacts/upload-store.js";
+import { tooLarge, type UploadResult, type UploadStore } from "../core/artifacts/upload-store.js";
 import { Code, ManentError } from "../core/errors.js";
 import { authorize, type Caller } from "./auth.js";
 

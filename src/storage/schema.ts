@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { auditStatements } from "./audit-schema.js";
 import { eventStatements } from "./events-schema.js";
+import { uploadStatements } from "./pg-upload-store.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -87,7 +88,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   try {
     await client.query("select pg_advisory_lock($1)", [migrationLock]);
     // Events and audit last: their triggers attach to the tables above.
-    for (const sql of [...statements, ...eventStatements, ...auditStatements]) await client.query(sql);
+    for (const sql of [...statements, ...uploadStatements, ...eventStatements, ...auditStatements]) await client.query(sql);
   } finally {
     await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);
     client.removeListener("error", swallow);

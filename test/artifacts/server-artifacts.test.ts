@@ -40,6 +40,16 @@ describe("artifacts from remote clients", () => {
       json: (await res.json()) as { error?: { code: string; message: string }; created?: boolean; size?: number },
     };
   };
+  let databaseUrl: string;
+  const settings = () => ({
+    auth: { tokens: [{ name: "team-a", tenant: "team-a", sha256: createHash("sha256").update(teamToken).digest("hex") }] },
+    artifacts: {
+      allowed_paths: ["./allowed"],
+      allowed_urls: [`http://127.0.0.1:${allowedPort}/`],
+      allowed_networks: ["127.0.0.1/32"],
+      max_upload_size: "1KiB",
+    },
+  });
   const history = async () => (await team.list({ tenant: "team-a", limit: "1000" })).deploys;
   const tenantDescriptor = (app: string, source: string) => ({ ...descriptor(app, "test", source), tenant: "team-a" });
 
@@ -63,18 +73,8 @@ describe("artifacts from remote clients", () => {
     await serverWs.write("allowed/app.txt", "allowed\n");
     await serverWs.write("secret.txt", "the server's own\n");
     await symlink(serverWs.path("secret.txt"), serverWs.path("allowed/link-out.txt"));
-    const config = await serverWs.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), {
-        auth: { tokens: [{ name: "team-a", tenant: "team-a", sha256: createHash("sha256").update(teamToken).digest("hex") }] },
-        artifacts: {
-          allowed_paths: ["./allowed"],
-          allowed_urls: [`http://127.0.0.1:${allowedPort}/`],
-          allowed_networks: ["127.0.0.1/32"],
-          max_upload_size: "1KiB",
-        },
-      }),
-    );
+    databaseUrl = await pg.createDatabase();
+    const config = await serverWs.write("manent.yml", manentYml(databaseUrl, settings()));
     for (const app of ["shop", "big"]) {
       await serverWs.write(`envconfig/team-a/${app}/${app}/test.yml`, {
         plugin: "noop",
@@ -157,7 +157,6 @@ describe("artifacts from remote clients", () => {
     const record = await team.deploy(latest!.id);
     assert.equal((record.request.descriptor as { artifact: { source: string } }).artifact.source, `upload:${sha}/app-2.0.0.txt`);
     assert.doesNotMatch(JSON.stringify(record.request), new RegExp(clientWs.dir), "the client's paths are not the server's business");
-    assert.equal(await readFile(serverWs.path("work", "uploads", "team-a", sha), "utf8"), "uploaded from the client\n");
     assert.equal(await readFile(serverWs.path("work", "artifacts", "team-a", sha, "app-2.0.0.txt"), "utf8"), "uploaded from the client\n");
 
     // The same bytes again (--source, a new version): already on the server, so not sent again.
@@ -169,10 +168,47 @@ describe("artifacts from remote clients", () => {
 
     // Private to the server's user; the workdir only lets the embedded Postgres's user through.
     assert.equal((await stat(serverWs.path("work"))).mode & 0o777, 0o711);
-    for (const dir of ["work/uploads", "work/uploads/team-a", "work/artifacts", "work/artifacts/team-a"]) {
+    for (const dir of ["work/artifacts", "work/artifacts/team-a"]) {
       assert.equal((await stat(serverWs.path(dir))).mode & 0o777, 0o700, dir);
     }
-    assert.equal((await stat(serverWs.path("work", "uploads", "team-a", sha))).mode & 0o077, 0);
+    assert.equal((await stat(serverWs.path("work", "artifacts", "team-a", sha, "app-2.0.0.txt"))).mode & 0o077, 0);
+  });
+
+  it("a server of the same fleet deploys an upload that another server received", async () => {
+    const body = "received by the first server\n";
+    const sha = createHash("sha256").update(body).digest("hex");
+    const put = await request("PUT", `/api/v1/uploads/${sha}`, body);
+    assert.equal(put.json.created, true, JSON.stringify(put.json));
+
+    // Another server on the same database, with a working directory of its own.
+    const secondWs = await createWorkspace("manent-server-2-");
+    await secondWs.write("envconfig/team-a/shop/shop/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "shop-2" }],
+      params: { state_dir: secondWs.path("state") },
+    });
+    const second = await startServer(
+      await secondWs.write(
+        "manent.yml",
+        manentYml(undefined, { ...settings(), dbos: { database_url: databaseUrl, executor_id: "second" } }),
+      ),
+      { cwd: secondWs.dir },
+    );
+    try {
+      const client = new ApiClient(second.url, teamToken);
+      const { id } = await client.submit({
+        descriptor: {
+          ...tenantDescriptor("shop", `upload:${sha}/app-3.0.0.txt`),
+          artifact: { type: "file", name: "shop", version: "3.0.0", source: `upload:${sha}/app-3.0.0.txt` },
+        },
+      });
+      let d = await client.deploy(id, 60);
+      while (!["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status)) d = await client.deploy(id, 60);
+      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+      assert.equal(await readFile(secondWs.path("work", "artifacts", "team-a", sha, "app-3.0.0.txt"), "utf8"), body);
+    } finally {
+      await second.stop();
+    }
   });
 
   it("refuses an upload over the size limit, with the wrong sha256, for another tenant or an unknown one", async () => {

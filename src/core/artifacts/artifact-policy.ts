@@ -122,11 +122,6 @@ export class ArtifactPolicy {
     return { address: first.address, family: first.family === 6 ? 6 : 4 };
   }
 
-  /** Where the upload `sha256` of a tenant is kept. */
-  uploadPath(tenant: string, sha256: string): string {
-    return join(this.workdir, "uploads", tenant, sha256);
-  }
-
   private async underRealRoot(real: string): Promise<boolean> {
     const workdir = await realpath(this.workdir).catch(() => this.workdir);
     if (isUnder(real, workdir)) return false;

@@ -7,6 +7,7 @@ import { pipeline } from "node:stream/promises";
 import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
 import { bad, parseArtifactSource, safeFileName, type ArtifactSource } from "../artifacts/artifact-source.js";
 import { fetchPinned } from "../artifacts/pinned-fetch.js";
+import type { UploadStore } from "../artifacts/upload-store.js";
 import { privateDir } from "../artifacts/workdir-modes.js";
 import type { LoadedConfig } from "../config/index.js";
 import type { Artifact } from "../contract/index.js";
@@ -17,6 +18,8 @@ export { isUrl } from "../artifacts/artifact-source.js";
 export interface ArtifactContext {
   config: Pick<LoadedConfig, "artifacts" | "baseDir" | "workdirPath">;
   tenant: string;
+  /** Where clients' uploads are kept; without it, an `upload:` source is refused. */
+  uploads?: UploadStore;
   /** Tests decide what names resolve to; the system resolver otherwise. */
   resolver?: Resolver;
 }
@@ -90,7 +93,7 @@ export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactConte
     await handle.close();
     return;
   }
-  if (!existsSync(policy.uploadPath(ctx.tenant, source.sha256))) {
+  if ((await ctx.uploads?.size(ctx.tenant, source.sha256)) === undefined) {
     throw bad(
       `no upload ${source.sha256} for tenant ${ctx.tenant}: upload the file first (the manent CLI does when the source is a local file)`,
     );
@@ -109,9 +112,9 @@ async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: 
     const { handle } = await policy.openPath(source.path);
     return handle.createReadStream();
   }
-  const path = policy.uploadPath(ctx.tenant, source.sha256);
-  if (!existsSync(path)) throw bad(`no upload ${source.sha256} for tenant ${ctx.tenant}`);
-  return createReadStream(path);
+  const upload = await ctx.uploads?.open(ctx.tenant, source.sha256);
+  if (!upload) throw bad(`no upload ${source.sha256} for tenant ${ctx.tenant}`);
+  return upload;
 }
 
 function policyOf(ctx: ArtifactContext): ArtifactPolicy {

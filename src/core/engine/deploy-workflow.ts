@@ -1,3 +1,4 @@
+import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type {
   Capability,
@@ -48,6 +49,7 @@ export interface WorkflowDeps {
   logger: Logger;
   metrics: EngineMetrics;
   cancels: CancelWatch;
+  uploads?: UploadStore;
 }
 
 /** User-facing order of the steps. */
@@ -79,7 +81,7 @@ export class DeployWorkflow {
     let r: ResolvedDeploy;
     try {
       // A rollback's version was fixed at submission (Submission.to), so resolving again keeps it.
-      r = await this.step(id, seq.resolve, "resolve", once, () => resolveSubmission(this.deps.config, this.deps.plugins, submission));
+      r = await this.step(id, seq.resolve, "resolve", once, () => resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps.uploads));
     } catch (err) {
       if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
       return this.finish(id, submission.kind, "failed", err, startedAt);
@@ -108,7 +110,7 @@ export class DeployWorkflow {
 
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
     const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
-      fetchArtifact(r.artifact, { config: this.deps.config, tenant: r.tenant }, signal),
+      fetchArtifact(r.artifact, { config: this.deps.config, tenant: r.tenant, ...(this.deps.uploads && { uploads: this.deps.uploads }) }, signal),
     );
     const resolved = { ...r, artifact };
     const caps = await this.validate(id, resolved, plugin);

@@ -1,3 +1,4 @@
+import type { UploadStore } from "../artifacts/upload-store.js";
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
@@ -24,6 +25,8 @@ export interface EngineOptions {
   metrics?: EngineMetrics;
   /** The Postgres DBOS keeps its checkpoints in (the same database as the deploy records). */
   databaseUrl: string;
+  /** Clients' uploads, which `upload:` sources name. */
+  uploads?: UploadStore;
 }
 
 const deployQueue = "manent-deploys";
@@ -96,7 +99,7 @@ export class Engine {
    */
   async submit(submission: Submission, submittedBy?: string): Promise<{ id: string; queued_behind?: string }> {
     const { config, plugins, store } = this.opts;
-    const r = await resolveSubmission(config, plugins, submission);
+    const r = await resolveSubmission(config, plugins, submission, this.opts.uploads);
     if (r.kind === "rollback") {
       // Fixed now, so the record names the version and a later deploy cannot change the target.
       r.to = await rollbackTarget(store, r);
