@@ -11,19 +11,13 @@ import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, type Workspace } from "../support/workspace.js";
 
 const sha256 = (b: Buffer | string): string => createHash("sha256").update(b).digest("hex");
-/** The processes a server has started (the embedded Postgres is not used here: the database is external). */
 /**
- * The server's child processes but the esbuild service that tsx starts on its own when the server
- * (run from TypeScript sources) loads a module lazily: only a plugin process counts here.
+ * The processes a server has started (the embedded Postgres is not used here: the database is
+ * external). The server runs compiled JavaScript (dist/), so no tsx or esbuild service is among them.
  */
 const children = (pid: number): string => {
   try {
-    const out = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(pid)], { encoding: "utf8" });
-    return out
-      .split("\n")
-      .filter((line) => line.trim() !== "" && !/\/esbuild --service=/.test(line))
-      .join("\n")
-      .trim();
+    return execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(pid)], { encoding: "utf8" }).trim();
   } catch {
     return ""; // ps exits 1 when there is none
   }
