@@ -34,6 +34,7 @@ describe("external plugin through the deploy workflow", () => {
   let config: string;
   let server: ServerProcess;
   let flaky: string;
+  let foreign: string;
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
   const envconfig = (params: Record<string, string>) =>
     ws.write("envconfig/untenanted/shop/shop/prod.yml", {
@@ -58,6 +59,9 @@ describe("external plugin through the deploy workflow", () => {
     flaky = ws.path("flaky-plugin");
     await writeFile(flaky, `#!/bin/sh\nif [ -e '${ws.path("broken")}' ]; then echo "cannot open its data directory" >&2; exit 3; fi\nexec '${goSample}'\n`);
     await chmod(flaky, 0o755);
+    foreign = ws.path("foreign-plugin");
+    await writeFile(foreign, `#!/bin/sh\nMANENT_PLUGIN=another-host exec '${goSample}'\n`);
+    await chmod(foreign, 0o755);
     config = await ws.write("manent.yml", {
       dbos: { database_url: await db.createDatabase() },
       workdir: "./work",
@@ -72,6 +76,8 @@ describe("external plugin through the deploy workflow", () => {
         },
         // The same plugin behind a script that fails while a flag file exists: a plugin that gives up.
         flaky: { external: { command: flaky, supervision: { max_restart_attempts: 0, restart_backoff: "10ms", cooldown: "0s" } } },
+        // The sample run with another host's magic cookie, as a go-plugin binary built for another host sees manent.
+        foreign: { external: { command: foreign } },
       },
       envconfig: { providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }] },
     });
@@ -88,6 +94,7 @@ describe("external plugin through the deploy workflow", () => {
     assert.deepEqual(JSON.parse(r.stdout), [
       { name: "sample", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
       { name: "flaky", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
+      { name: "foreign", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
     ]);
     assert.equal(children(server.child.pid!), "", "the plugin process was started");
   });
@@ -196,7 +203,7 @@ describe("external plugin through the deploy workflow", () => {
 
       const unknown = await cli("plugins", "restart", "nope");
       assert.equal(unknown.code, 2, unknown.stderr);
-      assert.match(unknown.stderr, /no plugin nope \(configured: flaky, sample\)/);
+      assert.match(unknown.stderr, /no plugin nope \(configured: flaky, foreign, sample\)/);
       const audit = JSON.parse((await cli("audit", "--action", "plugin_restart", "-o", "json")).stdout) as { outcome: string; message: string }[];
       assert.deepEqual(
         audit.map((e) => [e.outcome, e.message.slice(0, 16)]),
@@ -205,6 +212,32 @@ describe("external plugin through the deploy workflow", () => {
           ["ok", "plugin flaky"],
         ],
       );
+    } finally {
+      await envconfig({});
+    }
+  });
+
+  it("fails a deploy through a plugin that refuses the magic cookie once, permanently, saying so", async () => {
+    await ws.write("envconfig/untenanted/shop/shop/prod.yml", {
+      plugin: "foreign",
+      targets: [{ host: "h1" }],
+      params: { base: ws.path("foreign-targets") },
+      max_retries: 3,
+      retry_interval: "10ms",
+    });
+    try {
+      const r = await cli("deploy", "-f", "d.yml", "--version", "7.0.0", "-o", "json");
+      assert.equal(r.code, 1, r.stderr);
+      const d = JSON.parse(r.stdout) as { status: string; error: { code: string; message: string }; steps: { name: string; attempts: number; status: string }[] };
+      assert.equal(d.status, "failed");
+      assert.equal(d.error.code, "failed_precondition");
+      assert.match(d.error.message, /plugin foreign: exited before the handshake \(exit code 1\): it refused manent's magic cookie MANENT_PLUGIN/);
+      const failedStep = d.steps.find((s) => s.status === "failed")!;
+      assert.equal(failedStep.attempts, 1, `${failedStep.name} was retried`);
+      const foreignLog = server.logs().split("\n").filter((l) => l.includes('"plugin":"foreign"') && l.includes('"stream":"stderr"') && l.includes("This binary is a plugin"));
+      assert.equal(foreignLog.length, 1, "the binary was started more than once");
+      const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { name: string; status: string }[];
+      assert.equal(plugins.find((p) => p.name === "foreign")!.status, "gave_up");
     } finally {
       await envconfig({});
     }

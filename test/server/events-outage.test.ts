@@ -62,7 +62,10 @@ describe("event streams across a Postgres restart", () => {
       events.waitFor(finished(afterRestart)),
       new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000).unref()),
     ]);
-    assert.ok(end, `no finish event for ${afterRestart} on the stream opened before the restart; server log (end):\n${server.logs().slice(-5000)}`);
+    assert.ok(
+      end,
+      `no finish event for ${afterRestart} on the stream opened before the restart; server log (end):\n${server.logs().slice(-5000)}`,
+    );
     assert.equal(end.data.status, "succeeded");
     const types = events.events.filter((e) => e.deploy_id === afterRestart).map((e) => e.type);
     assert.equal(types[0], "deploy.created", types.join(","));

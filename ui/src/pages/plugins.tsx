@@ -14,7 +14,10 @@ interface Plugin {
 }
 
 export function PluginsPage({ session }: { session: Session }) {
-  const { value, error, setValue } = useLoad(() => session.api.call<{ plugins: Plugin[] }>("GET", "/api/v1/plugins").then((r) => r.plugins), []);
+  const { value, error, setValue } = useLoad(
+    () => session.api.call<{ plugins: Plugin[] }>("GET", "/api/v1/plugins").then((r) => r.plugins),
+    [],
+  );
   const [busy, setBusy] = useState<string>();
   const [failure, setFailure] = useState<string>();
   // Plugins serve every tenant: only a token for all tenants may restart one (the server checks it too).
