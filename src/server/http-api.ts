@@ -12,12 +12,13 @@ import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
 import type { PgAuditLog } from "../storage/pg-audit-log.js";
 import type { PgEventHub } from "../storage/pg-event-hub.js";
-import { record } from "./audit.js";
+import { clientAddress, record } from "./audit.js";
 import type { Authenticator, Caller } from "./auth.js";
 import { httpStatus } from "./http-status.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from "../storage/database-health.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
+import { SignInRefusals } from "./sign-in-refusals.js";
 import type { UploadDeps } from "./uploads.js";
 
 export interface ApiDeps {
@@ -36,6 +37,8 @@ export interface ApiDeps {
   audit: PgAuditLog;
   /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */
   database?: DatabaseHealth;
+  /** How many refused sign-ins per client address are audited one by one (10 a minute by default). */
+  signInRefusals?: SignInRefusals;
 }
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
@@ -62,6 +65,7 @@ const requestParts: Record<string, string> = {
  * with the HTTP status of their code (http-status.ts); `/api/v1/` routes need a bearer token.
  */
 export function createApiApp(deps: ApiDeps): ApiApp {
+  const refusals = deps.signInRefusals ?? new SignInRefusals();
   const app: ApiApp = new OpenAPIHono<ApiEnv>({
     defaultHook: (result) => {
       if (!result.success) throw invalidInput(result.error, requestParts[result.target] ?? result.target);
@@ -103,11 +107,26 @@ export function createApiApp(deps: ApiDeps): ApiApp {
       try {
         c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
       } catch (err) {
-        await record(c, "sign_in", { tenant: null }, "unauthenticated", `${ManentError.from(err).message} (${c.req.method} ${c.req.path})`);
+        const address = clientAddress(c);
+        const decision = refusals.take(address);
+        if (decision.record) {
+          const leftOut =
+            decision.leftOut > 0 ? ` (and ${decision.leftOut} earlier refusals from this address not recorded one by one)` : "";
+          await record(
+            c,
+            "sign_in",
+            { tenant: null },
+            "unauthenticated",
+            `${ManentError.from(err).message} (${c.req.method} ${c.req.path})${leftOut}`,
+          );
+        } else if (decision.startsLeavingOut) {
+          deps.logger.warn("refused sign-ins from one address over the audit limit: counted, not recorded one by one", {
+            client_address: address,
+          });
+        }
         throw err;
       }
     }
-    if (c.req.path !== openApiPath) c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
     if (c.req.path !== openApiPath) deps.database?.assertAvailable();
     await next();
   });

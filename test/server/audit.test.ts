@@ -105,6 +105,17 @@ describe("audit log", () => {
     assert.ok(!JSON.stringify(log).includes(wrong), "the token appears in the audit log");
   });
 
+  it("a client guessing tokens gets a few entries a minute, not one per guess", async () => {
+    const before = (await entries(admin, { action: "sign_in" })).length;
+    for (let i = 0; i < 25; i++) {
+      const res = await fetch(new URL("/api/v1/deploys", server.url), { headers: { authorization: `Bearer guess-${i}` } });
+      assert.equal(res.status, 401, "every guess is still refused");
+    }
+    const after = (await entries(admin, { action: "sign_in" })).length;
+    // This file's earlier refusal counts in the same minute: at most 10 entries from one address.
+    assert.ok(after - before <= 10 && after - before >= 9, `${after - before} entries for 25 refusals`);
+  });
+
   it("shows a tenant's token only its tenant's entries, and filters", async () => {
     for (const query of [{}, { tenant: "team-b" }] as Record<string, string>[]) {
       const mine = await entries(team, query);
