@@ -259,9 +259,10 @@ try {
     return (num / den) * 1048576;
   })();
   const pct = (a: number, b: number): number => Math.round(((b - a) / a) * 1000) / 10;
-  // The RSS at mid-run: growth from there to the end says whether it has levelled off (V8 sizes its
+  // The RSS at mid-run: growth from there to the last deploy says whether it has levelled off (V8 sizes its
   // young generation and old-generation headroom up to their bounds during the first deploys).
   const mid = samples.find((s) => s.deploys >= deploys / 2 && s !== idle) ?? end;
+  const busyEnd = samples.at(-2)!; // after the last deploy, before the idle pause
   const figures = {
     bench: "memory",
     deploys,
@@ -273,7 +274,7 @@ try {
     rss_growth_pct: pct(idle.rss_mb, end.rss_mb),
     rss_mid_deploys: mid.deploys,
     rss_mid_mb: mid.rss_mb,
-    rss_growth_second_half_pct: pct(mid.rss_mb, end.rss_mb),
+    rss_growth_second_half_pct: pct(mid.rss_mb, busyEnd.rss_mb),
     rss_after_gc_idle_mb: idle.rss_after_gc_mb!,
     rss_after_gc_end_mb: end.rss_after_gc_mb!,
     heap_used_idle_mb: idle.heap_used_after_gc_mb!,
@@ -285,7 +286,7 @@ try {
   };
   const signed = (x: number): string => `${x >= 0 ? "+" : ""}${x}%`;
   log(
-    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${signed(figures.rss_growth_pct)}, max ${figures.rss_max_mb} MB; ${signed(figures.rss_growth_second_half_pct)} from ${mid.deploys} deploys on); ` +
+    `RSS ${figures.rss_idle_mb} MB idle -> ${figures.rss_end_mb} MB after ${deploys} deploys and ${idleSeconds} s idle (${signed(figures.rss_growth_pct)}, max ${figures.rss_max_mb} MB; ${signed(figures.rss_growth_second_half_pct)} from ${mid.deploys} deploys to the last); ` +
       `after a forced GC: RSS ${figures.rss_after_gc_idle_mb} -> ${figures.rss_after_gc_end_mb} MB, live heap ${figures.heap_used_idle_mb} -> ${figures.heap_used_end_mb} MB (${signed(figures.heap_growth_pct)}, ` +
       `${figures.heap_bytes_per_deploy} bytes per deploy${half.length >= 3 ? " over the second half" : ""}); ${figures.deploys_per_second} deploys/s`,
   );

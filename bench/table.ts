@@ -147,13 +147,18 @@ const rows: Row[] = [
       const [i, e, p, d] = [idle!, end!, pct!, n!].map(num);
       if (i === undefined || e === undefined || p === undefined || d === undefined)
         return { now: `not measured (${why(idle!, end!, pct!, n!)})` };
+      const max = num(get("memory", "rss_max_mb"));
+      const inRun =
+        max === undefined ? "" : `; in the run at most ${max} MB (${max >= i ? "+" : ""}${Math.round(((max - i) / i) * 1000) / 10}%)`;
       const half = num(get("memory", "rss_growth_second_half_pct"));
       const from = num(get("memory", "rss_mid_deploys"));
       const second =
-        half === undefined || from === undefined ? "" : `; ${half >= 0 ? "+" : ""}${half}% from ${from.toLocaleString("en")} on`;
+        half === undefined || from === undefined
+          ? ""
+          : `; ${half >= 0 ? "+" : ""}${half}% from ${from.toLocaleString("en")} deploys to the last`;
       const heap = num(heapIdle!) !== undefined && num(heapEnd!) !== undefined ? `; live heap ${num(heapIdle!)} → ${num(heapEnd!)} MB` : "";
       return {
-        now: `${i} MB idle → ${e} MB after ${d.toLocaleString("en")} deploys and idle (${p >= 0 ? "+" : ""}${p}%${second})${heap}`,
+        now: `${i} MB idle → ${e} MB after ${d.toLocaleString("en")} deploys and idle (${p >= 0 ? "+" : ""}${p}%${second}${inRun})${heap}`,
         met: p <= 10,
       };
     },
