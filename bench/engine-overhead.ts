@@ -3,7 +3,9 @@
  * noop plugin (which does no work, so what is measured is manent's):
  *  1. one deploy to one target, 20 times in a row: median and p90 of submit → finished (queue
  *     dispatch included) and of started → finished (the workflow's steps alone);
- *  2. one deploy to 1,000 targets with `parallel: 50`: wall time.
+ *  2. two deploys of one application submitted together, 10 times: from the first's end to the
+ *     second's start (the handover of the partition);
+ *  3. one deploy to 1,000 targets with `parallel: 50`: wall time.
  * Run: node --import tsx bench/engine-overhead.ts [runs] [--json] [--queries] [--cpu-prof DIR]
  *  --json      print one JSON object of the figures as the last stdout line
  *  --queries   log every statement Postgres runs (log_min_duration_statement = 0) and print, per
@@ -118,6 +120,21 @@ try {
     );
     reportStatements(windows, figures);
   }
+
+  // Two deploys of one application submitted together: the second waits for the first (one deploy
+  // per partition); from the first's end to the second's start.
+  const handover: number[] = [];
+  for (let i = 1; i <= Math.min(runs, 10); i++) {
+    const first = await server.api.submit({ descriptor: descriptor("one", "bench", artifact, `2.0.${i}`), descriptor_file: "bench" });
+    const second = await server.api.submit({ descriptor: descriptor("one", "bench", artifact, `2.1.${i}`), descriptor_file: "bench" });
+    const a = await finished(server, first.id, 60);
+    const b = await finished(server, second.id, 60);
+    if (a.status !== "succeeded" || b.status !== "succeeded") throw new Error(`queued pair ${a.status} ${b.status}`);
+    handover.push(ms(a.finished_at, b.started_at));
+  }
+  figures.queued_next_start_ms_p50 = quantile(handover, 0.5);
+  console.log(`two deploys of one application submitted together, ${handover.length} runs:`);
+  console.log(`  first finished -> second started   median ${figures.queued_next_start_ms_p50} ms   p90 ${quantile(handover, 0.9)} ms`);
 
   const { id } = await server.api.submit({ descriptor: descriptor("fleet", "bench", artifact, "1.0.0"), descriptor_file: "bench" });
   const d = await finished(server, id, 600);

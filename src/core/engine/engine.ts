@@ -85,6 +85,7 @@ export class Engine {
         onConflict: "always_update",
       });
       await DBOS.registerQueue(dryRunQueue, { workerConcurrency: concurrency, minPollingIntervalMs: 100, onConflict: "always_update" });
+      engine.queues.wakeOnEnd([deployQueue]);
     } catch (err) {
       active = undefined;
       await DBOS.shutdown().catch(() => undefined);

@@ -8,6 +8,14 @@ type Poll = (exec: unknown, queue: { name: string }) => Promise<boolean>;
 interface RunnerInternals {
   states?: Map<string, { queue: { name: string } }>;
   pollQueue?: Poll;
+  isRunning?: boolean;
+}
+
+type RecordOutcome = (workflowId: string, status: { queueName?: string }, ...rest: unknown[]) => Promise<unknown>;
+/** Where DBOS records a workflow's end (its system database, one per launch). */
+interface OutcomeRecorder {
+  recordWorkflowOutput?: RecordOutcome;
+  recordWorkflowError?: RecordOutcome;
 }
 
 const runner = wfQueueRunner as unknown as RunnerInternals;
@@ -22,8 +30,9 @@ const tails = new Map<string, Promise<unknown>>();
 const pending = new Map<string, Promise<void>>();
 
 /**
- * Starts queued workflows as soon as they are queued, instead of at the queue's next poll (DBOS
- * polls each queue on a timer, 100 ms here, which was most of a no-op deploy's time).
+ * Starts queued workflows as soon as they are queued, or as soon as the deploy ahead of them in
+ * their partition ends, instead of at the queue's next poll (DBOS polls each queue on a timer,
+ * 100 ms here, which was most of a no-op deploy's time).
  *
  * A wake is one poll of the queue by DBOS's own code (`pollQueue`): the same claim in Postgres,
  * so a partition still runs one deploy at a time across the fleet and the queue's order is kept.
@@ -49,15 +58,41 @@ export class QueueWake {
       });
   }
 
+  /**
+   * Wakes a queue whenever a workflow of it ends, so the deploy queued behind it in its partition
+   * starts at once: the end is recorded (the partition freed) before the wake polls. For the DBOS
+   * launched in this process; called after each launch.
+   */
+  wakeOnEnd(queueNames: readonly string[]): void {
+    if (!this.available) return;
+    let recorder: OutcomeRecorder;
+    try {
+      recorder = getExecutor().systemDatabase as unknown as OutcomeRecorder;
+    } catch {
+      return;
+    }
+    for (const method of ["recordWorkflowOutput", "recordWorkflowError"] as const) {
+      const record = recorder[method];
+      if (typeof record !== "function") continue;
+      recorder[method] = async (workflowId, status, ...rest) => {
+        const out = await record.call(recorder, workflowId, status, ...rest);
+        const queue = status?.queueName;
+        if (queue !== undefined && queueNames.includes(queue)) void this.wake(queue);
+        return out;
+      };
+    }
+  }
+
   /** Polls the queue now (or right after the poll in progress); resolves when that poll has dispatched what it claimed. */
   wake(queueName: string): Promise<void> {
-    if (!this.available) return Promise.resolve();
+    if (!this.available || runner.isRunning === false) return Promise.resolve();
     const waiting = pending.get(queueName);
     if (waiting) return waiting;
     const poll = serialized(queueName, async () => {
       pending.delete(queueName);
       const queue = runner.states?.get(queueName)?.queue;
-      return queue ? dbosPoll!(getExecutor(), queue) : false;
+      // Not after DBOS stopped its runner (a shutdown): what it would claim could not run.
+      return queue && runner.isRunning !== false ? dbosPoll!(getExecutor(), queue) : false;
     }).then(
       () => undefined,
       (err: unknown) =>
