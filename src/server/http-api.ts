@@ -37,8 +37,6 @@ export interface ApiDeps {
   audit: PgAuditLog;
   /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */
   database?: DatabaseHealth;
-  /** How many refused sign-ins per client address are audited one by one (10 a minute by default). */
-  signInRefusals?: SignInRefusals;
 }
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
@@ -65,7 +63,7 @@ const requestParts: Record<string, string> = {
  * with the HTTP status of their code (http-status.ts); `/api/v1/` routes need a bearer token.
  */
 export function createApiApp(deps: ApiDeps): ApiApp {
-  const refusals = deps.signInRefusals ?? new SignInRefusals();
+  const refusals = new SignInRefusals();
   const app: ApiApp = new OpenAPIHono<ApiEnv>({
     defaultHook: (result) => {
       if (!result.success) throw invalidInput(result.error, requestParts[result.target] ?? result.target);

@@ -174,43 +174,6 @@ describe("artifacts from remote clients", () => {
     assert.equal((await stat(serverWs.path("work", "artifacts", "team-a", sha, "app-2.0.0.txt"))).mode & 0o077, 0);
   });
 
-  it("a server of the same fleet deploys an upload that another server received", async () => {
-    const body = "received by the first server\n";
-    const sha = createHash("sha256").update(body).digest("hex");
-    const put = await request("PUT", `/api/v1/uploads/${sha}`, body);
-    assert.equal(put.json.created, true, JSON.stringify(put.json));
-
-    // Another server on the same database, with a working directory of its own.
-    const secondWs = await createWorkspace("manent-server-2-");
-    await secondWs.write("envconfig/team-a/shop/shop/test.yml", {
-      plugin: "noop",
-      targets: [{ host: "shop-2" }],
-      params: { state_dir: secondWs.path("state") },
-    });
-    const second = await startServer(
-      await secondWs.write(
-        "manent.yml",
-        manentYml(undefined, { ...settings(), dbos: { database_url: databaseUrl, executor_id: "second" } }),
-      ),
-      { cwd: secondWs.dir },
-    );
-    try {
-      const client = new ApiClient(second.url, teamToken);
-      const { id } = await client.submit({
-        descriptor: {
-          ...tenantDescriptor("shop", `upload:${sha}/app-3.0.0.txt`),
-          artifact: { type: "file", name: "shop", version: "3.0.0", source: `upload:${sha}/app-3.0.0.txt` },
-        },
-      });
-      let d = await client.deploy(id, 60);
-      while (!["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status)) d = await client.deploy(id, 60);
-      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
-      assert.equal(await readFile(secondWs.path("work", "artifacts", "team-a", sha, "app-3.0.0.txt"), "utf8"), body);
-    } finally {
-      await second.stop();
-    }
-  });
-
   it("refuses an upload over the size limit, with the wrong sha256, for another tenant or an unknown one", async () => {
     await clientWs.write("dist/big.bin", Buffer.alloc(2048, 1).toString());
     await clientWs.write("big.yml", tenantDescriptor("big", "dist/big.bin"));
@@ -252,5 +215,44 @@ describe("artifacts from remote clients", () => {
     );
     assert.equal(named.status, 400);
     assert.match(named.json.error!.message, /no upload c{64} for tenant team-a/);
+  });
+
+  it("a server of the same fleet deploys an upload that another server received", async () => {
+    const body = "received by the first server\n";
+    const sha = createHash("sha256").update(body).digest("hex");
+    const put = await request("PUT", `/api/v1/uploads/${sha}`, body);
+    assert.equal(put.json.created, true, JSON.stringify(put.json));
+    // The servers share one queue: with the first one stopped, the deploy is surely run by the second.
+    await server.stop();
+
+    // Another server on the same database, with a working directory of its own.
+    const secondWs = await createWorkspace("manent-server-2-");
+    await secondWs.write("envconfig/team-a/shop/shop/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "shop-2" }],
+      params: { state_dir: secondWs.path("state") },
+    });
+    const second = await startServer(
+      await secondWs.write(
+        "manent.yml",
+        manentYml(undefined, { ...settings(), dbos: { database_url: databaseUrl, executor_id: "second" } }),
+      ),
+      { cwd: secondWs.dir },
+    );
+    try {
+      const client = new ApiClient(second.url, teamToken);
+      const { id } = await client.submit({
+        descriptor: {
+          ...tenantDescriptor("shop", `upload:${sha}/app-3.0.0.txt`),
+          artifact: { type: "file", name: "shop", version: "3.0.0", source: `upload:${sha}/app-3.0.0.txt` },
+        },
+      });
+      let d = await client.deploy(id, 60);
+      while (!["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status)) d = await client.deploy(id, 60);
+      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+      assert.equal(await readFile(secondWs.path("work", "artifacts", "team-a", sha, "app-3.0.0.txt"), "utf8"), body);
+    } finally {
+      await second.stop();
+    }
   });
 });
