@@ -96,18 +96,43 @@ export const eventStatements = [
      return new;
    end $$`,
   `create or replace trigger step_events after insert or update on manent.deploy_steps for each row execute function manent.step_events()`,
-  `create or replace function manent.target_events() returns trigger language plpgsql as $$
+  // Targets: one event per target whose result changed, written per statement (a batch of results
+  // is one statement, see engine/target-recorder.ts): one lock, one insert and one NOTIFY for the
+  // whole batch instead of one each per row. Insert and update need their own trigger and function
+  // (a trigger with transition tables has one event; a function reads only the tables it has).
+  `drop trigger if exists target_events on manent.deploy_targets`,
+  `drop function if exists manent.target_events()`,
+  ...(["insert", "update"] as const).map(
+    (op) => `create or replace function manent.target_${op}_events() returns trigger language plpgsql as $$
+   declare
+     last_id bigint;
    begin
-     if tg_op = 'UPDATE' and old.status is not distinct from new.status and old.error is not distinct from new.error
-        and old.details is not distinct from new.details then
-       return new;
+     perform pg_advisory_xact_lock(${appendLock});
+     with ins as (
+       insert into manent.events (tenant, deploy_id, type, data)
+       select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
+           'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
+       from new_rows n join manent.deploys d on d.id = n.deploy_id
+       ${
+         op === "update"
+           ? `where not exists (select 1 from old_rows o where o.deploy_id = n.deploy_id and o.phase = n.phase and o.host = n.host
+           and o.status is not distinct from n.status and o.error is not distinct from n.error and o.details is not distinct from n.details)`
+           : ""
+       }
+       order by n.updated_at, n.host
+       returning id)
+     select max(id) into last_id from ins;
+     if last_id is not null then
+       perform pg_notify('${eventsChannel}', last_id::text);
      end if;
-     perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'target.updated',
-       jsonb_build_object('phase', new.phase, 'host', new.host, 'status', new.status, 'duration_ms', new.duration_ms,
-         'error', new.error, 'details', new.details));
-     return new;
+     return null;
    end $$`,
-  `create or replace trigger target_events after insert or update on manent.deploy_targets for each row execute function manent.target_events()`,
+  ),
+  ...(["insert", "update"] as const).map(
+    (op) => `create or replace trigger target_${op}_events after ${op} on manent.deploy_targets
+     referencing new table as new_rows${op === "update" ? " old table as old_rows" : ""}
+     for each statement execute function manent.target_${op}_events()`,
+  ),
   // Operator commands on a rollout (approve, promote, abort), when the table exists.
   `create or replace function manent.command_events() returns trigger language plpgsql as $$
    declare
