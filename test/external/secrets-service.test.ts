@@ -27,8 +27,16 @@ describe("the host's Secrets service", () => {
   before(async () => {
     t = await tempDir();
     [host, plugin] = await Promise.all([generateIdentity(), generateIdentity()]);
-    hostBroker = new Broker(t.dir, () => serverCredentials(host, plugin.certPem), () => clientCredentials(host, plugin.certPem, plugin.der));
-    pluginBroker = new Broker(t.dir, () => serverCredentials(plugin, host.certPem), () => clientCredentials(plugin, host.certPem, host.der));
+    hostBroker = new Broker(
+      t.dir,
+      () => serverCredentials(host, plugin.certPem),
+      () => clientCredentials(host, plugin.certPem, plugin.der),
+    );
+    pluginBroker = new Broker(
+      t.dir,
+      () => serverCredentials(plugin, host.certPem),
+      () => clientCredentials(plugin, host.certPem, host.der),
+    );
     const [hostEnd, pluginEnd] = streamPair();
     hostBroker.attach(hostEnd as never);
     pluginBroker.attach(pluginEnd as never);
@@ -92,7 +100,11 @@ describe("the host's Secrets service", () => {
       for (const [what, creds] of attempts) {
         const c = new SecretsClient(target, creds, tlsChannelOptions);
         clients.push(c);
-        await assert.rejects(ask(c, "key"), (err: { code?: unknown }) => typeof err.code === "number", `a client with ${what} read a secret`);
+        await assert.rejects(
+          ask(c, "key"),
+          (err: { code?: unknown }) => typeof err.code === "number",
+          `a client with ${what} read a secret`,
+        );
       }
     } finally {
       call.close();

@@ -123,7 +123,7 @@ export const manentConfigSchema = z.strictObject({
       .default({ heartbeat_interval: 5_000, dead_after: 30_000 })
       .describe("The durable workflow engine (DBOS Transact); absent or empty: the embedded Postgres"),
   ),
-  workdir: z.string().min(1).default("./work").describe("The artifacts cache and the embedded Postgres, relative to the working directory"),
+  workdir: z.string().min(1).default("./work").describe("The artifacts cache, the embedded Postgres and the private copies of external plugin binaries, relative to the working directory"),
   listen: z
     .string()
     .regex(/^[^:]*:\d+$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080' })

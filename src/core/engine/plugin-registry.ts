@@ -9,6 +9,8 @@ export type ExternalPluginFactory = (spec: {
   external: ExternalSpec;
   config: Record<string, unknown>;
   baseDir: string;
+  /** The server's workdir (private copies of plugin binaries live below it). */
+  workdir: string;
   logger: Logger;
   builtinNames: readonly string[];
 }) => HostedPlugin | Promise<HostedPlugin>;
@@ -64,7 +66,15 @@ export class PluginRegistry {
           throw new ManentError(Code.Unimplemented, `${config.file}: plugins.${name}: external plugins are not available in this build`);
         }
         const activated = await Promise.resolve(
-          external({ name, external: spec, config: pluginConfig, baseDir: config.baseDir, logger: child, builtinNames: Object.keys(builtins) }),
+          external({
+            name,
+            external: spec,
+            config: pluginConfig,
+            baseDir: config.baseDir,
+            workdir: config.workdirPath,
+            logger: child,
+            builtinNames: Object.keys(builtins),
+          }),
         ).catch((err: unknown) => {
           const e = ManentError.from(err);
           throw new ManentError(e.code, `${config.file}: plugins.${name}: ${e.message}`, { cause: err, details: { file: config.file, field: `plugins.${name}` } });

@@ -9,8 +9,8 @@ import type { HostedPlugin, PluginSupervision } from "../../core/contract/hosted
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
 import { fromServiceError, isTransportLoss } from "../protocol/wire-errors.js";
-import { generateIdentity } from "../protocol/mtls.js";
-import { checkBinary, stageBinary, type StagedBinary } from "./activation.js";
+import { checkBinary, type StagedBinary } from "./activation.js";
+import { PluginHost } from "./plugin-host.js";
 import { fromSpec, parseExternalEntry, type ExternalConfig } from "./config.js";
 import type { ExternalSpec } from "../../core/config/manent-config.js";
 import { pluginMetrics, type PluginMetrics } from "./metrics.js";
@@ -36,6 +36,11 @@ export interface ExternalPluginOptions {
   supervision?: Partial<SupervisionOptions>;
   /** Kill the plugin with the host via the kernel's parent-death signal (default true). */
   parentDeathSignal?: boolean;
+  /**
+   * What the server's external plugins share (private copies under its workdir, the AutoMTLS
+   * identity). Without it, the plugin has a host of its own under $TMPDIR.
+   */
+  host?: PluginHost;
 }
 
 interface Live {
@@ -60,6 +65,8 @@ export class ExternalPlugin implements HostedPlugin {
   private readonly logger: Logger;
   private readonly metrics: PluginMetrics;
   private readonly parentDeathSignal: boolean;
+  private host: Promise<PluginHost> | undefined;
+  private ownsHost = true;
 
   private live: Live | undefined;
   private starting: Promise<Live> | undefined;
@@ -96,6 +103,13 @@ export class ExternalPlugin implements HostedPlugin {
     this.parentDeathSignal = o.parentDeathSignal ?? true;
   }
 
+  /** The host's shared part (given, or made on first start); released by close(). */
+  private pluginHost(): Promise<PluginHost> {
+    this.host ??= PluginHost.create().then((h) => (h.acquire(), h));
+    this.host.catch(() => (this.host = undefined));
+    return this.host;
+  }
+
   /**
    * Validates the entry and checks the binary (exists, executable, sha256) without running it.
    * Without a sha256 it logs a warning.
@@ -115,6 +129,11 @@ export class ExternalPlugin implements HostedPlugin {
       : parseExternalEntry(o.name, o.entry ?? {});
     const p = new ExternalPlugin(o, external, config);
     await checkBinary(o.name, p.command, external.sha256);
+    if (o.host) {
+      o.host.acquire();
+      p.host = Promise.resolve(o.host);
+      p.ownsHost = false;
+    }
     if (!external.sha256)
       o.logger.warn("external plugin has no sha256: its binary is not verified", { plugin: o.name, command: p.command });
     return p;
@@ -259,7 +278,8 @@ export class ExternalPlugin implements HostedPlugin {
     let staged: StagedBinary | undefined;
     let proc: PluginProcess | undefined;
     try {
-      const [stagedBinary, identity] = await Promise.all([stageBinary(this.name, this.command, this.ext.sha256), generateIdentity()]);
+      const host = await this.pluginHost();
+      const [stagedBinary, identity] = await Promise.all([host.stage(this.name, this.command, this.ext.sha256), host.identity()]);
       staged = stagedBinary;
       proc = await spawnPlugin({
         identity,
@@ -419,7 +439,12 @@ export class ExternalPlugin implements HostedPlugin {
    * SIGKILL after the grace period. A start in progress is killed at once.
    */
   close(): Promise<void> {
-    this.closing ??= this.doClose();
+    // The host's part (private copies, sockets) is let go once the process is gone: a server's
+    // shared host is waited for (its shutdown removes its run), a plugin's own in the background.
+    this.closing ??= this.doClose().finally(() => {
+      const released = this.host?.then((h) => h.release()).catch(() => {});
+      return this.ownsHost ? undefined : released;
+    });
     return this.closing;
   }
 

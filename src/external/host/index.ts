@@ -3,3 +3,4 @@ export { defaultSupervision, type SupervisionOptions } from "./supervision.js";
 export { parseExternalEntry, fromSpec, type ExternalConfig } from "./config.js";
 export { checkBinary } from "./activation.js";
 export { inheritedVariables } from "./environment.js";
+export { PluginHost, type PluginHostOptions } from "./plugin-host.js";
