@@ -78,14 +78,19 @@ export class Engine {
     try {
       await DBOS.launch();
       const concurrency = opts.config.concurrency;
-      await DBOS.registerQueue(deployQueue, {
+      const deploys = await DBOS.registerQueue(deployQueue, {
         partitionConcurrency: 1,
         workerConcurrency: concurrency,
         minPollingIntervalMs: 100,
         onConflict: "always_update",
       });
-      await DBOS.registerQueue(dryRunQueue, { workerConcurrency: concurrency, minPollingIntervalMs: 100, onConflict: "always_update" });
+      const dryRuns = await DBOS.registerQueue(dryRunQueue, { workerConcurrency: concurrency, minPollingIntervalMs: 100, onConflict: "always_update" });
+      engine.queues.register(deploys);
+      engine.queues.register(dryRuns);
       engine.queues.wakeOnEnd([deployQueue]);
+      // Deploys recovered at launch (this server's, cut by a crash) start now, not at the runner's
+      // first look at the queues table (a second after launch) and its first poll.
+      void engine.queues.wake(deployQueue);
     } catch (err) {
       active = undefined;
       await DBOS.shutdown().catch(() => undefined);
@@ -194,7 +199,9 @@ export class Engine {
    * recovery: they are re-queued for any live server, each resuming after its last checkpoint.
    */
   async recoverExecutor(executorId: string): Promise<number> {
-    return (await getExecutor().recoverPendingWorkflows([executorId])).length;
+    const recovered = (await getExecutor().recoverPendingWorkflows([executorId])).length;
+    if (recovered > 0) void this.queues.wake(deployQueue);
+    return recovered;
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */

@@ -43,6 +43,8 @@ const pending = new Map<string, Promise<void>>();
  */
 export class QueueWake {
   private readonly available: boolean;
+  /** Queues registered by this engine, polled by a wake before DBOS's runner has discovered them (up to 1 s after launch). */
+  private readonly registered = new Map<string, { name: string }>();
 
   constructor(private readonly logger: Logger) {
     if (!dbosPoll && typeof runner.pollQueue === "function" && runner.states instanceof Map) {
@@ -83,6 +85,11 @@ export class QueueWake {
     }
   }
 
+  /** A queue DBOS.registerQueue returned: wakes can poll it before the runner's first look at the queues table. */
+  register(queue: { name: string }): void {
+    this.registered.set(queue.name, queue);
+  }
+
   /** Polls the queue now (or right after the poll in progress); resolves when that poll has dispatched what it claimed. */
   wake(queueName: string): Promise<void> {
     if (!this.available || runner.isRunning === false) return Promise.resolve();
@@ -90,7 +97,7 @@ export class QueueWake {
     if (waiting) return waiting;
     const poll = serialized(queueName, async () => {
       pending.delete(queueName);
-      const queue = runner.states?.get(queueName)?.queue;
+      const queue = runner.states?.get(queueName)?.queue ?? this.registered.get(queueName);
       // Not after DBOS stopped its runner (a shutdown): what it would claim could not run.
       return queue && runner.isRunning !== false ? dbosPoll!(getExecutor(), queue) : false;
     }).then(
