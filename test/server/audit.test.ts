@@ -70,6 +70,9 @@ describe("audit log", () => {
     await assert.rejects(team.submit({ descriptor: tenantDescriptor("team-b", "bank", "1.0.0") }), /may not act on tenant team-b/);
     const slow = await admin.submit({ descriptor: tenantDescriptor("team-a", "slow", "1.0.0"), descriptor_file: "slow.yml" });
     await admin.cancel(slow.id);
+    // Taken at once if the deploy had not started, else by the running deploy: either way it ends.
+    let ended = await admin.deploy(slow.id, 60);
+    while (!["cancelled", "rolled_back", "failed", "succeeded"].includes(ended.status)) ended = await admin.deploy(slow.id, 60);
     await assert.rejects(admin.cancel(slow.id), /already ended/);
 
     const log = await entries(admin, { limit: "50" });
