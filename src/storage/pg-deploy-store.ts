@@ -67,16 +67,6 @@ export class PgDeployStore implements DeployStore {
     );
   }
 
-  async targetProgress(id: string, phase: string, r: TargetResult): Promise<void> {
-    await this.pool.query(
-      `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
-       values ($1, $2, $3, $4, $5, $6, $7, now())
-       on conflict (deploy_id, phase, host) do update set status = excluded.status, duration_ms = excluded.duration_ms,
-         error = excluded.error, details = excluded.details, updated_at = now()`,
-      [id, phase, r.host, r.status, r.duration_ms ?? null, r.error ?? null, r.details ? JSON.stringify(r.details) : null],
-    );
-  }
-
   async recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void> {
     // One row per host: an upsert cannot touch the same row twice in one statement (the last result wins).
     const byHost = new Map(results.map((r) => [r.host, r]));

@@ -95,7 +95,6 @@ export interface DeployStore {
    */
   stepStarted(id: string, seq: number, name: string, opts?: { unlessCancelled?: boolean }): Promise<boolean>;
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
-  targetProgress(id: string, phase: string, result: TargetResult): Promise<void>;
   /** Records several targets' results of a phase in one write (see target-recorder.ts). */
   recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void>;
   /** The targets of a phase recorded as done (`deployed` or `unchanged`): a resumed step skips them (see target-resume.ts). */
