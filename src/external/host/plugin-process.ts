@@ -113,10 +113,13 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
     const serverPem = derToPem(hs.serverCert);
     const target = hs.network === "unix" ? `unix:${hs.address}` : hs.address;
-    channel = new Channel(target, clientCredentials(identity, serverPem, hs.serverCert), tlsChannelOptions);
+    // One credentials object for the channel and its clients: each one builds a TLS context
+    // (parses keys and certificates), a few ms apiece on a loaded machine, all in the start.
+    const creds = clientCredentials(identity, serverPem, hs.serverCert);
+    channel = new Channel(target, creds, tlsChannelOptions);
     const shared = { channelOverride: channel };
-    const deployer = new DeployerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
-    const health = new HealthClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
+    const deployer = new DeployerClient(target, creds, shared);
+    const health = new HealthClient(target, creds, shared);
     await Promise.race([
       new Promise<void>((resolve, reject) =>
         health.waitForReady(Date.now() + o.startTimeoutMs, (err) => (err ? reject(fail(`cannot connect: ${err.message}`)) : resolve())),
@@ -124,15 +127,15 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
       timeout,
       exited.then((how) => Promise.reject(fail(`exited during connection (${how})`))),
     ]);
-    const controller = new GRPCControllerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared);
+    const controller = new GRPCControllerClient(target, creds, shared);
     const broker = new Broker(
       o.binary.dir,
       () => serverCredentials(identity, serverPem),
       () => clientCredentials(identity, serverPem, hs.serverCert!),
     );
-    broker.attach(new GRPCBrokerClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared).startStream());
+    broker.attach(new GRPCBrokerClient(target, creds, shared).startStream());
     const secrets = new SecretsService(broker, o.binary.dir, identity, serverPem);
-    drainStdio(new GRPCStdioClient(target, clientCredentials(identity, serverPem, hs.serverCert), shared), o);
+    drainStdio(new GRPCStdioClient(target, creds, shared), o);
     timer.abort();
     const ch = channel;
     return {
