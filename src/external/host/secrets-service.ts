@@ -10,6 +10,21 @@ import type { Broker } from "../protocol/broker.js";
 import type { Identity } from "../protocol/mtls.js";
 import { toStatus } from "../protocol/wire-errors.js";
 
+/**
+ * The host's TLS context, built once per identity (a server's plugins share one): it holds only
+ * the host's key and certificate. The plugin's certificate is checked on each connection
+ * ({@link SecretsService.trusted}), so the context does not depend on the plugin process.
+ */
+const contexts = new WeakMap<Identity, tls.SecureContext>();
+function hostContext(identity: Identity): tls.SecureContext {
+  let c = contexts.get(identity);
+  if (!c) {
+    c = tls.createSecureContext({ key: identity.keyPem, cert: identity.certPem });
+    contexts.set(identity, c);
+  }
+  return c;
+}
+
 /** What identifies a call's connections to the shared server (see {@link SecretsService}). */
 const TAG_PREFIX = "manent-secrets-call:";
 
@@ -55,7 +70,7 @@ export class SecretsService {
     pluginCertPem: string,
   ) {
     this.pluginCert = new X509Certificate(pluginCertPem);
-    this.secureContext = tls.createSecureContext({ key: identity.keyPem, cert: identity.certPem, ca: pluginCertPem });
+    this.secureContext = hostContext(identity);
     this.server.addService(SecretsServiceDefinition, {
       secret: (c: ServerUnaryCall<SecretRequest, SecretResponse>, cb: sendUnaryData<SecretResponse>) => this.answer(c, cb),
     });
