@@ -440,11 +440,10 @@ export class ExternalPlugin implements HostedPlugin {
    */
   close(): Promise<void> {
     // The host's part (private copies, sockets) is let go once the process is gone: a server's
-    // shared host is waited for (its shutdown removes its run), a plugin's own in the background.
-    this.closing ??= this.doClose().finally(() => {
-      const released = this.host?.then((h) => h.release()).catch(() => {});
-      return this.ownsHost ? undefined : released;
-    });
+    // shared host is waited for (its shutdown removes its run), a plugin's own is removed at once.
+    this.closing ??= this.doClose().finally(() =>
+      this.host?.then((h) => (this.ownsHost ? h.releaseNow() : h.release())).catch(() => {}),
+    );
     return this.closing;
   }
 

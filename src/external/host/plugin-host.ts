@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -14,6 +14,9 @@ const SOCKETS_FILE = "sockets";
 /** The file in a run directory that names the process owning it: "<pid> <start time>". */
 const OWNER_FILE = "owner";
 const SOCKET_DIR_PREFIX = "manent-plugin-";
+/** Run directories: `run-<pid>-<token>` under `<workdir>/plugins`, or a private host's under $TMPDIR. */
+const WORKDIR_RUN = /^run-\d+-[0-9a-f]+$/;
+const PRIVATE_RUN = /^manent-plugin-copies-\d+-[0-9a-f]+$/;
 
 interface VerifiedCopy {
   /** dev, ino, size, mtime and ctime of the source the copy was made from. */
@@ -64,6 +67,8 @@ export class PluginHost {
       await removeStaleRuns(root, o.logger);
       runDir = path.join(root, `run-${process.pid}-${token}`);
     } else {
+      // A host of its own (tests, benches): in $TMPDIR, where runs of killed processes are removed too.
+      await removeStaleRuns(os.tmpdir(), o.logger, PRIVATE_RUN);
       runDir = path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}copies-${process.pid}-${token}`);
     }
     await privateDir(runDir);
@@ -88,6 +93,18 @@ export class PluginHost {
       rm(this.socketDir, { recursive: true, force: true }),
     ]).then(() => {});
     await this.removed;
+  }
+
+  /**
+   * {@link release} without waiting for I/O (a plugin's own host, let go as its close() returns):
+   * the run is removed before the process can exit.
+   */
+  releaseNow(): void {
+    if (--this.refs > 0 || this.removed) return;
+    liveRuns.delete(this.runDir);
+    rmSync(this.runDir, { recursive: true, force: true });
+    rmSync(this.socketDir, { recursive: true, force: true });
+    this.removed = Promise.resolve();
   }
 
   /** The host's AutoMTLS identity, generated on first use and then shared by every start. */
@@ -151,14 +168,17 @@ const liveRuns = new Set<string>();
  * whose owner process is not alive any more (its pid is free or now belongs to a process started
  * at another time, e.g. pid 1 again in a restarted container). A live server's run is left alone.
  */
-export async function removeStaleRuns(root: string, logger?: Logger): Promise<string[]> {
+export async function removeStaleRuns(root: string, logger?: Logger, runName = WORKDIR_RUN): Promise<string[]> {
   const removed: string[] = [];
   const entries = await readdir(root).catch(() => [] as string[]);
   for (const name of entries) {
-    if (!/^run-\d+-[0-9a-f]+$/.test(name)) continue;
+    if (!runName.test(name)) continue;
     const dir = path.join(root, name);
     if (liveRuns.has(dir)) continue;
-    const [pid, started] = (await readFile(path.join(dir, OWNER_FILE), "utf8").catch(() => "")).split(" ");
+    const owner = await readFile(path.join(dir, OWNER_FILE), "utf8").catch(() => undefined);
+    // No owner file yet: a run being created right now (its owner is written just after).
+    if (owner === undefined) continue;
+    const [pid, started] = owner.split(" ");
     if (pid && started !== undefined && (await startTime(Number(pid))) === started) continue;
     const sockets = await readFile(path.join(dir, SOCKETS_FILE), "utf8").catch(() => "");
     // Only a socket directory this code makes: never a path a file could point anywhere else.
