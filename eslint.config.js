@@ -3,7 +3,18 @@ import tseslint from "typescript-eslint";
 import importX from "eslint-plugin-import-x";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "src/external/gen/**", "sdk/**", ".tools/**", ".tmp/**", "examples/quickstart/work/**", "**/*.js"] },
+  {
+    ignores: [
+      "dist/**",
+      "node_modules/**",
+      "src/external/gen/**",
+      "sdk/**",
+      ".tools/**",
+      ".tmp/**",
+      "examples/quickstart/work/**",
+      "**/*.js",
+    ],
+  },
   {
     files: ["**/*.ts"],
     extends: [tseslint.configs.base],
@@ -13,7 +24,15 @@ export default tseslint.config(
       // node:test's describe/it return promises the runner itself awaits.
       "@typescript-eslint/no-floating-promises": [
         "error",
-        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["describe", "it", "test", "suite", "before", "after", "beforeEach", "afterEach"] }] },
+        {
+          allowForKnownSafeCalls: [
+            {
+              from: "package",
+              package: "node:test",
+              name: ["describe", "it", "test", "suite", "before", "after", "beforeEach", "afterEach"],
+            },
+          ],
+        },
       ],
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: { arguments: false } }],
       "@typescript-eslint/await-thenable": "error",

@@ -47,13 +47,21 @@ function noopRequest(base: string): Request {
 }
 
 async function bench(label: string, key: string, command: string, tmp: string): Promise<void> {
-  const entry = { external: { command, sha256: createHash("sha256").update(await readFile(command)).digest("hex") } };
+  const entry = {
+    external: {
+      command,
+      sha256: createHash("sha256")
+        .update(await readFile(command))
+        .digest("hex"),
+    },
+  };
   // As in a server: its plugins share one PluginHost, whose identity is made while the server
   // starts and whose private copy of a binary is made and checked at the plugin's first start.
   const host = await PluginHost.create({ workdir: path.join(tmp, `work-${key}`) });
   host.acquire();
   await host.identity();
-  const activate = (shared?: PluginHost) => ExternalPlugin.activate({ name: "bench", entry, baseDir: tmp, logger, ...(shared && { host: shared }) });
+  const activate = (shared?: PluginHost) =>
+    ExternalPlugin.activate({ name: "bench", entry, baseDir: tmp, logger, ...(shared && { host: shared }) });
   const coldStart = async (shared?: PluginHost): Promise<number> => {
     const p = await activate(shared);
     const t0 = performance.now();
@@ -120,12 +128,22 @@ async function bench(label: string, key: string, command: string, tmp: string): 
 const tmp = await mkdtemp(path.join(os.tmpdir(), "manent-bench-ext-"));
 try {
   console.log(`node ${process.version}, ${os.cpus().length} cpus (${os.cpus()[0]?.model ?? "?"})`);
-  await bench("TS sample plugin", "ts_sample", await bundlePlugin(path.join(root, "examples/ts-plugin/main.ts"), path.join(tmp, "ts-sample")), tmp);
-  let go = [".tools/bin/manent-go-sample-plugin", ".tools/bin/manent-plugin-go-sample"].map((p) => path.join(root, p)).find((p) => existsSync(p));
+  await bench(
+    "TS sample plugin",
+    "ts_sample",
+    await bundlePlugin(path.join(root, "examples/ts-plugin/main.ts"), path.join(tmp, "ts-sample")),
+    tmp,
+  );
+  let go = [".tools/bin/manent-go-sample-plugin", ".tools/bin/manent-plugin-go-sample"]
+    .map((p) => path.join(root, p))
+    .find((p) => existsSync(p));
   if (process.env.BENCH_GO_BUILD !== "0") {
     // A fresh build, so the figures are for the current sources.
     const out = path.join(tmp, "go-sample");
-    go = await promisify(execFile)("go", ["build", "-o", out, "."], { cwd: path.join(root, "examples/go-plugin") }).then(() => out, () => go);
+    go = await promisify(execFile)("go", ["build", "-o", out, "."], { cwd: path.join(root, "examples/go-plugin") }).then(
+      () => out,
+      () => go,
+    );
   }
   if (go) await bench("Go sample plugin", "go_sample", go, tmp);
   else console.log("Go sample plugin: not built (no go toolchain, no .tools/bin/manent-plugin-go-sample)");

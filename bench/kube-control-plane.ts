@@ -19,9 +19,18 @@ for (let r = 1; r <= rounds; r++) {
       apiVersion: "apps/v1",
       kind: "Deployment",
       metadata: { name: "app", namespace: "bench" },
-      spec: { replicas: 2, selector: { matchLabels: { app: "app" } }, template: { metadata: { labels: { app: "app" } }, spec: { containers: [{ name: "app", image: "registry.example/app:1" }] } } },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: { app: "app" } },
+        template: { metadata: { labels: { app: "app" } }, spec: { containers: [{ name: "app", image: "registry.example/app:1" }] } },
+      },
     });
-    await cp.admin.waitFor("available", async () => ((await cp.get("apps/v1", "Deployment", "bench", "app"))?.status as { availableReplicas?: number } | undefined)?.availableReplicas === 2 ? true : undefined);
+    await cp.admin.waitFor("available", async () =>
+      ((await cp.get("apps/v1", "Deployment", "bench", "app"))?.status as { availableReplicas?: number } | undefined)?.availableReplicas ===
+      2
+        ? true
+        : undefined,
+    );
     const rolloutMs = performance.now() - t;
     const { etcd, apiserver, controllerManager, total } = cp.timings;
     console.log(

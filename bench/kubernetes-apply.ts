@@ -27,15 +27,22 @@ spec:
     spec:
       containers: [{name: app, image: "registry.example.com/app:\${MANENT_VERSION}", env: [{name: N, value: "${i}"}]}]
 `);
-    docs.push(`apiVersion: v1\nkind: Service\nmetadata: {name: app-${i}}\nspec:\n  selector: {app: app-${i}}\n  ports: [{port: 80, targetPort: 8080}]\n`);
-    for (const k of ["a", "b"]) docs.push(`apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-${i}-${k}}\ndata: {version: "\${MANENT_VERSION}", key: "${"x".repeat(200)}"}\n`);
+    docs.push(
+      `apiVersion: v1\nkind: Service\nmetadata: {name: app-${i}}\nspec:\n  selector: {app: app-${i}}\n  ports: [{port: 80, targetPort: 8080}]\n`,
+    );
+    for (const k of ["a", "b"])
+      docs.push(
+        `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-${i}-${k}}\ndata: {version: "\${MANENT_VERSION}", key: "${"x".repeat(200)}"}\n`,
+      );
   }
   return docs.join("---\n");
 }
 
 const rounds = Number(process.argv[2] ?? 3);
 const cp = await KubeControlPlane.start({ pullableImages: [/^registry\.example\.com\/app:/] });
-console.log(`control plane ready in ${cp.timings.total} ms (etcd ${cp.timings.etcd}, kube-apiserver ${cp.timings.apiserver}, kube-controller-manager ${cp.timings.controllerManager})`);
+console.log(
+  `control plane ready in ${cp.timings.total} ms (etcd ${cp.timings.etcd}, kube-apiserver ${cp.timings.apiserver}, kube-controller-manager ${cp.timings.controllerManager})`,
+);
 const access = await cp.clusterAdminAccount("hello");
 const dir = await mkdtemp(join(tmpdir(), "manent-bench-k8s-"));
 const path = join(dir, "bench.yaml");
@@ -45,9 +52,18 @@ try {
   const dryReq = makeRequest({ clusters: [cp], access: [access], application: "bench", version: "0.0.0", artifactPath: path });
   let t = performance.now();
   const dry = await d.dryRun(dryReq);
-  console.log(`dry-run 200 objects: ${(performance.now() - t).toFixed(0)} ms (objects_checked ${dry.targets[0]!.details?.objects_checked})`);
+  console.log(
+    `dry-run 200 objects: ${(performance.now() - t).toFixed(0)} ms (objects_checked ${dry.targets[0]!.details?.objects_checked})`,
+  );
   for (let r = 1; r <= rounds; r++) {
-    const req = makeRequest({ clusters: [cp], access: [access], application: "bench", version: `1.0.${r}`, artifactPath: path, params: { wait_timeout: "2m" } });
+    const req = makeRequest({
+      clusters: [cp],
+      access: [access],
+      application: "bench",
+      version: `1.0.${r}`,
+      artifactPath: path,
+      params: { wait_timeout: "2m" },
+    });
     const before = (await cp.auditedRequests()).length;
     t = performance.now();
     const res = await d.deploy(req);

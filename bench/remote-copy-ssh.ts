@@ -8,15 +8,8 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { remoteCopyFactory } from "../src/plugins/remote-copy/index.js";
-import {
-  makeFile,
-  RecordingLogger,
-  request,
-} from "../test/plugins/remote-copy/helpers.js";
-import {
-  sshAccess,
-  sshTargets,
-} from "../test/plugins/remote-copy/ssh-fixture.js";
+import { makeFile, RecordingLogger, request } from "../test/plugins/remote-copy/helpers.js";
+import { sshAccess, sshTargets } from "../test/plugins/remote-copy/ssh-fixture.js";
 import { startSshHosts } from "../test/support/sshd/index.js";
 
 const run = promisify(execFile);
@@ -32,8 +25,7 @@ try {
   await writeFile(knownHostsPath, hosts.knownHosts);
   const targets = sshTargets(hosts);
   const d = await remoteCopyFactory({}, new RecordingLogger());
-  const rate = (ms: number): string =>
-    `${((size * hostCount) / MB / (ms / 1000)).toFixed(1)} MB/s`;
+  const rate = (ms: number): string => `${((size * hostCount) / MB / (ms / 1000)).toFixed(1)} MB/s`;
   let round = 0;
 
   const plugin = async (parallelism: number): Promise<number> => {
@@ -78,24 +70,16 @@ try {
   // One warm-up of each, then the best of three (loopback numbers are noisy on a shared box).
   await plugin(hostCount);
   await scp(true);
-  const best = async (f: () => Promise<number>): Promise<number> =>
-    Math.min(await f(), await f(), await f());
+  const best = async (f: () => Promise<number>): Promise<number> => Math.min(await f(), await f(), await f());
   const rows: [string, number][] = [
     ["remote-copy, 1 host at a time", await best(() => plugin(1))],
     ["remote-copy, 4 hosts at once", await best(() => plugin(hostCount))],
     ["scp, 1 host at a time", await best(() => scp(false))],
     ["scp, 4 hosts at once", await best(() => scp(true))],
   ];
-  console.log(
-    `50 MB artifact to ${hostCount} hosts (real sshd on loopback), best of 3:`,
-  );
-  for (const [name, ms] of rows)
-    console.log(
-      `  ${name.padEnd(32)} ${(ms / 1000).toFixed(2).padStart(6)} s  ${rate(ms)}`,
-    );
-  console.log(
-    "remote-copy includes per host: connect, SFTP upload, sha256sum on the host, install, switch current.",
-  );
+  console.log(`50 MB artifact to ${hostCount} hosts (real sshd on loopback), best of 3:`);
+  for (const [name, ms] of rows) console.log(`  ${name.padEnd(32)} ${(ms / 1000).toFixed(2).padStart(6)} s  ${rate(ms)}`);
+  console.log("remote-copy includes per host: connect, SFTP upload, sha256sum on the host, install, switch current.");
 } finally {
   await hosts.close();
 }

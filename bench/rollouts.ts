@@ -53,7 +53,9 @@ try {
 
   const fleet = await run("fleet", "1.0.0");
   console.log(`10,000 no-op targets in ${fleet.rollout!.waves.length} waves, parallel 100:`);
-  console.log(`  submit -> finished   ${ms(fleet.created_at, fleet.finished_at)} ms   (workflow ${ms(fleet.started_at, fleet.finished_at)} ms)`);
+  console.log(
+    `  submit -> finished   ${ms(fleet.created_at, fleet.finished_at)} ms   (workflow ${ms(fleet.started_at, fleet.finished_at)} ms)`,
+  );
   const flat = await run("flat", "1.0.0");
   console.log(`  the same without waves: ${ms(flat.created_at, flat.finished_at)} ms (what the waves add is the difference)`);
 

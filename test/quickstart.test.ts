@@ -14,7 +14,10 @@ describe("quickstart", () => {
     // The targets under /tmp/manent-quickstart and the quickstart's workdir are shared with the
     // test of docs/getting-started.md: each holds this lock while it uses them.
     const fresh = "rm -rf /tmp/manent-quickstart examples/quickstart/work && exec bash examples/quickstart/run.sh";
-    const child = spawn("flock", ["-o", "/tmp/manent-quickstart.lock", "bash", "-c", fresh], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("flock", ["-o", "/tmp/manent-quickstart.lock", "bash", "-c", fresh], {
+      cwd: repoRoot,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -52,7 +55,11 @@ describe("quickstart", () => {
     }
 
     // History, newest first: all three deploys with their status.
-    const rows = sections[4]!.trimEnd().split("\n").slice(2).map((r) => r.split("\t"));
+    const rows = sections[4]!
+      .trimEnd()
+      .split("\n")
+      .slice(2)
+      .map((r) => r.split("\t"));
     assert.deepEqual(
       rows.map((c) => `${c[2]} ${c[3]} ${c[5]} ${c[6]}`),
       ["deploy hello 1.2.0 rolled_back", "deploy hello 1.1.0 succeeded", "deploy hello 1.0.0 succeeded"],

@@ -6,14 +6,11 @@ const n = Number(process.argv[2] ?? 100);
 const [name, value] = (process.argv[3] ?? "").split(/:\s*/);
 const get = () =>
   new Promise((resolve) => {
-    const req = request(
-      { host: "127.0.0.1", port: 8090, agent: false, headers: name ? { [name]: value } : {} },
-      (res) => {
-        let body = "";
-        res.on("data", (d) => (body += d));
-        res.on("end", () => resolve(res.statusCode === 200 ? JSON.parse(body).version : `HTTP ${res.statusCode}`));
-      },
-    );
+    const req = request({ host: "127.0.0.1", port: 8090, agent: false, headers: name ? { [name]: value } : {} }, (res) => {
+      let body = "";
+      res.on("data", (d) => (body += d));
+      res.on("end", () => resolve(res.statusCode === 200 ? JSON.parse(body).version : `HTTP ${res.statusCode}`));
+    });
     req.on("error", (e) => resolve(`error ${e.code ?? e.message}`));
     req.end();
   });

@@ -8,7 +8,6 @@ import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 export type { AuditEntry } from "../storage/pg-audit-log.js";
 import type { AuditEntry } from "../storage/pg-audit-log.js";
 
-
 /** A small client of manent-server's HTTP API (also used by the web UI); errors come back as ManentErrors with their codes. */
 export class ApiClient {
   constructor(

@@ -16,12 +16,16 @@ export class ProgressPrinter {
   update(d: DeployView): void {
     this.once(`head`, `${label(d)}`);
     for (const step of d.steps) {
-      if (step.status === "running") this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);
+      if (step.status === "running")
+        this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);
       // A step's targets are listed when it ends, in host order: the same lines whatever order the
       // targets finished in (they may finish at once), so a CI log of the same deploy reads the same.
       if (step.status === "running") continue;
       for (const t of d.targets.filter((t) => phasesOf(step.name).includes(t.phase))) {
-        this.once(`${t.phase}:${t.host}:${t.status}`, `      ${t.host}: ${t.status}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`);
+        this.once(
+          `${t.phase}:${t.host}:${t.status}`,
+          `      ${t.host}: ${t.status}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`,
+        );
       }
       this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
     }
@@ -41,7 +45,10 @@ export class ProgressPrinter {
 }
 
 function label(d: DeployView): string {
-  const what = d.kind === "rollback" ? `rollback of ${d.application} to ${d.version}` : `${d.kind === "dry_run" ? "dry-run" : "deploy"} of ${d.application} ${d.version}`;
+  const what =
+    d.kind === "rollback"
+      ? `rollback of ${d.application} to ${d.version}`
+      : `${d.kind === "dry_run" ? "dry-run" : "deploy"} of ${d.application} ${d.version}`;
   return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]`;
 }
 

@@ -10,7 +10,9 @@ export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">
   const r = d.rollout;
   if (!r) return [];
   const lines: { key: string; line: string }[] = [];
-  const done = new Set(d.targets.filter((t) => t.phase === "deploy" && (t.status === "deployed" || t.status === "unchanged")).map((t) => t.host));
+  const done = new Set(
+    d.targets.filter((t) => t.phase === "deploy" && (t.status === "deployed" || t.status === "unchanged")).map((t) => t.host),
+  );
   for (const w of r.waves) {
     if (w.status === "pending") continue;
     const n = w.hosts.filter((h) => done.has(h)).length;
@@ -21,9 +23,13 @@ export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">
   const c = r.canary;
   if (c) {
     const where = c.wave !== null ? ` (wave ${c.wave})` : "";
-    if (c.testers) lines.push({ key: `testers:${c.wave}`, line: `  canary${where}: testers reach the candidate with ${format(c.testers)}` });
+    if (c.testers)
+      lines.push({ key: `testers:${c.wave}`, line: `  canary${where}: testers reach the candidate with ${format(c.testers)}` });
     const step = c.step >= 1 && c.step <= c.steps.length ? `step ${c.step}/${c.steps.length} (${c.steps[c.step - 1]}), ` : "";
-    lines.push({ key: `canary:${c.wave}:${c.step}:${c.phase}:${c.weight}`, line: `  canary${where}: ${step}weight ${c.weight}%, ${c.phase.replace("_", " ")}` });
+    lines.push({
+      key: `canary:${c.wave}:${c.step}:${c.phase}:${c.weight}`,
+      line: `  canary${where}: ${step}weight ${c.weight}%, ${c.phase.replace("_", " ")}`,
+    });
   }
   for (const m of r.measurements) {
     lines.push({

@@ -80,8 +80,12 @@ export const cancelledSchema = deploySchema
   .extend({
     cancel: z
       .object({
-        outcome: z.enum(["cancelled", "requested"]).describe("cancelled: done at once (it was queued); requested: the running deploy takes it at its next step"),
-        message: z.string().describe("what the cancel does at the point the deploy was: stops before the deploy step, or rolls the targets back"),
+        outcome: z
+          .enum(["cancelled", "requested"])
+          .describe("cancelled: done at once (it was queued); requested: the running deploy takes it at its next step"),
+        message: z
+          .string()
+          .describe("what the cancel does at the point the deploy was: stops before the deploy step, or rolls the targets back"),
       })
       .describe("a cancel after the deploy step has finished is refused (412 failed_precondition): roll back instead"),
   })
@@ -104,10 +108,7 @@ const descriptorFile = z
   .refine(safeText(256), { message: "must not contain NUL, control characters or lone surrogates" })
   .default("descriptor");
 const overrideText = (max: number) =>
-  z
-    .string()
-    .max(max)
-    .refine(safeText(max), { message: "must not contain NUL, control characters or lone surrogates" });
+  z.string().max(max).refine(safeText(max), { message: "must not contain NUL, control characters or lone surrogates" });
 
 export const submitBodySchema = z
   .strictObject({

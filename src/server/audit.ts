@@ -22,7 +22,13 @@ export async function audited<T>(c: Context<ApiEnv>, action: string, target: Aud
   try {
     const out = await act();
     const id = (out as { id?: unknown } | null)?.id;
-    await record(c, action, { ...target, deployId: target.deployId ?? (typeof id === "string" ? id : undefined) }, "ok", target.subject ?? null);
+    await record(
+      c,
+      action,
+      { ...target, deployId: target.deployId ?? (typeof id === "string" ? id : undefined) },
+      "ok",
+      target.subject ?? null,
+    );
     return out;
   } catch (err) {
     const e = ManentError.from(err);

@@ -14,7 +14,11 @@ export class StartupHandler {
   readonly handle: Handler = (req, res) => {
     if (this.api) return this.api(req, res);
     const body = JSON.stringify({ error: new ManentError(Code.Unavailable, "manent-server is starting").toJSON() });
-    res.writeHead(httpStatus(Code.Unavailable), { "content-type": "application/json", "content-length": Buffer.byteLength(body), "retry-after": "1" });
+    res.writeHead(httpStatus(Code.Unavailable), {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      "retry-after": "1",
+    });
     res.end(body);
   };
 

@@ -4,7 +4,16 @@ import { Code, ManentError } from "../core/errors.js";
 
 /** SQLSTATE classes of a database that is away or restarting: connection exception, operator intervention, insufficient resources. */
 const unavailableClasses = new Set(["08", "53", "57"]);
-const unavailableErrnos = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED", "EAI_AGAIN"]);
+const unavailableErrnos = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ECONNABORTED",
+  "EAI_AGAIN",
+]);
 const unavailableMessages = [
   /connection terminated/i,
   /timeout exceeded when trying to connect/i,
@@ -50,7 +59,8 @@ export async function whileUnavailable<T>(query: () => Promise<T>, logger: Logge
       return await query();
     } catch (err) {
       if (!isDatabaseUnavailable(err)) throw err;
-      if (attempt === 1 || attempt % 10 === 0) logger.warn("database unavailable: retrying", { what, attempt, error: (err as Error).message });
+      if (attempt === 1 || attempt % 10 === 0)
+        logger.warn("database unavailable: retrying", { what, attempt, error: (err as Error).message });
       await new Promise((r) => setTimeout(r, backoffMs));
       backoffMs = Math.min(backoffMs * 2, 5000);
     }
@@ -122,7 +132,8 @@ export function retryingQueries(pool: pg.Pool, logger: Logger): pg.Pool {
   return new Proxy(pool, {
     get(target, prop) {
       if (prop !== "query") return Reflect.get(target, prop, target) as unknown;
-      return (...args: unknown[]) => whileUnavailable(() => (target.query as (...a: unknown[]) => Promise<unknown>)(...args), logger, "deploy store");
+      return (...args: unknown[]) =>
+        whileUnavailable(() => (target.query as (...a: unknown[]) => Promise<unknown>)(...args), logger, "deploy store");
     },
   });
 }

@@ -94,7 +94,10 @@ export class EmbeddedDatabase {
         this.supervise();
         return;
       } catch (err) {
-        this.logger.error("the embedded Postgres did not restart: trying again", { attempt: this.recentRestarts, error: (err as Error).message });
+        this.logger.error("the embedded Postgres did not restart: trying again", {
+          attempt: this.recentRestarts,
+          error: (err as Error).message,
+        });
       }
     }
   }

@@ -38,7 +38,14 @@ export class PgDeployStore implements DeployStore {
          started_at = case when $2 = 'running' then coalesce(started_at, now()) else started_at end,
          finished_at = case when $2 = any($6::text[]) then coalesce(finished_at, now()) else finished_at end
        where id = $1`,
-      [id, status, extra.error !== undefined, extra.error ? JSON.stringify(extra.error) : null, extra.plugin ?? null, [...terminalStatuses]],
+      [
+        id,
+        status,
+        extra.error !== undefined,
+        extra.error ? JSON.stringify(extra.error) : null,
+        extra.plugin ?? null,
+        [...terminalStatuses],
+      ],
     );
   }
 
@@ -63,7 +70,13 @@ export class PgDeployStore implements DeployStore {
          duration_ms = (extract(epoch from (now() - started_at)) * 1000)::int,
          output = $4::jsonb, error = $5::jsonb
        where deploy_id = $1 and name = $2`,
-      [id, name, status, output === undefined ? null : JSON.stringify({ result: JSON.stringify(output) }), error ? JSON.stringify(error) : null],
+      [
+        id,
+        name,
+        status,
+        output === undefined ? null : JSON.stringify({ result: JSON.stringify(output) }),
+        error ? JSON.stringify(error) : null,
+      ],
     );
   }
 
@@ -91,7 +104,13 @@ export class PgDeployStore implements DeployStore {
   }
 
   async doneTargets(id: string, phase: string): Promise<TargetResult[]> {
-    const rows = await this.pool.query<{ host: string; status: TargetResult["status"]; duration_ms: number | null; error: string | null; details: Record<string, string> | null }>(
+    const rows = await this.pool.query<{
+      host: string;
+      status: TargetResult["status"];
+      duration_ms: number | null;
+      error: string | null;
+      details: Record<string, string> | null;
+    }>(
       `select host, status, duration_ms, error, details from manent.deploy_targets
        where deploy_id = $1 and phase = $2 and status in ('deployed', 'unchanged')`,
       [id, phase],

@@ -83,4 +83,3 @@ async function reachable(dir: string): Promise<boolean> {
 function hash(text: string): string {
   return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
-

@@ -16,7 +16,14 @@ export interface RunAs {
 const env = { LC_MESSAGES: "C", LANG: "C.UTF-8", PATH: process.env.PATH ?? "/usr/bin:/bin" };
 
 /** Creates a cluster in `dataDir` with `user`/`password` and scram-sha-256 authentication. */
-export async function initdb(binDir: string, dataDir: string, user: string, password: string, runAs: RunAs | undefined, logger: Logger): Promise<void> {
+export async function initdb(
+  binDir: string,
+  dataDir: string,
+  user: string,
+  password: string,
+  runAs: RunAs | undefined,
+  logger: Logger,
+): Promise<void> {
   // initdb reads the password from a file, readable only by the user it runs as and removed at once.
   const pwfile = join(tmpdir(), `manent-pw-${randomBytes(8).toString("hex")}`);
   await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
@@ -24,7 +31,15 @@ export async function initdb(binDir: string, dataDir: string, user: string, pass
     if (runAs) await chown(pwfile, runAs.uid, runAs.gid);
     const child = spawn(
       join(binDir, "initdb"),
-      [`--pgdata=${dataDir}`, "--auth=scram-sha-256", `--username=${user}`, `--pwfile=${pwfile}`, "--lc-messages=C", "--locale=C.UTF-8", "--encoding=UTF8"],
+      [
+        `--pgdata=${dataDir}`,
+        "--auth=scram-sha-256",
+        `--username=${user}`,
+        `--pwfile=${pwfile}`,
+        "--lc-messages=C",
+        "--locale=C.UTF-8",
+        "--encoding=UTF8",
+      ],
       { env, stdio: ["ignore", "pipe", "pipe"], ...runAs },
     );
     let output = "";
@@ -32,7 +47,11 @@ export async function initdb(binDir: string, dataDir: string, user: string, pass
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     const [code] = (await once(child, "exit")) as [number | null];
     logger.debug("initdb", { output: output.trim() });
-    if (code !== 0) throw new ManentError(Code.FailedPrecondition, `initdb of ${dataDir} failed (exit ${code}): ${output.trim().split("\n").slice(-3).join(" ")}`);
+    if (code !== 0)
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `initdb of ${dataDir} failed (exit ${code}): ${output.trim().split("\n").slice(-3).join(" ")}`,
+      );
   } finally {
     await rm(pwfile, { force: true });
   }
@@ -42,7 +61,13 @@ export async function initdb(binDir: string, dataDir: string, user: string, pass
  * Runs `postgres` on `dataDir`, listening on 127.0.0.1:`port`; resolves once it accepts
  * connections. The server is killed with this process if this process exits.
  */
-export async function startPostgres(binDir: string, dataDir: string, port: number, runAs: RunAs | undefined, logger: Logger): Promise<ChildProcess> {
+export async function startPostgres(
+  binDir: string,
+  dataDir: string,
+  port: number,
+  runAs: RunAs | undefined,
+  logger: Logger,
+): Promise<ChildProcess> {
   const child = spawn(
     join(binDir, "postgres"),
     ["-D", dataDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "unix_socket_directories="],
@@ -63,7 +88,12 @@ export async function startPostgres(binDir: string, dataDir: string, port: numbe
     child.stderr!.on("data", onData);
     child.once("error", reject);
     child.once("exit", (code, signal) =>
-      reject(new ManentError(Code.Unavailable, `the embedded Postgres exited during its start (${code ?? signal}): ${log.trim().split("\n").slice(-3).join(" ")}`)),
+      reject(
+        new ManentError(
+          Code.Unavailable,
+          `the embedded Postgres exited during its start (${code ?? signal}): ${log.trim().split("\n").slice(-3).join(" ")}`,
+        ),
+      ),
     );
   });
   return child;

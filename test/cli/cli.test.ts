@@ -53,7 +53,9 @@ describe("manent CLI", () => {
     await ws.write("dist/app-2.txt", "two\n");
     const config = await ws.write(
       "manent.yml",
-      manentYml(await pg.createDatabase(), { auth: { tokens: [{ name: "ci", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] } }),
+      manentYml(await pg.createDatabase(), {
+        auth: { tokens: [{ name: "ci", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] },
+      }),
     );
     server = await startServer(config, { cwd: ws.dir });
   });
@@ -69,9 +71,16 @@ describe("manent CLI", () => {
     const lines = r.stdout.trimEnd().split("\n");
     assert.match(lines[0]!, /^deploy of text 1\.0\.0 → test {2}\[[0-9a-f-]{36}\]$/);
     for (const step of ["resolve", "fetch", "validate", "checkpoint", "deploy"]) {
-      assert.ok(lines.some((l) => new RegExp(`^ {2}✓ ${step} \\(\\d+ms\\)$`).test(l)), `no ✓ ${step} in:\n${r.stdout}`);
+      assert.ok(
+        lines.some((l) => new RegExp(`^ {2}✓ ${step} \\(\\d+ms\\)$`).test(l)),
+        `no ✓ ${step} in:\n${r.stdout}`,
+      );
     }
-    for (const host of ["text-1", "text-2"]) assert.ok(lines.some((l) => new RegExp(`^ {6}${host}: deployed \\d+ms$`).test(l)), `no ${host} in:\n${r.stdout}`);
+    for (const host of ["text-1", "text-2"])
+      assert.ok(
+        lines.some((l) => new RegExp(`^ {6}${host}: deployed \\d+ms$`).test(l)),
+        `no ${host} in:\n${r.stdout}`,
+      );
     assert.equal(lines.at(-1), "succeeded");
     assert.equal(await release("text-2"), "1.0.0");
   });
@@ -83,7 +92,10 @@ describe("manent CLI", () => {
     const d = json(r);
     assert.equal(d.status, "succeeded");
     assert.match(d.id, /^[0-9a-f-]{36}$/);
-    assert.deepEqual(d.steps.map((s) => s.name), ["resolve", "fetch", "validate", "checkpoint", "deploy"]);
+    assert.deepEqual(
+      d.steps.map((s) => s.name),
+      ["resolve", "fetch", "validate", "checkpoint", "deploy"],
+    );
     for (const s of d.steps) {
       assert.deepEqual(Object.keys(s).sort(), ["attempts", "duration_ms", "error", "name", "output", "started_at", "status"]);
       assert.equal(s.status, "succeeded");
@@ -93,12 +105,21 @@ describe("manent CLI", () => {
       assert.ok(!Number.isNaN(Date.parse(s.started_at!)));
       assert.equal(typeof s.duration_ms, "number");
     }
-    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { plugin: string; targets: { host: string; status: string }[] };
+    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as {
+      plugin: string;
+      targets: { host: string; status: string }[];
+    };
     assert.equal(result.plugin, "noop");
-    assert.deepEqual(result.targets.map((t) => `${t.host}:${t.status}`), ["json-1:deployed", "json-2:deployed"]);
+    assert.deepEqual(
+      result.targets.map((t) => `${t.host}:${t.status}`),
+      ["json-1:deployed", "json-2:deployed"],
+    );
 
     if (hasJq) {
-      const jq = spawnSync("jq", ["-c", '.steps[] | select(.name=="deploy") | .output.result | fromjson'], { input: r.stdout, encoding: "utf8" });
+      const jq = spawnSync("jq", ["-c", '.steps[] | select(.name=="deploy") | .output.result | fromjson'], {
+        input: r.stdout,
+        encoding: "utf8",
+      });
       assert.equal(jq.status, 0, jq.stderr);
       assert.deepEqual(JSON.parse(jq.stdout), result);
     }
@@ -112,7 +133,10 @@ describe("manent CLI", () => {
     assert.equal(d.kind, "dry_run");
     assert.equal(d.status, "succeeded");
     const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { targets: { status: string }[] };
-    assert.deepEqual(result.targets.map((t) => t.status), ["ready", "ready"]);
+    assert.deepEqual(
+      result.targets.map((t) => t.status),
+      ["ready", "ready"],
+    );
     await assert.rejects(release("dry-1"), /ENOENT/);
     const text = await cli("deploy", "-f", file, "--dry-run");
     assert.equal(text.code, 0);
@@ -125,7 +149,11 @@ describe("manent CLI", () => {
     assert.equal(r.code, 0, r.stderr);
     const d = json(r);
     assert.equal(d.version, "2.0.0");
-    const fetched = JSON.parse(d.steps.find((s) => s.name === "fetch")!.output!.result) as { version: string; sha256: string; source: string };
+    const fetched = JSON.parse(d.steps.find((s) => s.name === "fetch")!.output!.result) as {
+      version: string;
+      sha256: string;
+      source: string;
+    };
     assert.equal(fetched.version, "2.0.0");
     // The local file reached the server as an upload, named by its sha256.
     const sha256 = createHash("sha256").update("two\n").digest("hex");
@@ -149,7 +177,12 @@ describe("manent CLI", () => {
 
   it("exits 2 on bad input, and records nothing", async () => {
     const before = json<unknown[]>(await cli("history", "-o", "json", "--limit", "1000")).length;
-    const noEnvconfig = await ws.write("lost.yml", { apiVersion: "manent/v1", application: "lost", environment: "test", artifact: { type: "file", name: "lost", version: "1", source: "dist/app.txt" } });
+    const noEnvconfig = await ws.write("lost.yml", {
+      apiVersion: "manent/v1",
+      application: "lost",
+      environment: "test",
+      artifact: { type: "file", name: "lost", version: "1", source: "dist/app.txt" },
+    });
     const invalid = await ws.write("invalid.yml", { apiVersion: "manent/v1", application: "x" });
     const cases: [string[], RegExp][] = [
       [["deploy", "-f", ws.path("missing.yml")], /missing\.yml: file not found/],
@@ -193,7 +226,10 @@ describe("manent CLI", () => {
     assert.equal(back.kind, "rollback");
     assert.equal(back.status, "succeeded", JSON.stringify(back.error));
     assert.equal(back.version, "1.1.0");
-    assert.equal(back.steps.some((s) => s.name === "fetch"), false);
+    assert.equal(
+      back.steps.some((s) => s.name === "fetch"),
+      false,
+    );
     assert.equal(await release("hist-1"), "1.1.0");
     const to = await cli("rollback", "-f", file, "--to", "1.0.0");
     assert.equal(to.code, 0, to.stdout + to.stderr);
@@ -208,11 +244,23 @@ describe("manent CLI", () => {
     const cols = rows.map((r) => r.split("\t"));
     assert.deepEqual(
       cols.map((c) => `${c[2]} ${c[5]} ${c[6]}`),
-      ["rollback 1.0.0 succeeded", "rollback 1.1.0 succeeded", "deploy 1.2.0 succeeded", "deploy 1.1.0 succeeded", "deploy 1.0.0 succeeded"],
+      [
+        "rollback 1.0.0 succeeded",
+        "rollback 1.1.0 succeeded",
+        "deploy 1.2.0 succeeded",
+        "deploy 1.1.0 succeeded",
+        "deploy 1.0.0 succeeded",
+      ],
     );
-    assert.deepEqual(cols.slice(2).map((c) => c[1]), [...ids].reverse());
+    assert.deepEqual(
+      cols.slice(2).map((c) => c[1]),
+      [...ids].reverse(),
+    );
     const created = cols.map((c) => Date.parse(c[0]!));
-    assert.deepEqual(created, [...created].sort((a, b) => b - a));
+    assert.deepEqual(
+      created,
+      [...created].sort((a, b) => b - a),
+    );
 
     const s = await cli("status", ids[0]!);
     assert.equal(s.code, 0, s.stderr);
@@ -229,10 +277,13 @@ describe("manent CLI", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^noop\tbuiltin\tdry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets$/m);
     const list = json<{ name: string; kind: string; capabilities: string[] }[]>(await cli("plugins", "-o", "json"));
-    assert.deepEqual(list.find((p) => p.name === "noop"), {
-      name: "noop",
-      kind: "builtin",
-      capabilities: ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"],
-    });
+    assert.deepEqual(
+      list.find((p) => p.name === "noop"),
+      {
+        name: "noop",
+        kind: "builtin",
+        capabilities: ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"],
+      },
+    );
   });
 });

@@ -86,7 +86,7 @@ describe("plugin protocol conformance", () => {
       assert.match(cert.subjectAltName ?? "", /DNS:localhost/);
     });
 
-    it("reports the health service \"plugin\" as SERVING", async () => {
+    it('reports the health service "plugin" as SERVING', async () => {
       const h = new HealthClient(p.target, p.creds(), tlsChannelOptions);
       const res = await unary<{ status: HealthCheckResponse_ServingStatus }>((cb) => h.check({ service: "plugin" }, cb));
       assert.equal(res.status, HealthCheckResponse_ServingStatus.SERVING);
@@ -107,7 +107,23 @@ describe("plugin protocol conformance", () => {
       for (const c of res.capabilities) assert.ok((allCapabilities as readonly string[]).includes(c), `unknown capability ${c}`);
       if (!res.capabilities.includes("slots")) {
         await assert.rejects(
-          unary((cb) => d.prepareSlots({ deploymentId: "x", tenant: "", application: "", environment: "", artifact: undefined, targets: [], params: {}, secretsBrokerId: 0, parallelism: 1, traffic: {} }, cb)),
+          unary((cb) =>
+            d.prepareSlots(
+              {
+                deploymentId: "x",
+                tenant: "",
+                application: "",
+                environment: "",
+                artifact: undefined,
+                targets: [],
+                params: {},
+                secretsBrokerId: 0,
+                parallelism: 1,
+                traffic: {},
+              },
+              cb,
+            ),
+          ),
           (err: ServiceError) => err.code === status.UNIMPLEMENTED,
         );
       }
@@ -146,7 +162,10 @@ describe("plugin protocol conformance", () => {
       const secrets = mapSecrets({ "deploy-key": "conformance-key" });
       const targets = ["a", "b", "c", "d"].map((host) => ({ host, labels: {} }));
       const res = await d.deploy(request({ targets, params: { base }, secrets, parallelism: 4 }));
-      assert.deepEqual(res.targets.map((r) => r.status), ["deployed", "deployed", "deployed", "deployed"]);
+      assert.deepEqual(
+        res.targets.map((r) => r.status),
+        ["deployed", "deployed", "deployed", "deployed"],
+      );
       const hash = createHash("sha256").update("conformance-key").digest("hex");
       for (const host of ["a", "b", "c", "d"]) {
         assert.equal((await readFile(path.join(base, host, "current"), "utf8")).trim(), "1.0.0");
@@ -165,7 +184,9 @@ describe("plugin protocol conformance", () => {
     it("dry-runs, reads the current release and rolls back", async () => {
       const targets = [{ host: "a", labels: {} }];
       const ext = d as Deployer & Record<string, (r: unknown) => Promise<never>>;
-      const dry = (await ext.dryRun!(request({ targets, params: { base }, artifact: { type: "file", name: "x", version: "2.0.0", source: "x" } }))) as { targets: { status: string }[] };
+      const dry = (await ext.dryRun!(
+        request({ targets, params: { base }, artifact: { type: "file", name: "x", version: "2.0.0", source: "x" } }),
+      )) as { targets: { status: string }[] };
       assert.equal(dry.targets[0]!.status, "ready");
       assert.deepEqual(await ext.currentRelease!(request({ targets, params: { base } })), [{ host: "a", version: "1.0.0" }]);
       await ext.rollback!({ ...request({ targets, params: { base } }), releases: [{ host: "a", version: "0.1.0" }] });
@@ -185,7 +206,10 @@ describe("plugin protocol conformance", () => {
       const targets = ["a", "b"].map((host) => ({ host, labels: {} }));
       await assert.rejects(d.deploy(request({ targets, params: { base, fail_host: "b" } })), (err: unknown) => {
         assert.ok(err instanceof ResultError);
-        assert.deepEqual(err.result.targets.map((r) => r.status), ["deployed", "failed"]);
+        assert.deepEqual(
+          err.result.targets.map((r) => r.status),
+          ["deployed", "failed"],
+        );
         return true;
       });
     });
@@ -202,7 +226,9 @@ describe("plugin protocol conformance", () => {
 
     it("serves concurrent calls from one process and exits on close", async () => {
       const pid = plugin.endpoint()!.pid;
-      const res = await Promise.all(Array.from({ length: 10 }, (_, i) => d.deploy(request({ targets: [{ host: `c${i}`, labels: {} }], params: { base } }))));
+      const res = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => d.deploy(request({ targets: [{ host: `c${i}`, labels: {} }], params: { base } }))),
+      );
       assert.ok(res.every((r) => r.targets[0]!.status === "deployed"));
       assert.equal(plugin.endpoint()!.pid, pid);
       await plugin.close();

@@ -12,9 +12,15 @@ describe("forEachTarget", () => {
       return { details: { seen: t.host } };
     });
     assert.equal(out.error, undefined);
-    assert.deepEqual(out.targets.map((t) => t.host), ["h0", "h1", "h2", "h3"]);
+    assert.deepEqual(
+      out.targets.map((t) => t.host),
+      ["h0", "h1", "h2", "h3"],
+    );
     assert.ok(out.targets.every((t) => t.status === TargetStatus.Deployed && typeof t.duration_ms === "number"));
-    assert.deepEqual(out.targets.map((t) => t.details?.seen), ["h0", "h1", "h2", "h3"]);
+    assert.deepEqual(
+      out.targets.map((t) => t.details?.seen),
+      ["h0", "h1", "h2", "h3"],
+    );
   });
 
   it("never runs more than `parallelism` targets at once", async () => {
@@ -38,7 +44,10 @@ describe("forEachTarget", () => {
       return {};
     });
     assert.deepEqual(started, ["h0", "h1"]);
-    assert.deepEqual(out.targets.map((t) => t.status), ["deployed", "failed", "skipped", "skipped", "skipped", "skipped"]);
+    assert.deepEqual(
+      out.targets.map((t) => t.status),
+      ["deployed", "failed", "skipped", "skipped", "skipped", "skipped"],
+    );
     assert.equal(out.targets[1]!.error, "boom on h1");
     assert.equal(out.error?.code, Code.Aborted);
     assert.equal(out.error?.permanent, true);
@@ -62,7 +71,10 @@ describe("forEachTarget", () => {
       ac.abort();
       return {};
     });
-    assert.deepEqual(out.targets.map((t) => t.status), ["deployed", "skipped", "skipped"]);
+    assert.deepEqual(
+      out.targets.map((t) => t.status),
+      ["deployed", "skipped", "skipped"],
+    );
     assert.equal(out.error?.code, Code.Canceled);
   });
 });
@@ -73,14 +85,20 @@ describe("forAllTargets", () => {
       if (t.host === "h0" || t.host === "h2") throw new ManentError(Code.Unavailable, `${t.host} down`);
       return { status: TargetStatus.RolledBack };
     });
-    assert.deepEqual(out.targets.map((t) => t.status), ["failed", "rolled_back", "failed", "rolled_back"]);
+    assert.deepEqual(
+      out.targets.map((t) => t.status),
+      ["failed", "rolled_back", "failed", "rolled_back"],
+    );
     assert.match(out.error!.message, /2 targets failed: h0 down; h2 down/);
     assert.equal(out.error!.permanent, false);
   });
 
   it("reports progress for every finished target", async () => {
     const seen: string[] = [];
-    await forAllTargets({ targets: targets(3), parallelism: 2, signal, progress: (r) => seen.push(`${r.host}:${r.status}`) }, async () => ({}));
+    await forAllTargets(
+      { targets: targets(3), parallelism: 2, signal, progress: (r) => seen.push(`${r.host}:${r.status}`) },
+      async () => ({}),
+    );
     assert.deepEqual(seen.sort(), ["h0:deployed", "h1:deployed", "h2:deployed"]);
   });
 });

@@ -21,11 +21,20 @@ describe("wave planning", () => {
   });
 
   it("puts the stated order first, then the other values as they appear", () => {
-    assert.deepEqual(plan(fleet, { by: ["region"], order: { region: ["us", "nowhere"] } }), ["region=us: u1,u2", "region=eu: a1,b1,a2", "region=(none): n1"]);
+    assert.deepEqual(plan(fleet, { by: ["region"], order: { region: ["us", "nowhere"] } }), [
+      "region=us: u1,u2",
+      "region=eu: a1,b1,a2",
+      "region=(none): n1",
+    ]);
   });
 
   it("cuts groups into batches, and without labels cuts the whole fleet", () => {
-    assert.deepEqual(plan(fleet, { by: ["region"], batch_size: 2 }), ["region=eu: a1,b1", "region=eu: a2", "region=us: u1,u2", "region=(none): n1"]);
+    assert.deepEqual(plan(fleet, { by: ["region"], batch_size: 2 }), [
+      "region=eu: a1,b1",
+      "region=eu: a2",
+      "region=us: u1,u2",
+      "region=(none): n1",
+    ]);
     assert.deepEqual(plan(fleet, { batch_size: 4 }), ["all targets: a1,u1,b1,u2", "all targets: a2,n1"]);
   });
 

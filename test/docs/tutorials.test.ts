@@ -9,7 +9,10 @@ import { baseSetup, testPage } from "./page-test.js";
 
 // The quickstart's files, run by hand. Its targets (/tmp/manent-quickstart) are shared with
 // test/quickstart.test.ts: both hold this lock while they use them.
-testPage("docs/getting-started.md", async () => ({ ...(await baseSetup(repoRoot)), wrapper: ["flock", "-o", "/tmp/manent-quickstart.lock"] }));
+testPage("docs/getting-started.md", async () => ({
+  ...(await baseSetup(repoRoot)),
+  wrapper: ["flock", "-o", "/tmp/manent-quickstart.lock"],
+}));
 
 // Two real sshd "hosts" on loopback addresses, letting the deploy user in with a generated key.
 testPage("docs/tutorials/remote-copy-ssh.md", async () => {

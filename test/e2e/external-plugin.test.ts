@@ -57,7 +57,10 @@ describe("external plugin through the deploy workflow", () => {
     await envconfig({});
     await writeFile(ws.path("broken"), "");
     flaky = ws.path("flaky-plugin");
-    await writeFile(flaky, `#!/bin/sh\nif [ -e '${ws.path("broken")}' ]; then echo "cannot open its data directory" >&2; exit 3; fi\nexec '${goSample}'\n`);
+    await writeFile(
+      flaky,
+      `#!/bin/sh\nif [ -e '${ws.path("broken")}' ]; then echo "cannot open its data directory" >&2; exit 3; fi\nexec '${goSample}'\n`,
+    );
     await chmod(flaky, 0o755);
     foreign = ws.path("foreign-plugin");
     await writeFile(foreign, `#!/bin/sh\nMANENT_PLUGIN=another-host exec '${goSample}'\n`);
@@ -79,7 +82,9 @@ describe("external plugin through the deploy workflow", () => {
         // The sample run with another host's magic cookie, as a go-plugin binary built for another host sees manent.
         foreign: { external: { command: foreign } },
       },
-      envconfig: { providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }] },
+      envconfig: {
+        providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }],
+      },
     });
     server = await startServer(config, { cwd: ws.dir });
   });
@@ -92,9 +97,33 @@ describe("external plugin through the deploy workflow", () => {
     const r = await cli("plugins", "-o", "json");
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), [
-      { name: "sample", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
-      { name: "flaky", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
-      { name: "foreign", kind: "external", capabilities: null, capabilities_as_of: null, status: "not_started", restarts: 0, last_start: null },
+      {
+        name: "sample",
+        kind: "external",
+        capabilities: null,
+        capabilities_as_of: null,
+        status: "not_started",
+        restarts: 0,
+        last_start: null,
+      },
+      {
+        name: "flaky",
+        kind: "external",
+        capabilities: null,
+        capabilities_as_of: null,
+        status: "not_started",
+        restarts: 0,
+        last_start: null,
+      },
+      {
+        name: "foreign",
+        kind: "external",
+        capabilities: null,
+        capabilities_as_of: null,
+        status: "not_started",
+        restarts: 0,
+        last_start: null,
+      },
     ]);
     assert.equal(children(server.child.pid!), "", "the plugin process was started");
   });
@@ -107,7 +136,16 @@ describe("external plugin through the deploy workflow", () => {
       assert.equal((await readFile(ws.path("targets", h, "key.sha256"), "utf8")).trim(), sha256("the-deploy-key"));
     }
     const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { capabilities: string[] }[];
-    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
+    assert.deepEqual(plugins[0]!.capabilities, [
+      "dry_run",
+      "current_release",
+      "rollback",
+      "slots",
+      "traffic_router",
+      "testers",
+      "scale",
+      "parallel_targets",
+    ]);
   });
 
   it("retries a failing target, then rolls every target back to the checkpoint", async () => {
@@ -127,7 +165,10 @@ describe("external plugin through the deploy workflow", () => {
     assert.equal(r.code, 0, r.stderr);
     const d = JSON.parse(r.stdout) as { steps: { name: string; output: { result: string } }[] };
     const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output.result) as { targets: { status: string }[] };
-    assert.deepEqual(result.targets.map((t) => t.status), ["ready", "ready"]);
+    assert.deepEqual(
+      result.targets.map((t) => t.status),
+      ["ready", "ready"],
+    );
     assert.equal((await readFile(ws.path("targets", "h1", "current"), "utf8")).trim(), "1.0.0");
   });
 
@@ -148,7 +189,12 @@ describe("external plugin through the deploy workflow", () => {
     const events = collect(server.url, "", `/api/v1/deploys/${id}/events`, { after: 0 });
     try {
       // The plugin has the call: it logged the start of this deploy (forwarded to the server's log).
-      await until(() => server.logs().split("\n").some((l) => l.includes('"deploy started"') && l.includes(id)));
+      await until(() =>
+        server
+          .logs()
+          .split("\n")
+          .some((l) => l.includes('"deploy started"') && l.includes(id)),
+      );
       // The server's only child now: the sample plugin (the flaky one has not been used yet).
       const running = children(server.child.pid!).split("\n");
       assert.equal(running.length, 1, running.join("\n"));
@@ -158,7 +204,10 @@ describe("external plugin through the deploy workflow", () => {
       const failed = await events.waitFor((e) => e.type === "step.failed" && e.data.name === "deploy");
       const error = failed.data.error as { code: string; message: string };
       assert.equal(error.code, "unavailable");
-      assert.match(error.message, /plugin sample: process was killed after 2 failed health checks .* during Deploy; it is being restarted, retry the call/);
+      assert.match(
+        error.message,
+        /plugin sample: process was killed after 2 failed health checks .* during Deploy; it is being restarted, retry the call/,
+      );
       console.log(`# SIGSTOP to the failed attempt: ${failed.receivedAt - stoppedAt} ms (2 checks of 500 ms, 200 ms apart; not asserted)`);
       await events.waitFor(isFinishEvent);
       const d = await server.api.deploy(id);
@@ -189,7 +238,10 @@ describe("external plugin through the deploy workflow", () => {
       assert.equal(failed.code, 1, failed.stderr);
       const d = JSON.parse(failed.stdout) as { status: string; error: { message: string } };
       assert.equal(d.status, "failed");
-      assert.match(d.error.message, /plugin flaky: gave up after 1 consecutive failures, not restarting it; last error: .*cannot open its data directory/);
+      assert.match(
+        d.error.message,
+        /plugin flaky: gave up after 1 consecutive failures, not restarting it; last error: .*cannot open its data directory/,
+      );
       const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { name: string; status: string }[];
       assert.equal(plugins.find((p) => p.name === "flaky")!.status, "gave_up");
 
@@ -204,7 +256,10 @@ describe("external plugin through the deploy workflow", () => {
       const unknown = await cli("plugins", "restart", "nope");
       assert.equal(unknown.code, 2, unknown.stderr);
       assert.match(unknown.stderr, /no plugin nope \(configured: flaky, foreign, sample\)/);
-      const audit = JSON.parse((await cli("audit", "--action", "plugin_restart", "-o", "json")).stdout) as { outcome: string; message: string }[];
+      const audit = JSON.parse((await cli("audit", "--action", "plugin_restart", "-o", "json")).stdout) as {
+        outcome: string;
+        message: string;
+      }[];
       assert.deepEqual(
         audit.map((e) => [e.outcome, e.message.slice(0, 16)]),
         [
@@ -228,13 +283,23 @@ describe("external plugin through the deploy workflow", () => {
     try {
       const r = await cli("deploy", "-f", "d.yml", "--version", "7.0.0", "-o", "json");
       assert.equal(r.code, 1, r.stderr);
-      const d = JSON.parse(r.stdout) as { status: string; error: { code: string; message: string }; steps: { name: string; attempts: number; status: string }[] };
+      const d = JSON.parse(r.stdout) as {
+        status: string;
+        error: { code: string; message: string };
+        steps: { name: string; attempts: number; status: string }[];
+      };
       assert.equal(d.status, "failed");
       assert.equal(d.error.code, "failed_precondition");
-      assert.match(d.error.message, /plugin foreign: exited before the handshake \(exit code 1\): it refused manent's magic cookie MANENT_PLUGIN/);
+      assert.match(
+        d.error.message,
+        /plugin foreign: exited before the handshake \(exit code 1\): it refused manent's magic cookie MANENT_PLUGIN/,
+      );
       const failedStep = d.steps.find((s) => s.status === "failed")!;
       assert.equal(failedStep.attempts, 1, `${failedStep.name} was retried`);
-      const foreignLog = server.logs().split("\n").filter((l) => l.includes('"plugin":"foreign"') && l.includes('"stream":"stderr"') && l.includes("This binary is a plugin"));
+      const foreignLog = server
+        .logs()
+        .split("\n")
+        .filter((l) => l.includes('"plugin":"foreign"') && l.includes('"stream":"stderr"') && l.includes("This binary is a plugin"));
       assert.equal(foreignLog.length, 1, "the binary was started more than once");
       const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { name: string; status: string }[];
       assert.equal(plugins.find((p) => p.name === "foreign")!.status, "gave_up");
@@ -246,9 +311,22 @@ describe("external plugin through the deploy workflow", () => {
   it("after a restart, lists the capabilities learnt at the last start without starting it", async () => {
     await server.stop();
     server = await startServer(config, { cwd: ws.dir });
-    const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as { capabilities: string[]; capabilities_as_of: string; status: string }[];
+    const plugins = JSON.parse((await cli("plugins", "-o", "json")).stdout) as {
+      capabilities: string[];
+      capabilities_as_of: string;
+      status: string;
+    }[];
     assert.equal(plugins[0]!.status, "not_started", "this server has not started it");
-    assert.deepEqual(plugins[0]!.capabilities, ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
+    assert.deepEqual(plugins[0]!.capabilities, [
+      "dry_run",
+      "current_release",
+      "rollback",
+      "slots",
+      "traffic_router",
+      "testers",
+      "scale",
+      "parallel_targets",
+    ]);
     assert.ok(plugins[0]!.capabilities_as_of);
     assert.equal(children(server.child.pid!), "");
   });

@@ -100,7 +100,10 @@ describe("tutorial: deploy to Kubernetes", () => {
       dbos: { database_url: await pg.createDatabase() },
       workdir: "./work",
       plugins: { kubernetes: {} },
-      envconfig: { required: true, providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }] },
+      envconfig: {
+        required: true,
+        providers: [{ name: "default", type: "file", file: { path: "./envconfig/{tenant}/{application}/{artifact}/{environment}.yml" } }],
+      },
     });
     await ws.write("hello.yml", {
       apiVersion: "manent/v1",
@@ -155,21 +158,34 @@ describe("tutorial: deploy to Kubernetes", () => {
     assert.equal((dep.status as { availableReplicas: number }).availableReplicas, 2);
     const names = (await cp.list("v1", "ConfigMap", "hello")).map((c) => (c.metadata as { name: string }).name);
     assert.ok(names.includes("manent-hello-test"), names.join(","));
-    assert.ok(names.some((n) => /^manent-hello-test-1-0-0-[0-9a-f]{8}$/.test(n)), names.join(","));
+    assert.ok(
+      names.some((n) => /^manent-hello-test-1-0-0-[0-9a-f]{8}$/.test(n)),
+      names.join(","),
+    );
   });
 
   it("6. a stuck image is declared stuck, not retried, and rolled back to 1.0.0 without downloading", async () => {
     const v11 = await ws.write("k8s/dist/hello-1.1.0.yaml", stuckManifest());
     const r = await cli("deploy", "-f", "hello.yml", "--version", "1.1.0", "--source", v11, "-o", "json");
     assert.equal(r.code, 1);
-    const d = JSON.parse(r.stdout) as { status: string; error: { message: string }; steps: { name: string; attempts: number; status: string }[] };
+    const d = JSON.parse(r.stdout) as {
+      status: string;
+      error: { message: string };
+      steps: { name: string; attempts: number; status: string }[];
+    };
     assert.equal(d.status, "rolled_back");
-    assert.match(d.error.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[a-z0-9]+" has timed out progressing\.; rollback completed$/);
+    assert.match(
+      d.error.message,
+      /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[a-z0-9]+" has timed out progressing\.; rollback completed$/,
+    );
     assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "a stuck rollout is permanent");
     assert.equal(d.steps.find((s) => s.name === "rollback")!.status, "succeeded");
     const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
     const image = (dep.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image;
-    assert.equal(`${image} ${(dep.metadata as { annotations: Record<string, string> }).annotations["manent.io/version"]}`, "hashicorp/http-echo:1.0 1.0.0");
+    assert.equal(
+      `${image} ${(dep.metadata as { annotations: Record<string, string> }).annotations["manent.io/version"]}`,
+      "hashicorp/http-echo:1.0 1.0.0",
+    );
   });
 
   it("7. replicas scaled with kubectl, then a deploy: refused at once for the conflict, rolled back without taking replicas over", async () => {
@@ -177,21 +193,36 @@ describe("tutorial: deploy to Kubernetes", () => {
     const reader = await cp.clusterAdminAccount("kube-system", "tutorial-reader");
     await ws.write("k8s/reader-ca.crt", reader.caPem);
     const kubectl = (...args: string[]) =>
-      promisify(execFile)(`${toolsBin}/kubectl`, [`--server=${cp.url}`, `--certificate-authority=${ws.path("k8s/reader-ca.crt")}`, `--token=${reader.token}`, `--cache-dir=${ws.path("kubectl-cache")}`, ...args]);
+      promisify(execFile)(`${toolsBin}/kubectl`, [
+        `--server=${cp.url}`,
+        `--certificate-authority=${ws.path("k8s/reader-ca.crt")}`,
+        `--token=${reader.token}`,
+        `--cache-dir=${ws.path("kubectl-cache")}`,
+        ...args,
+      ]);
     await kubectl("-n", "hello", "scale", "deployment", "hello", "--replicas=3");
     const scaled = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
 
     const v12 = await ws.write("k8s/dist/hello-1.2.0.yaml", helloManifest.replace("hello from", "hi from"));
     const r = await cli("deploy", "-f", "hello.yml", "--version", "1.2.0", "--source", v12, "-o", "json");
     assert.equal(r.code, 1);
-    const d = JSON.parse(r.stdout) as { status: string; error: { message: string }; steps: { name: string; attempts: number; status: string }[] };
+    const d = JSON.parse(r.stdout) as {
+      status: string;
+      error: { message: string };
+      steps: { name: string; attempts: number; status: string }[];
+    };
     assert.equal(d.status, "rolled_back");
-    assert.match(d.error.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas .*force_conflicts.*; rollback completed$/);
+    assert.match(
+      d.error.message,
+      /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas .*force_conflicts.*; rollback completed$/,
+    );
     assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "a conflict is permanent");
     const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;
     assert.equal((dep.spec as { replicas: number }).replicas, 3, "the rollback did not take replicas over");
     assert.equal(dep.metadata.generation, scaled.metadata.generation, "nothing of the Deployment changed");
-    const owners = (dep.metadata.managedFields as { manager: string; subresource?: string }[]).map((m) => `${m.manager}${m.subresource ? `/${m.subresource}` : ""}`);
+    const owners = (dep.metadata.managedFields as { manager: string; subresource?: string }[]).map(
+      (m) => `${m.manager}${m.subresource ? `/${m.subresource}` : ""}`,
+    );
     assert.ok(owners.includes("kubectl/scale"), owners.join(", "));
   });
 });

@@ -58,28 +58,51 @@ describe("bad input", () => {
   it("4. wrong apiVersion", () => refused(shop({ apiVersion: "v2" }), /apiVersion: must be "manent\/v1"/));
   it("5. version with spaces", () => refused(shop({}, { version: "1.0 beta" }), /artifact\.version: must be letters, digits/));
   it("6. sha256 that is not hex", () => refused(shop({}, { sha256: "abc" }), /artifact\.sha256: must be 64 lower-case hex digits/));
-  it("7. artifact source that does not exist", () => refused(shop({}, { source: "/nope/app.txt" }), /artifact\.source: \/nope\/app\.txt does not exist/));
+  it("7. artifact source that does not exist", () =>
+    refused(shop({}, { source: "/nope/app.txt" }), /artifact\.source: \/nope\/app\.txt does not exist/));
   it("8. descriptor file that does not exist", async () => {
     const r = await runCli(["deploy", "-f", ws.path("missing.yml")], { cwd: ws.dir, server: server.url });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /missing\.yml: file not found/);
   });
-  it("9. missing envconfig", () => refused(shop({ environment: "staging" }), /no envconfig for untenanted\/shop\/shop\/staging: none of \.\/envconfig\/untenanted\/shop\/shop\/staging\.yml exists/));
-  it("10. malformed envconfig YAML", () => withEnvconfig("plugin: noop\ntargets: {host: a\n", /envconfig\/untenanted\/shop\/shop\/test\.yml:\d+:\d+: malformed YAML/));
-  it("11. unknown envconfig field", () => withEnvconfig({ ...goodEnvconfig(), target: [] }, /test\.yml: \(document\): unknown field "target"/));
-  it("12. unknown plugin", () => withEnvconfig({ ...goodEnvconfig(), plugin: "kubernetz" }, /test\.yml: plugin: unknown plugin "kubernetz" \(configured in manent\.yml: noop\)/));
+  it("9. missing envconfig", () =>
+    refused(
+      shop({ environment: "staging" }),
+      /no envconfig for untenanted\/shop\/shop\/staging: none of \.\/envconfig\/untenanted\/shop\/shop\/staging\.yml exists/,
+    ));
+  it("10. malformed envconfig YAML", () =>
+    withEnvconfig("plugin: noop\ntargets: {host: a\n", /envconfig\/untenanted\/shop\/shop\/test\.yml:\d+:\d+: malformed YAML/));
+  it("11. unknown envconfig field", () =>
+    withEnvconfig({ ...goodEnvconfig(), target: [] }, /test\.yml: \(document\): unknown field "target"/));
+  it("12. unknown plugin", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), plugin: "kubernetz" },
+      /test\.yml: plugin: unknown plugin "kubernetz" \(configured in manent\.yml: noop\)/,
+    ));
   it("13. secret reference of an unknown kind", () =>
-    withEnvconfig({ ...goodEnvconfig(), secrets: [{ name: "k", ref: "vault:kv/k" }] }, /test\.yml: secrets\.0\.ref: must be "file:\/absolute\/path" or "env:NAME"/));
+    withEnvconfig(
+      { ...goodEnvconfig(), secrets: [{ name: "k", ref: "vault:kv/k" }] },
+      /test\.yml: secrets\.0\.ref: must be "file:\/absolute\/path" or "env:NAME"/,
+    ));
   it("14. secret file that does not exist", () =>
-    withEnvconfig({ ...goodEnvconfig(), secrets: [{ name: "k", ref: "file:/nope/key" }] }, /secrets\.0\.ref: secret "k": file \/nope\/key does not exist/));
+    withEnvconfig(
+      { ...goodEnvconfig(), secrets: [{ name: "k", ref: "file:/nope/key" }] },
+      /secrets\.0\.ref: secret "k": file \/nope\/key does not exist/,
+    ));
   it("15. secret variable that is not set", () =>
-    withEnvconfig({ ...goodEnvconfig(), secrets: [{ name: "k", ref: "env:MANENT_TEST_UNSET_VAR" }] }, /secrets\.0\.ref: secret "k": environment variable MANENT_TEST_UNSET_VAR is not set/));
-  it("16. malformed duration", () => withEnvconfig({ ...goodEnvconfig(), retry_interval: "5 minutes" }, /retry_interval: "5 minutes" is not a duration/));
+    withEnvconfig(
+      { ...goodEnvconfig(), secrets: [{ name: "k", ref: "env:MANENT_TEST_UNSET_VAR" }] },
+      /secrets\.0\.ref: secret "k": environment variable MANENT_TEST_UNSET_VAR is not set/,
+    ));
+  it("16. malformed duration", () =>
+    withEnvconfig({ ...goodEnvconfig(), retry_interval: "5 minutes" }, /retry_interval: "5 minutes" is not a duration/));
   it("17. parallel below 1", () => withEnvconfig({ ...goodEnvconfig(), parallel: 0 }, /test\.yml: parallel: Too small/));
-  it("18. a param that is not a scalar", () => withEnvconfig({ ...goodEnvconfig(), params: { replicas: { n: 2 } } }, /test\.yml: params\.replicas: /));
+  it("18. a param that is not a scalar", () =>
+    withEnvconfig({ ...goodEnvconfig(), params: { replicas: { n: 2 } } }, /test\.yml: params\.replicas: /));
   it("19. a callback URL that is not http(s)", () =>
     withEnvconfig({ ...goodEnvconfig(), callbacks: [{ url: "ftp://hooks.example/x" }] }, /callbacks\.0\.url: must be an http\(s\) URL/));
-  it("20. duplicate key in YAML", () => refused("apiVersion: manent/v1\napplication: shop\napplication: shop\n", /malformed YAML: Map keys must be unique/));
+  it("20. duplicate key in YAML", () =>
+    refused("apiVersion: manent/v1\napplication: shop\napplication: shop\n", /malformed YAML: Map keys must be unique/));
   it("21. --version override that is not a version", () => refused(shop(), /artifact\.version: must be letters/, ["--version", "../etc"]));
 
   it("22. a sha256 that is not the uploaded file's is refused before anything is recorded", async () => {
@@ -114,10 +137,17 @@ describe("bad manent.yml", () => {
       /manent\.yml: dbos\.database_url: "sqlite" is not supported: .*Write database_url: postgres:\/\/user:password@host:5432\/dbname .*or remove database_url to use the embedded Postgres/,
     ));
   it("refuses an external plugin that shadows a built-in", () =>
-    refusedConfig({ ...manentYml(undefined), plugins: { noop: { external: { command: "/bin/true" } } } }, /plugins\.noop: "noop" is a built-in plugin and cannot name an external one; use another name, such as noop-ext/));
+    refusedConfig(
+      { ...manentYml(undefined), plugins: { noop: { external: { command: "/bin/true" } } } },
+      /plugins\.noop: "noop" is a built-in plugin and cannot name an external one; use another name, such as noop-ext/,
+    ));
   it("refuses an unknown built-in plugin", () =>
     refusedConfig({ ...manentYml(undefined), plugins: { terraform: {} } }, /plugins\.terraform: unknown built-in plugin "terraform"/));
-  it("refuses an unknown top-level field", () => refusedConfig({ ...manentYml(undefined), listn: "x" }, /manent\.yml: \(document\): unknown field "listn"/));
+  it("refuses an unknown top-level field", () =>
+    refusedConfig({ ...manentYml(undefined), listn: "x" }, /manent\.yml: \(document\): unknown field "listn"/));
   it("refuses an open API on a public address", () =>
-    refusedConfig({ ...manentYml(undefined), listen: "0.0.0.0:8080" }, /auth\.tokens: no API token is configured, so the API may only listen on a loopback address/));
+    refusedConfig(
+      { ...manentYml(undefined), listen: "0.0.0.0:8080" },
+      /auth\.tokens: no API token is configured, so the API may only listen on a loopback address/,
+    ));
 });

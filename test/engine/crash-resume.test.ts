@@ -51,7 +51,8 @@ describe("crash and resume", () => {
           const d = await server.api.deploy(id, 120);
           assert.equal(d.status, "succeeded", JSON.stringify(d.error));
           const attempts = Object.fromEntries(d.steps.map((s) => [s.name, s.attempts]));
-          for (const s of steps) assert.equal(attempts[s], s === step && point === "after" ? 2 : 1, `${s} attempts after a kill at ${step}:${point}`);
+          for (const s of steps)
+            assert.equal(attempts[s], s === step && point === "after" ? 2 : 1, `${s} attempts after a kill at ${step}:${point}`);
           // Killed after the deploy step's effect, the step runs again but finds every target recorded
           // as done: the plugin is not called again (per-target resume, engine/target-resume.ts).
           const deployCalls = (await journal()).filter((j) => j.deployment === id && j.call === "deploy").length;
@@ -77,14 +78,19 @@ describe("crash and resume", () => {
     const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: "deploy:after" } });
     // Submitted at once: the first deploy needs over a second to reach the kill, all are accepted well before.
     const ids = (
-      await Promise.all(apps.map((app) => doomed.api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` })))
+      await Promise.all(
+        apps.map((app) => doomed.api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` })),
+      )
     ).map((s) => s.id);
     assert.equal((await doomed.exited).signal, "SIGKILL");
 
     const server = await startServer(config, { cwd: ws.dir });
     try {
       const deploys = await Promise.all(ids.map((id) => server.api.deploy(id, 120)));
-      assert.deepEqual(deploys.map((d) => d.status), apps.map(() => "succeeded"));
+      assert.deepEqual(
+        deploys.map((d) => d.status),
+        apps.map(() => "succeeded"),
+      );
       const calls = await journal();
       for (const id of ids) {
         const n = calls.filter((j) => j.deployment === id && j.call === "deploy").length;

@@ -16,7 +16,8 @@ describe("deploy workflow", () => {
   let server: ServerProcess;
   let artifact: string;
 
-  const envconfig = (app: string, env: string, body: Record<string, unknown>) => ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, body);
+  const envconfig = (app: string, env: string, body: Record<string, unknown>) =>
+    ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, body);
   const journal = () => readJournal(ws.path("journal"));
   const params = (extra: Record<string, string> = {}) => ({ state_dir: ws.path("state"), journal: ws.path("journal"), ...extra });
 
@@ -37,17 +38,23 @@ describe("deploy workflow", () => {
     const { id } = await server.api.submit({ descriptor: descriptor("alpha", "test", artifact), descriptor_file: "alpha.yml" });
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
-    assert.deepEqual(d.steps.map((s) => `${s.name}:${s.status}:${s.attempts}`), [
-      "resolve:succeeded:1",
-      "fetch:succeeded:1",
-      "validate:succeeded:1",
-      "checkpoint:succeeded:1",
-      "deploy:succeeded:1",
-    ]);
-    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { plugin: string; targets: { host: string; status: string }[] };
+    assert.deepEqual(
+      d.steps.map((s) => `${s.name}:${s.status}:${s.attempts}`),
+      ["resolve:succeeded:1", "fetch:succeeded:1", "validate:succeeded:1", "checkpoint:succeeded:1", "deploy:succeeded:1"],
+    );
+    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as {
+      plugin: string;
+      targets: { host: string; status: string }[];
+    };
     assert.equal(result.plugin, "noop");
-    assert.deepEqual(result.targets.map((t) => `${t.host}:${t.status}`), ["a:deployed", "b:deployed"]);
-    assert.deepEqual(d.targets.map((t) => `${t.phase}:${t.host}:${t.status}`), ["deploy:a:deployed", "deploy:b:deployed"]);
+    assert.deepEqual(
+      result.targets.map((t) => `${t.host}:${t.status}`),
+      ["a:deployed", "b:deployed"],
+    );
+    assert.deepEqual(
+      d.targets.map((t) => `${t.phase}:${t.host}:${t.status}`),
+      ["deploy:a:deployed", "deploy:b:deployed"],
+    );
     assert.equal(await readFile(ws.path("state", "a.release"), "utf8"), "1.0.0");
   });
 
@@ -58,7 +65,13 @@ describe("deploy workflow", () => {
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
     assert.equal(d.plugin, "noop");
     await assert.rejects(
-      server.api.submit({ descriptor: { ...descriptor("kappa", "test", artifact), artifact: { type: "helm", name: "kappa", version: "1.0.0", source: artifact } }, descriptor_file: "kappa.yml" }),
+      server.api.submit({
+        descriptor: {
+          ...descriptor("kappa", "test", artifact),
+          artifact: { type: "helm", name: "kappa", version: "1.0.0", source: artifact },
+        },
+        descriptor_file: "kappa.yml",
+      }),
       /no configured plugin supports artifact type "helm"; set plugin in the envconfig/,
     );
   });
@@ -82,15 +95,24 @@ describe("deploy workflow", () => {
         ...descriptor("lambda", "test", `${base}${path}`, version),
         artifact: { type: "file", name: "lambda", version, source: `${base}${path}`, sha256 },
       });
-      const first = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.0"), descriptor_file: "lambda.yml" })).id, 60);
+      const first = await server.api.deploy(
+        (await server.api.submit({ descriptor: remote("1.0.0"), descriptor_file: "lambda.yml" })).id,
+        60,
+      );
       assert.equal(first.status, "succeeded", JSON.stringify(first.error));
       assert.equal(first.steps.find((s) => s.name === "fetch")!.attempts, 2, "the 503 was retried");
       // The verified bytes are cached by sha256: the next release of the same bytes reads nothing.
-      const second = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.1"), descriptor_file: "lambda.yml" })).id, 60);
+      const second = await server.api.deploy(
+        (await server.api.submit({ descriptor: remote("1.0.1"), descriptor_file: "lambda.yml" })).id,
+        60,
+      );
       assert.equal(second.status, "succeeded");
       assert.deepEqual(hits, ["/app.txt", "/app.txt"]);
 
-      const missing = await server.api.deploy((await server.api.submit({ descriptor: remote("1.0.2", "/gone.txt"), descriptor_file: "lambda.yml" })).id, 60);
+      const missing = await server.api.deploy(
+        (await server.api.submit({ descriptor: remote("1.0.2", "/gone.txt"), descriptor_file: "lambda.yml" })).id,
+        60,
+      );
       assert.equal(missing.status, "failed");
       assert.match(missing.error!.message, /gone\.txt: HTTP 404/);
       assert.equal(missing.steps.find((s) => s.name === "fetch")!.attempts, 1, "a 404 is not retried");
@@ -162,15 +184,27 @@ describe("deploy workflow", () => {
   });
 
   it("rolls a failed deploy back to the checkpointed release of every target", async () => {
-    await envconfig("eps", "test", { plugin: "noop", targets: [{ host: "e1" }, { host: "e2" }], params: params(), rollback: { enabled: true } });
+    await envconfig("eps", "test", {
+      plugin: "noop",
+      targets: [{ host: "e1" }, { host: "e2" }],
+      params: params(),
+      rollback: { enabled: true },
+    });
     const first = await server.api.submit({ descriptor: descriptor("eps", "test", artifact, "1.0.0"), descriptor_file: "eps.yml" });
     assert.equal((await server.api.deploy(first.id, 60)).status, "succeeded");
-    await envconfig("eps", "test", { plugin: "noop", targets: [{ host: "e1" }, { host: "e2" }], params: params({ fail_hosts: "e2" }), rollback: { enabled: true } });
+    await envconfig("eps", "test", {
+      plugin: "noop",
+      targets: [{ host: "e1" }, { host: "e2" }],
+      params: params({ fail_hosts: "e2" }),
+      rollback: { enabled: true },
+    });
     const second = await server.api.submit({ descriptor: descriptor("eps", "test", artifact, "2.0.0"), descriptor_file: "eps.yml" });
     const d = await server.api.deploy(second.id, 60);
     assert.equal(d.status, "rolled_back");
     assert.match(d.error!.message, /target e2: failing as configured.*; rollback completed$/);
-    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as { releases: { host: string; version: string }[] };
+    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as {
+      releases: { host: string; version: string }[];
+    };
     assert.deepEqual(checkpoint.releases, [
       { host: "e1", version: "1.0.0" },
       { host: "e2", version: "1.0.0" },
@@ -184,8 +218,14 @@ describe("deploy workflow", () => {
     const { id } = await server.api.submit({ descriptor: descriptor("zeta", "test", artifact), descriptor_file: "zeta.yml" });
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "failed");
-    assert.equal(d.steps.some((s) => s.name === "rollback"), false);
-    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as { can_rollback: boolean; no_rollback_reason: string };
+    assert.equal(
+      d.steps.some((s) => s.name === "rollback"),
+      false,
+    );
+    const checkpoint = JSON.parse(d.steps.find((s) => s.name === "checkpoint")!.output!.result) as {
+      can_rollback: boolean;
+      no_rollback_reason: string;
+    };
     assert.equal(checkpoint.can_rollback, false);
     assert.match(checkpoint.no_rollback_reason, /rollback.enabled is false/);
   });
@@ -196,7 +236,10 @@ describe("deploy workflow", () => {
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded");
     assert.equal(d.kind, "dry_run");
-    assert.deepEqual(d.steps.map((s) => s.name), ["resolve", "fetch", "validate", "deploy"]);
+    assert.deepEqual(
+      d.steps.map((s) => s.name),
+      ["resolve", "fetch", "validate", "deploy"],
+    );
     const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as { targets: { status: string }[] };
     assert.equal(result.targets[0]!.status, "ready");
     await assert.rejects(readFile(ws.path("state", "h1.release"), "utf8"), /ENOENT/);
@@ -210,7 +253,10 @@ describe("deploy workflow", () => {
     const [da, db] = [await server.api.deploy(a.id, 60), await server.api.deploy(b.id, 60)];
     assert.equal(da.status, "succeeded");
     assert.equal(db.status, "succeeded");
-    assert.ok(Date.parse(db.started_at!) >= Date.parse(da.finished_at!), `second started ${db.started_at} before first finished ${da.finished_at}`);
+    assert.ok(
+      Date.parse(db.started_at!) >= Date.parse(da.finished_at!),
+      `second started ${db.started_at} before first finished ${da.finished_at}`,
+    );
     assert.equal(await readFile(ws.path("state", "t1.release"), "utf8"), "2.0.0");
   });
 
@@ -225,7 +271,10 @@ describe("deploy workflow", () => {
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
     assert.equal(d.kind, "rollback");
     assert.equal(d.version, "1.0.0");
-    assert.equal(d.steps.some((s) => s.name === "fetch"), false);
+    assert.equal(
+      d.steps.some((s) => s.name === "fetch"),
+      false,
+    );
     assert.equal(await readFile(ws.path("state", "i1.release"), "utf8"), "1.0.0");
   });
 });

@@ -37,11 +37,17 @@ describe("a fleet that heals", () => {
     for (const executor of ["alpha", "beta"]) {
       const config = await ws.write(
         `${executor}.yml`,
-        manentYml(undefined, { dbos: { database_url: databaseUrl, executor_id: executor, heartbeat_interval: "250ms", dead_after: "2s" }, workdir: `./work-${executor}` }),
+        manentYml(undefined, {
+          dbos: { database_url: databaseUrl, executor_id: executor, heartbeat_interval: "250ms", dead_after: "2s" },
+          workdir: `./work-${executor}`,
+        }),
       );
       servers[executor] = await startServer(config, { cwd: ws.dir });
     }
-    const { id } = await servers.alpha!.api.submit({ descriptor: descriptor("heal", "prod", artifact, "5.0.0"), descriptor_file: "heal.yml" });
+    const { id } = await servers.alpha!.api.submit({
+      descriptor: descriptor("heal", "prod", artifact, "5.0.0"),
+      descriptor_file: "heal.yml",
+    });
 
     // Whichever server dequeued it is the one to kill, once its deploy call has started.
     const db = new pg.Client(databaseUrl);
@@ -51,7 +57,8 @@ describe("a fleet that heals", () => {
       while (!(await readJournal(ws.path("journal"))).some((j) => j.deployment === id && j.call === "deploy")) {
         await new Promise((r) => setTimeout(r, 25));
       }
-      executor = (await db.query<{ executor_id: string }>("select executor_id from dbos.workflow_status where workflow_uuid = $1", [id])).rows[0]?.executor_id;
+      executor = (await db.query<{ executor_id: string }>("select executor_id from dbos.workflow_status where workflow_uuid = $1", [id]))
+        .rows[0]?.executor_id;
     } finally {
       await db.end();
     }

@@ -17,7 +17,12 @@ describe("rollout canary", () => {
 
   const journal = async (id: string) => (await readJournal(ws.path("journal"))).filter((j) => j.deployment === id);
   const state = (host: string, kind = "release") => readFile(ws.path("state", `${host}.${kind}`), "utf8").catch(() => "");
-  const envconfig = (app: string, canary: Record<string, unknown>, params: Record<string, string> = {}, extra: Record<string, unknown> = {}) =>
+  const envconfig = (
+    app: string,
+    canary: Record<string, unknown>,
+    params: Record<string, string> = {},
+    extra: Record<string, unknown> = {},
+  ) =>
     ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
       plugin: "noop",
       targets: [{ host: `${app}-1` }, { host: `${app}-2` }],
@@ -80,7 +85,10 @@ describe("rollout canary", () => {
     await envconfig("canb", { steps: [{ set_weight: 10 }, { set_weight: 50 }] }, { fail_at_weight: "50" });
     const d = await deploy("canb", "2.0.0");
     assert.equal(d.status, "rolled_back", JSON.stringify(d.error));
-    assert.match(d.error!.message, /^canary step 2 \(set_weight 50\) failed: weight 50: failing as configured \(fail_at_weight\); weight 0, candidate reverted$/);
+    assert.match(
+      d.error!.message,
+      /^canary step 2 \(set_weight 50\) failed: weight 50: failing as configured \(fail_at_weight\); weight 0, candidate reverted$/,
+    );
     const calls = (await journal(d.id)).map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
     // Traffic off first, then capacity, then the candidate goes.
     assert.deepEqual(calls.slice(-3), ["set_candidate_weight weight=0", "scale_candidate weight=0", "revert_candidate"]);
@@ -91,7 +99,12 @@ describe("rollout canary", () => {
   });
 
   it("fails a call the plugin answers UNIMPLEMENTED without retries, and reverts", async () => {
-    await envconfig("canc", { steps: [{ set_weight: 20 }] }, { fail_at: "promote_candidate", fail_mode: "unimplemented" }, { max_retries: 3 });
+    await envconfig(
+      "canc",
+      { steps: [{ set_weight: 20 }] },
+      { fail_at: "promote_candidate", fail_mode: "unimplemented" },
+      { max_retries: 3 },
+    );
     const d = await deploy("canc", "2.0.0");
     assert.equal(d.status, "rolled_back");
     assert.equal(d.error!.code, "unimplemented");
@@ -110,22 +123,30 @@ describe("rollout canary", () => {
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
     try {
       const url = `http://127.0.0.1:${(web.address() as AddressInfo).port}/health?version=\${MANENT_VERSION}&weight=\${MANENT_WEIGHT}`;
-      const analysis = { checks: { health: { http: { url, json_field: "error_rate" }, success_condition: "result < 0.05", interval: "50ms", count: 2 } } };
+      const analysis = {
+        checks: { health: { http: { url, json_field: "error_rate" }, success_condition: "result < 0.05", interval: "50ms", count: 2 } },
+      };
       const canary = { steps: [{ set_weight: 10 }, { analysis: { checks: ["health"] } }, { set_weight: 100 }] };
       await envconfig("cane", canary, {}, { analysis });
       const ok = await deploy("cane", "2.0.0");
       assert.equal(ok.status, "succeeded", JSON.stringify(ok.error));
-      assert.deepEqual(ok.rollout!.measurements.map((m) => `${m.step} ${m.check} ${m.value} ${m.verdict}`), [
-        "canary-2:analysis health 0.01 successful",
-        "canary-2:analysis health 0.01 successful",
-      ]);
+      assert.deepEqual(
+        ok.rollout!.measurements.map((m) => `${m.step} ${m.check} ${m.value} ${m.verdict}`),
+        ["canary-2:analysis health 0.01 successful", "canary-2:analysis health 0.01 successful"],
+      );
       assert.deepEqual(seen, ["/health?version=2.0.0&weight=10", "/health?version=2.0.0&weight=10"]);
-      assert.deepEqual(ok.steps.filter((s) => s.name.startsWith("canary-2:")).map((s) => s.name), ["canary-2:analysis:1", "canary-2:analysis:2"]);
+      assert.deepEqual(
+        ok.steps.filter((s) => s.name.startsWith("canary-2:")).map((s) => s.name),
+        ["canary-2:analysis:1", "canary-2:analysis:2"],
+      );
 
       errorRate = 0.3;
       const bad = await deploy("cane", "3.0.0");
       assert.equal(bad.status, "rolled_back");
-      assert.match(bad.error!.message, /^canary step 2 \(analysis health\) failed: health: error_rate = 0\.3 does not meet success_condition "result < 0\.05" \(1 failed measurement, failure_limit 0\); weight 0, candidate reverted$/);
+      assert.match(
+        bad.error!.message,
+        /^canary step 2 \(analysis health\) failed: health: error_rate = 0\.3 does not meet success_condition "result < 0\.05" \(1 failed measurement, failure_limit 0\); weight 0, candidate reverted$/,
+      );
       assert.equal(await state("cane-1"), "2.0.0");
       const metrics = await (await fetch(`${server.url}/metrics`)).text();
       assert.match(metrics, /manent_analysis_measurements_total\{check="health",verdict="successful"\} 2/);
@@ -147,9 +168,12 @@ describe("rollout canary", () => {
 
   it("refuses a canary for a plugin without slots at submission, naming the field and the capability", async () => {
     const db = await pg.createDatabase();
-    const other = await startServer(await ws.write("manent-noslots.yml", manentYml(db, { plugins: { noop: { artifact_types: ["file"], without: ["slots"] } } })), {
-      cwd: ws.dir,
-    });
+    const other = await startServer(
+      await ws.write("manent-noslots.yml", manentYml(db, { plugins: { noop: { artifact_types: ["file"], without: ["slots"] } } })),
+      {
+        cwd: ws.dir,
+      },
+    );
     try {
       await envconfig("cand", { steps: [{ set_weight: 10 }] });
       await assert.rejects(

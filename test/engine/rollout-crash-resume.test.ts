@@ -67,7 +67,9 @@ describe("rollout crash and resume", () => {
       },
     });
   const calls = async (id: string) =>
-    (await readJournal(ws.path("journal"))).filter((j) => j.deployment === id && j.call !== "candidate_weight").map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+    (await readJournal(ws.path("journal")))
+      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
+      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
   const state = (host: string, kind: string) => readFile(ws.path("state", `${host}.${kind}`), "utf8").catch(() => "");
 
   /** Approves the gate between the waves whenever the deploy waits at it, until the deploy ends or the server goes. */
@@ -139,7 +141,10 @@ describe("rollout crash and resume", () => {
         assert.equal(await state(`sw${i}-${h}`, "candidate"), "");
       }
       for (const s of d.steps.filter((s) => /:(pause|approval)$/.test(s.name))) assert.equal(s.attempts, 1, `${s.name} started once`);
-      assert.deepEqual(d.rollout!.waves.map((w) => w.status), ["succeeded", "succeeded"]);
+      assert.deepEqual(
+        d.rollout!.waves.map((w) => w.status),
+        ["succeeded", "succeeded"],
+      );
     });
   }
 
@@ -163,7 +168,10 @@ describe("rollout crash and resume", () => {
       const app = `swr${i}`;
       const { d, calls: journal } = await sweep(app, killAt, { fail_at_weight: "100", fail_hosts: `${app}-us-1` });
       assert.equal(d.status, "rolled_back", JSON.stringify(d.error));
-      assert.match(d.error!.message, /^wave 2 \(region=us\) failed: canary step 4 \(set_weight 100\) failed: .*; weight 0, candidate reverted; wave 1 rolled back$/);
+      assert.match(
+        d.error!.message,
+        /^wave 2 \(region=us\) failed: canary step 4 \(set_weight 100\) failed: .*; weight 0, candidate reverted; wave 1 rolled back$/,
+      );
       const expected = [
         ...rolloutCalls(100).slice(0, 6),
         ...rolloutCalls(100).slice(0, 4),

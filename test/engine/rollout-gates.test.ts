@@ -15,7 +15,9 @@ describe("rollout gates and commands", () => {
   let artifact: string;
 
   const journal = async (id: string) =>
-    (await readJournal(ws.path("journal"))).filter((j) => j.deployment === id && j.call !== "candidate_weight").map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+    (await readJournal(ws.path("journal")))
+      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
+      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url, env: { MANENT_OUTPUT: "text" } });
   const start = async (app: string, rollout: Record<string, unknown>, targets = [{ host: `${app}-1` }]) => {
     await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
@@ -65,7 +67,10 @@ describe("rollout gates and commands", () => {
     assert.match(approved.stdout, new RegExp(`${id} approve sent by anonymous during canary-2:approval`));
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
-    assert.deepEqual(d.rollout!.commands.map((c) => `${c.command} ${c.by} ${c.during}`), ["approve anonymous canary-2:approval"]);
+    assert.deepEqual(
+      d.rollout!.commands.map((c) => `${c.command} ${c.by} ${c.during}`),
+      ["approve anonymous canary-2:approval"],
+    );
     assert.ok(!Number.isNaN(Date.parse(d.rollout!.commands[0]!.at)));
     const gate = d.steps.find((s) => s.name === "canary-2:approval")!;
     assert.equal(gate.status, "succeeded");
@@ -102,7 +107,10 @@ describe("rollout gates and commands", () => {
     const calls = await journal(id);
     assert.ok(!calls.some((c) => c.endsWith("weight=50") || c.endsWith("weight=100")), calls.join(" | "));
     assert.deepEqual(calls.slice(-2), ["promote_candidate", "retire_previous"]);
-    assert.deepEqual(d.rollout!.commands.map((c) => `${c.command} ${c.full}`), ["promote true"]);
+    assert.deepEqual(
+      d.rollout!.commands.map((c) => `${c.command} ${c.full}`),
+      ["promote true"],
+    );
   });
 
   it("aborts during a pause: weight 0, candidate reverted, the abort recorded with who and when", async () => {
@@ -115,7 +123,10 @@ describe("rollout gates and commands", () => {
     assert.equal(d.status, "rolled_back");
     assert.match(d.error!.message, /^aborted by anonymous during canary step 2 \(pause 1h\); weight 0, candidate reverted$/);
     assert.deepEqual((await journal(id)).slice(-3), ["set_candidate_weight weight=0", "scale_candidate weight=0", "revert_candidate"]);
-    assert.deepEqual(d.rollout!.commands.map((c) => `${c.command} ${c.by} ${c.during}`), ["abort anonymous canary-2:pause"]);
+    assert.deepEqual(
+      d.rollout!.commands.map((c) => `${c.command} ${c.by} ${c.during}`),
+      ["abort anonymous canary-2:pause"],
+    );
     assert.equal(d.rollout!.waiting, null);
   });
 
@@ -138,18 +149,19 @@ describe("rollout gates and commands", () => {
     ];
     const id = await start("gwav", { waves: { by: ["region"], between: [{ pause: "300ms" }, { approval: {} }] } }, targets);
     const waiting = await until(id, waitingFor("approval"), "approval between waves");
-    assert.deepEqual(waiting.rollout!.waves.map((w) => w.status), ["succeeded", "pending"]);
+    assert.deepEqual(
+      waiting.rollout!.waves.map((w) => w.status),
+      ["succeeded", "pending"],
+    );
     assert.equal(waiting.rollout!.waiting!.step, "wave-1:gate-2:approval");
     const status = await cli("status", id);
     assert.match(status.stdout, /wave 1\/2 region=eu: succeeded \(1 targets\)/);
     assert.equal((await server.api.rolloutCommand(id, "approve")).rollout!.commands.length, 1);
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
-    assert.deepEqual(d.steps.filter((s) => s.name.startsWith("wave-")).map((s) => `${s.name}:${s.status}`), [
-      "wave-1:deploy:succeeded",
-      "wave-1:gate-1:pause:succeeded",
-      "wave-1:gate-2:approval:succeeded",
-      "wave-2:deploy:succeeded",
-    ]);
+    assert.deepEqual(
+      d.steps.filter((s) => s.name.startsWith("wave-")).map((s) => `${s.name}:${s.status}`),
+      ["wave-1:deploy:succeeded", "wave-1:gate-1:pause:succeeded", "wave-1:gate-2:approval:succeeded", "wave-2:deploy:succeeded"],
+    );
   });
 });

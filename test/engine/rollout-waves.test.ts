@@ -54,21 +54,27 @@ describe("rollout waves", () => {
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
     const calls = (await journal(d.id)).filter((j) => j.call === "deploy").map((j) => j.hosts.join(","));
     assert.deepEqual(calls, ["us-a1,us-a2", "eu-a1,eu-a2", "eu-b1"]);
-    assert.deepEqual(d.rollout!.waves.map((w) => `${w.index} ${w.name} ${w.status} ${w.hosts.join(",")}`), [
-      "1 region=us-east az=a succeeded us-a1,us-a2",
-      "2 region=eu-west az=a succeeded eu-a1,eu-a2",
-      "3 region=eu-west az=b succeeded eu-b1",
-    ]);
-    assert.deepEqual(d.steps.map((s) => `${s.name}:${s.status}`), [
-      "resolve:succeeded",
-      "fetch:succeeded",
-      "validate:succeeded",
-      "checkpoint:succeeded",
-      "deploy:succeeded",
-      "wave-1:deploy:succeeded",
-      "wave-2:deploy:succeeded",
-      "wave-3:deploy:succeeded",
-    ]);
+    assert.deepEqual(
+      d.rollout!.waves.map((w) => `${w.index} ${w.name} ${w.status} ${w.hosts.join(",")}`),
+      [
+        "1 region=us-east az=a succeeded us-a1,us-a2",
+        "2 region=eu-west az=a succeeded eu-a1,eu-a2",
+        "3 region=eu-west az=b succeeded eu-b1",
+      ],
+    );
+    assert.deepEqual(
+      d.steps.map((s) => `${s.name}:${s.status}`),
+      [
+        "resolve:succeeded",
+        "fetch:succeeded",
+        "validate:succeeded",
+        "checkpoint:succeeded",
+        "deploy:succeeded",
+        "wave-1:deploy:succeeded",
+        "wave-2:deploy:succeeded",
+        "wave-3:deploy:succeeded",
+      ],
+    );
     // The tutorial's `.steps[] | select(.name=="deploy") | .output.result | fromjson` still lists every target.
     const summary = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output!.result) as Result;
     assert.deepEqual(summary.targets.map((t) => `${t.host}:${t.status}`).sort(), fleet.map((t) => `${t.host}:deployed`).sort());
@@ -79,8 +85,14 @@ describe("rollout waves", () => {
     await envconfig("waves", { fail_hosts: "eu-a2" });
     const d = await deploy("waves", "2.0.0");
     assert.equal(d.status, "rolled_back", JSON.stringify(d.error));
-    assert.match(d.error!.message, /^wave 2 \(region=eu-west az=a\) failed: .*target eu-a2: failing as configured.*; waves 1-2 rolled back; wave 3 skipped$/);
-    assert.deepEqual(d.rollout!.waves.map((w) => w.status), ["rolled_back", "rolled_back", "skipped"]);
+    assert.match(
+      d.error!.message,
+      /^wave 2 \(region=eu-west az=a\) failed: .*target eu-a2: failing as configured.*; waves 1-2 rolled back; wave 3 skipped$/,
+    );
+    assert.deepEqual(
+      d.rollout!.waves.map((w) => w.status),
+      ["rolled_back", "rolled_back", "skipped"],
+    );
     const calls = (await journal(d.id)).filter((j) => j.call !== "deploy_end").map((j) => `${j.call} ${j.hosts.join(",")}`);
     assert.deepEqual(calls, ["deploy us-a1,us-a2", "deploy eu-a1,eu-a2", "rollback us-a1,us-a2,eu-a1,eu-a2"]);
     for (const t of fleet) assert.equal(await release(t.host), "1.0.0", t.host);
@@ -89,7 +101,11 @@ describe("rollout waves", () => {
   });
 
   it("behaves as before without rollout settings: one deploy call, no rollout section", async () => {
-    await ws.write("envconfig/untenanted/plain/plain/prod.yml", { plugin: "noop", targets: fleet, params: { journal: ws.path("journal") } });
+    await ws.write("envconfig/untenanted/plain/plain/prod.yml", {
+      plugin: "noop",
+      targets: fleet,
+      params: { journal: ws.path("journal") },
+    });
     const d = await deploy("plain", "1.0.0");
     assert.equal(d.status, "succeeded");
     assert.equal(d.rollout, null);

@@ -57,11 +57,17 @@ describe("scale-out", () => {
     const apps = Array.from({ length: 10 }, (_, i) => `scale-${i}`);
     for (const app of apps) await envconfig(app, "300ms");
     const ids = await Promise.all(
-      apps.map(async (app, i) => (await servers[i % 2]!.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.0.0"), descriptor_file: `${app}.yml` })).id),
+      apps.map(
+        async (app, i) =>
+          (await servers[i % 2]!.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.0.0"), descriptor_file: `${app}.yml` })).id,
+      ),
     );
     // Either server answers for any deploy: the records are shared.
     const deploys = await Promise.all(ids.map((id, i) => servers[(i + 1) % 2]!.api.deploy(id, 120)));
-    assert.deepEqual(deploys.map((d) => d.status), apps.map(() => "succeeded"));
+    assert.deepEqual(
+      deploys.map((d) => d.status),
+      apps.map(() => "succeeded"),
+    );
 
     const calls = await journal();
     for (const id of ids) assert.equal(calls.filter((c) => c.deployment === id && c.call === "deploy").length, 1, `deploy calls of ${id}`);
@@ -77,7 +83,9 @@ describe("scale-out", () => {
     await envconfig("shared", "600ms");
     for (let round = 0; round < 2; round++) {
       const [a, b] = await Promise.all(
-        servers.map((s, i) => s.api.submit({ descriptor: descriptor("shared", "prod", artifact, `${round}.${i}.0`), descriptor_file: "shared.yml" })),
+        servers.map((s, i) =>
+          s.api.submit({ descriptor: descriptor("shared", "prod", artifact, `${round}.${i}.0`), descriptor_file: "shared.yml" }),
+        ),
       );
       const [da, db] = await Promise.all([servers[1]!.api.deploy(a!.id, 120), servers[0]!.api.deploy(b!.id, 120)]);
       assert.equal(da.status, "succeeded", JSON.stringify(da.error));

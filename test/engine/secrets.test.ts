@@ -45,7 +45,9 @@ describe("secrets", () => {
     const r = await runCli(["deploy", "-f", "d.yml", "-o", "json"], { cwd: ws.dir, server: server.url });
     assert.equal(r.code, 0, r.stdout + r.stderr);
     const d = JSON.parse(r.stdout) as { steps: { name: string; output: { result: string } }[] };
-    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output.result) as { targets: { details: Record<string, string> }[] };
+    const result = JSON.parse(d.steps.find((s) => s.name === "deploy")!.output.result) as {
+      targets: { details: Record<string, string> }[];
+    };
     assert.equal(result.targets[0]!.details.secret_length, String(fileSecret.length), "the plugin read the secret");
 
     const history = await runCli(["history", "-o", "json"], { cwd: ws.dir, server: server.url });
@@ -56,7 +58,10 @@ describe("secrets", () => {
       const tables = await client.query<{ schema: string; name: string }>(
         `select table_schema as schema, table_name as name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`,
       );
-      assert.ok(tables.rows.some((t) => t.schema === "dbos"), "DBOS's tables are in the same database");
+      assert.ok(
+        tables.rows.some((t) => t.schema === "dbos"),
+        "DBOS's tables are in the same database",
+      );
       for (const t of tables.rows) {
         const all = await client.query(`select t::text as row from "${t.schema}"."${t.name}" t`);
         rows += all.rows.map((x: { row: string }) => x.row).join("\n");

@@ -90,7 +90,11 @@ describe("graceful shutdown", () => {
     assert.equal(resumed.status, "succeeded", JSON.stringify(resumed.error));
     assert.equal(await readFile(ws.path("state", "calm-1.release"), "utf8"), "2.0.0");
     const calls = await journal();
-    assert.equal(calls.filter((j) => j.deployment === running.id && j.call === "deploy").length, 1, "the finished deploy did not run again");
+    assert.equal(
+      calls.filter((j) => j.deployment === running.id && j.call === "deploy").length,
+      1,
+      "the finished deploy did not run again",
+    );
     assert.equal(calls.filter((j) => j.deployment === queued.id && j.call === "deploy").length, 1);
     await server.stop();
     assert.equal((await server.exited).code, 0);

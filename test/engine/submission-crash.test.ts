@@ -117,11 +117,20 @@ describe("submissions cut by a crash", () => {
       for (const id of acknowledged) assert.ok(ids.has(id), `acknowledged deploy ${id} has no record`);
       const ended = await Promise.all(records.map((r) => server.api.deploy(r.id, 120)));
       const stuck = ended.filter((d) => !terminal.has(d.status));
-      assert.deepEqual(stuck.map((d) => `${d.id}: ${d.status}`), []);
+      assert.deepEqual(
+        stuck.map((d) => `${d.id}: ${d.status}`),
+        [],
+      );
       // Every deploy that has a record had its workflow: none ended as an orphan.
       const orphans = ended.filter((d) => d.error?.message.includes("before its workflow was queued"));
-      assert.deepEqual(orphans.map((d) => d.id), []);
-      assert.ok(ended.every((d) => d.status === "succeeded"), JSON.stringify(ended.filter((d) => d.status !== "succeeded").map((d) => d.error)));
+      assert.deepEqual(
+        orphans.map((d) => d.id),
+        [],
+      );
+      assert.ok(
+        ended.every((d) => d.status === "succeeded"),
+        JSON.stringify(ended.filter((d) => d.status !== "succeeded").map((d) => d.error)),
+      );
     } finally {
       await server.stop();
     }
@@ -146,7 +155,10 @@ describe("submissions cut by a crash", () => {
         const mine = deploys.get(a.id)!;
         const ahead = deploys.get(a.queued_behind);
         assert.ok(ahead, `queued_behind ${a.queued_behind} is not one of this application's deploys`);
-        assert.ok(Date.parse(ahead.finished_at!) <= Date.parse(mine.started_at!), `${a.id} was said to be behind ${a.queued_behind}, which ran after it`);
+        assert.ok(
+          Date.parse(ahead.finished_at!) <= Date.parse(mine.started_at!),
+          `${a.id} was said to be behind ${a.queued_behind}, which ran after it`,
+        );
       }
       // All but the first (and any queued in the same millisecond as the one before) wait for another.
       assert.ok(named >= 6, `only ${named} of 12 answers named a deploy ahead`);

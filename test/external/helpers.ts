@@ -44,17 +44,19 @@ export function pluginFields(e: LogEntry): Record<string, unknown> {
 export function recordingLogger(): Logger & { entries: LogEntry[]; waitFor(pred: (e: LogEntry) => boolean): Promise<LogEntry> } {
   const entries: LogEntry[] = [];
   const waiters: { pred: (e: LogEntry) => boolean; resolve(e: LogEntry): void }[] = [];
-  const log = (level: LogEntry["level"]) => (msg: string, attrs: Record<string, unknown> = {}) => {
-    const e = { level, msg, attrs };
-    entries.push(e);
-    for (const w of [...waiters]) {
-      if (w.pred(e)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(e);
+  const log =
+    (level: LogEntry["level"]) =>
+    (msg: string, attrs: Record<string, unknown> = {}) => {
+      const e = { level, msg, attrs };
+      entries.push(e);
+      for (const w of [...waiters]) {
+        if (w.pred(e)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(e);
+        }
       }
-    }
-    if (process.env.MANENT_TEST_LOG) process.stderr.write(`[${level}] ${msg} ${JSON.stringify(attrs)}\n`);
-  };
+      if (process.env.MANENT_TEST_LOG) process.stderr.write(`[${level}] ${msg} ${JSON.stringify(attrs)}\n`);
+    };
   return {
     entries,
     debug: log("debug"),

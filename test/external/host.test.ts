@@ -22,7 +22,13 @@ describe("external plugin host with the TypeScript sample", () => {
     t = await tempDir();
     bin = await buildSamplePlugin(t.dir);
     base = path.join(t.dir, "targets");
-    plugin = await ExternalPlugin.activate({ name: "files", entry: { external: { command: bin }, name: "files-ts" }, baseDir: t.dir, logger, registry });
+    plugin = await ExternalPlugin.activate({
+      name: "files",
+      entry: { external: { command: bin }, name: "files-ts" },
+      baseDir: t.dir,
+      logger,
+      registry,
+    });
     deployer = await plugin.deployer();
   });
   after(async () => {
@@ -31,8 +37,26 @@ describe("external plugin host with the TypeScript sample", () => {
   });
 
   it("starts on first use and announces the capabilities from Configure", async () => {
-    assert.deepEqual(await plugin.capabilities(), ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
-    assert.deepEqual(capabilitiesOf(deployer), ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"]);
+    assert.deepEqual(await plugin.capabilities(), [
+      "dry_run",
+      "current_release",
+      "rollback",
+      "slots",
+      "traffic_router",
+      "testers",
+      "scale",
+      "parallel_targets",
+    ]);
+    assert.deepEqual(capabilitiesOf(deployer), [
+      "dry_run",
+      "current_release",
+      "rollback",
+      "slots",
+      "traffic_router",
+      "testers",
+      "scale",
+      "parallel_targets",
+    ]);
     assert.equal(deployer.name(), "files");
     assert.match(await registry.metrics(), /manent_plugin_up\{plugin="files"\} 1/);
   });
@@ -46,7 +70,14 @@ describe("external plugin host with the TypeScript sample", () => {
     const targets = ["a", "b", "c"].map((host) => ({ host, labels: {} }));
     const res = await deployer.deploy(request({ targets, params: { base }, secrets, parallelism: 3 }));
     assert.equal(res.plugin, "files-ts");
-    assert.deepEqual(res.targets.map((r) => [r.host, r.status]), [["a", "deployed"], ["b", "deployed"], ["c", "deployed"]]);
+    assert.deepEqual(
+      res.targets.map((r) => [r.host, r.status]),
+      [
+        ["a", "deployed"],
+        ["b", "deployed"],
+        ["c", "deployed"],
+      ],
+    );
     assert.deepEqual(secrets.asked, ["deploy-key"]);
     const hash = createHash("sha256").update("s3cret").digest("hex");
     for (const host of ["a", "b", "c"]) {
@@ -65,9 +96,17 @@ describe("external plugin host with the TypeScript sample", () => {
 
   it("runs dry-run, current release and rollback", async () => {
     const targets = [{ host: "a", labels: {} }];
-    const dry = await (deployer as Deployer & { dryRun: Deployer["deploy"] }).dryRun(request({ targets, params: { base }, artifact: { type: "file", name: "shop", version: "2.0.0", source: "x" } }));
-    assert.deepEqual(dry.targets.map((r) => [r.status, r.details?.current]), [["ready", "1.0.0"]]);
-    const d = deployer as Deployer & { currentRelease(r: unknown): Promise<{ host: string; version: string }[]>; rollback(r: unknown): Promise<{ targets: { status: string }[] }> };
+    const dry = await (deployer as Deployer & { dryRun: Deployer["deploy"] }).dryRun(
+      request({ targets, params: { base }, artifact: { type: "file", name: "shop", version: "2.0.0", source: "x" } }),
+    );
+    assert.deepEqual(
+      dry.targets.map((r) => [r.status, r.details?.current]),
+      [["ready", "1.0.0"]],
+    );
+    const d = deployer as Deployer & {
+      currentRelease(r: unknown): Promise<{ host: string; version: string }[]>;
+      rollback(r: unknown): Promise<{ targets: { status: string }[] }>;
+    };
     assert.deepEqual(await d.currentRelease(request({ targets, params: { base } })), [{ host: "a", version: "1.0.0" }]);
     const rb = await d.rollback({ ...request({ targets, params: { base } }), releases: [{ host: "a", version: "0.9.0" }] });
     assert.equal(rb.targets[0]!.status, "rolled_back");
@@ -93,7 +132,10 @@ describe("external plugin host with the TypeScript sample", () => {
     await assert.rejects(deployer.deploy(req), (err: unknown) => {
       assert.ok(err instanceof ResultError, `want ResultError, got ${String(err)}`);
       assert.equal(isPermanent(err), false);
-      assert.deepEqual(err.result.targets.map((r) => r.status), ["deployed", "failed", "skipped"]);
+      assert.deepEqual(
+        err.result.targets.map((r) => r.status),
+        ["deployed", "failed", "skipped"],
+      );
       assert.match(err.result.targets[1]!.error ?? "", /failing as param fail_host asks/);
       return true;
     });
@@ -124,7 +166,9 @@ describe("external plugin host with the TypeScript sample", () => {
   it("serves 20 concurrent deploys from one process", async () => {
     const pid = plugin.endpoint()!.pid;
     const all = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => deployer.deploy(request({ deploymentId: `c-${i}`, targets: [{ host: `h${i}`, labels: {} }], params: { base } }))),
+      Array.from({ length: 20 }, (_, i) =>
+        deployer.deploy(request({ deploymentId: `c-${i}`, targets: [{ host: `h${i}`, labels: {} }], params: { base } })),
+      ),
     );
     assert.equal(all.length, 20);
     assert.ok(all.every((r) => r.targets[0]!.status === "deployed"));

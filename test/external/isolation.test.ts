@@ -21,7 +21,12 @@ describe("isolation of the plugin process", () => {
     t = await tempDir();
     const probe = await buildFixture("probe-plugin", t.dir);
     process.env.MANENT_TEST_HOST_SECRET = "must-not-leak";
-    plugin = await ExternalPlugin.activate({ name: "probe", entry: { external: { command: probe, env: { TEAM_VAR: "x" } } }, baseDir: t.dir, logger });
+    plugin = await ExternalPlugin.activate({
+      name: "probe",
+      entry: { external: { command: probe, env: { TEAM_VAR: "x" } } },
+      baseDir: t.dir,
+      logger,
+    });
     deployer = await plugin.deployer();
   });
   after(async () => {
@@ -33,8 +38,24 @@ describe("isolation of the plugin process", () => {
   it("gives the plugin only the allowed environment", async () => {
     const res = await deployer.deploy(request({ params: { env: "1" } }));
     const names = res.details!.env!.split(",");
-    const allowed = new Set(["PATH", "HOME", "TMPDIR", "TZ", "LANG", "TEAM_VAR", "MANENT_PLUGIN", "PLUGIN_PROTOCOL_VERSIONS", "PLUGIN_MIN_PORT", "PLUGIN_MAX_PORT", "PLUGIN_CLIENT_CERT", "PLUGIN_UNIX_SOCKET_DIR"]);
-    assert.deepEqual(names.filter((n) => !allowed.has(n)), []);
+    const allowed = new Set([
+      "PATH",
+      "HOME",
+      "TMPDIR",
+      "TZ",
+      "LANG",
+      "TEAM_VAR",
+      "MANENT_PLUGIN",
+      "PLUGIN_PROTOCOL_VERSIONS",
+      "PLUGIN_MIN_PORT",
+      "PLUGIN_MAX_PORT",
+      "PLUGIN_CLIENT_CERT",
+      "PLUGIN_UNIX_SOCKET_DIR",
+    ]);
+    assert.deepEqual(
+      names.filter((n) => !allowed.has(n)),
+      [],
+    );
     assert.ok(names.includes("TEAM_VAR") && names.includes("PATH"));
     assert.ok(!names.includes("MANENT_TEST_HOST_SECRET"));
   });
@@ -70,14 +91,21 @@ describe("isolation of the plugin process", () => {
     const { target } = plugin.endpoint()!;
     const stranger = await generateIdentity();
     const attempts: [string, ChannelCredentials][] = [
-      ["a stranger's certificate", credentials.createSsl(null, Buffer.from(stranger.keyPem), Buffer.from(stranger.certPem), { rejectUnauthorized: false })],
+      [
+        "a stranger's certificate",
+        credentials.createSsl(null, Buffer.from(stranger.keyPem), Buffer.from(stranger.certPem), { rejectUnauthorized: false }),
+      ],
       ["no certificate", credentials.createSsl(null, null, null, { rejectUnauthorized: false })],
       ["plaintext", credentials.createInsecure()],
     ];
     for (const [what, creds] of attempts) {
       const c = new HealthClient(target, creds, tlsChannelOptions);
       await assert.rejects(
-        new Promise((resolve, reject) => c.check({ service: "plugin" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) => (err ? reject(err) : resolve(res)))),
+        new Promise((resolve, reject) =>
+          c.check({ service: "plugin" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) =>
+            err ? reject(err) : resolve(res),
+          ),
+        ),
         (err: unknown) => typeof (err as { code?: unknown }).code === "number",
         `a client with ${what} reached the plugin`,
       );
@@ -93,8 +121,16 @@ describe("broker", () => {
     const t = await tempDir();
     const host = await generateIdentity();
     const plugin = await generateIdentity();
-    const hostBroker = new Broker(t.dir, () => serverCredentials(host, plugin.certPem), () => clientCredentials(host, plugin.certPem, plugin.der));
-    const pluginBroker = new Broker(t.dir, () => serverCredentials(plugin, host.certPem), () => clientCredentials(plugin, host.certPem, host.der));
+    const hostBroker = new Broker(
+      t.dir,
+      () => serverCredentials(host, plugin.certPem),
+      () => clientCredentials(host, plugin.certPem, plugin.der),
+    );
+    const pluginBroker = new Broker(
+      t.dir,
+      () => serverCredentials(plugin, host.certPem),
+      () => clientCredentials(plugin, host.certPem, host.der),
+    );
     // Wire the two ends of the StartStream with an in-memory pair.
     const [hostEnd, pluginEnd] = streamPair();
     hostBroker.attach(hostEnd as never);
@@ -105,7 +141,12 @@ describe("broker", () => {
     );
     const client = await pluginBroker.dial(id, (target, creds, opts) => new SecretsClient(target, creds, opts));
     try {
-      const ask = () => new Promise<string>((resolve, reject) => client.secret({ name: "n" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) => (err ? reject(err) : resolve(res.value))));
+      const ask = () =>
+        new Promise<string>((resolve, reject) =>
+          client.secret({ name: "n" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) =>
+            err ? reject(err) : resolve(res.value),
+          ),
+        );
       assert.equal(await ask(), "v");
       await close();
       await assert.rejects(ask());
@@ -118,9 +159,16 @@ describe("broker", () => {
 
   it("times out a dial whose connection info never comes", { timeout: 10_000 }, async () => {
     const id = await generateIdentity();
-    const b = new Broker("/tmp", () => serverCredentials(id, id.certPem), () => clientCredentials(id, id.certPem, id.der));
+    const b = new Broker(
+      "/tmp",
+      () => serverCredentials(id, id.certPem),
+      () => clientCredentials(id, id.certPem, id.der),
+    );
     b.attach(streamPair()[0] as never);
-    await assert.rejects(b.dial(7, (target, creds, opts) => new SecretsClient(target, creds, opts)), (err: unknown) => ManentError.from(err).code === Code.Unavailable);
+    await assert.rejects(
+      b.dial(7, (target, creds, opts) => new SecretsClient(target, creds, opts)),
+      (err: unknown) => ManentError.from(err).code === Code.Unavailable,
+    );
   });
 });
 

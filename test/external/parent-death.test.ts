@@ -9,10 +9,14 @@ import { alive, buildSamplePlugin, repoRoot, tempDir, waitGone } from "./helpers
 
 /** Starts a host process running `command`, returns the host and the plugin pid it started. */
 async function startHost(command: string, parentDeathSignal: boolean) {
-  const host = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "test/external/fixtures/host-runner.ts"), command, String(parentDeathSignal)], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const host = spawn(
+    process.execPath,
+    ["--import", "tsx", path.join(repoRoot, "test/external/fixtures/host-runner.ts"), command, String(parentDeathSignal)],
+    {
+      cwd: repoRoot,
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const [line] = (await once(createInterface({ input: host.stdout! }), "line")) as [string];
   return { host, pluginPid: (JSON.parse(line) as { pid: number }).pid };
 }

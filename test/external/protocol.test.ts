@@ -51,7 +51,10 @@ describe("handshake line", () => {
   ];
   for (const [what, line, re] of bad) {
     it(`refuses ${what} with an error naming the plugin`, () => {
-      assert.throws(() => parseHandshake(line, "p"), (err: unknown) => err instanceof ManentError && re.test(err.message) && err.details.plugin === "p");
+      assert.throws(
+        () => parseHandshake(line, "p"),
+        (err: unknown) => err instanceof ManentError && re.test(err.message) && err.details.plugin === "p",
+      );
     });
   }
 
@@ -68,7 +71,12 @@ describe("hclog lines", () => {
   it("parses level, message and attributes", () => {
     const line = formatHclogLine("warn", "disk low", { host: "web1", free: 3 });
     const parsed = parseHclogLine(line.trimEnd());
-    assert.deepEqual(parsed, { level: "warn", message: "disk low", attrs: { host: "web1", free: 3 }, timestamp: JSON.parse(line)["@timestamp"] });
+    assert.deepEqual(parsed, {
+      level: "warn",
+      message: "disk low",
+      attrs: { host: "web1", free: 3 },
+      timestamp: JSON.parse(line)["@timestamp"],
+    });
     assert.match(JSON.parse(line)["@timestamp"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
   });
 
@@ -95,7 +103,13 @@ describe("failure converter", () => {
   });
 
   it("carries per-target results of a failed deploy", () => {
-    const result = { plugin: "p", targets: [{ host: "a", status: "deployed" as const, duration_ms: 5 }, { host: "b", status: "failed" as const, error: "boom" }] };
+    const result = {
+      plugin: "p",
+      targets: [
+        { host: "a", status: "deployed" as const, duration_ms: 5 },
+        { host: "b", status: "failed" as const, error: "boom" },
+      ],
+    };
     const e = roundTrip(new ResultError(new ManentError(Code.Unavailable, "boom"), result));
     assert.ok(e instanceof ResultError);
     assert.equal(e.code, Code.Unavailable);
@@ -134,17 +148,31 @@ describe("external configuration", () => {
     assert.deepEqual(config, { namespace_prefix: "team-a-" });
     assert.equal(parseExternalEntry("my", { external: { command: "p" } }).external.startTimeoutMs, 60_000);
     // What the manent.yml schema hands over: start_timeout already in milliseconds.
-    assert.equal(parseExternalEntry("my", { external: { command: "p", args: [], env: {}, start_timeout: 45_000 } }).external.startTimeoutMs, 45_000);
+    assert.equal(
+      parseExternalEntry("my", { external: { command: "p", args: [], env: {}, start_timeout: 45_000 } }).external.startTimeoutMs,
+      45_000,
+    );
   });
 
   it("names the field of a bad entry", () => {
-    assert.throws(() => parseExternalEntry("my", { external: { command: "p", sha256: "xyz" } }), /plugins\.my\.external\.sha256: must be 64 lower-case hex/);
+    assert.throws(
+      () => parseExternalEntry("my", { external: { command: "p", sha256: "xyz" } }),
+      /plugins\.my\.external\.sha256: must be 64 lower-case hex/,
+    );
     assert.throws(() => parseExternalEntry("my", { external: { command: "p", bogus: 1 } }), /plugins\.my\.external/);
-    assert.throws(() => parseExternalEntry("my", { external: { command: "p", start_timeout: "soon" } }), /plugins\.my\.external\.start_timeout: "soon" is not a duration/);
+    assert.throws(
+      () => parseExternalEntry("my", { external: { command: "p", start_timeout: "soon" } }),
+      /plugins\.my\.external\.start_timeout: "soon" is not a duration/,
+    );
   });
 
   it("builds the environment from the allow-list, external.env and go-plugin's variables", () => {
-    const env = pluginEnvironment({ PATH: "/bin", HOME: "/root", AWS_SECRET_ACCESS_KEY: "no", LANG: "C" }, { KUBECONFIG: "/k", MANENT_PLUGIN: "spoof" }, "PEM", "/d");
+    const env = pluginEnvironment(
+      { PATH: "/bin", HOME: "/root", AWS_SECRET_ACCESS_KEY: "no", LANG: "C" },
+      { KUBECONFIG: "/k", MANENT_PLUGIN: "spoof" },
+      "PEM",
+      "/d",
+    );
     assert.deepEqual(env, {
       PATH: "/bin",
       HOME: "/root",
@@ -163,7 +191,10 @@ describe("external configuration", () => {
 describe("stderr forwarding", () => {
   it("keeps hclog levels and attributes, guesses plain lines' levels like go-plugin", async () => {
     const seen: [string, string, Record<string, unknown>][] = [];
-    const rec = (level: string) => (msg: string, attrs: Record<string, unknown> = {}) => void seen.push([level, msg, attrs]);
+    const rec =
+      (level: string) =>
+      (msg: string, attrs: Record<string, unknown> = {}) =>
+        void seen.push([level, msg, attrs]);
     const input = new PassThrough();
     const fwd = forwardStderr(input, "p", { debug: rec("debug"), info: rec("info"), warn: rec("warn"), error: rec("error") });
     const ended = new Promise((r) => input.on("end", r));

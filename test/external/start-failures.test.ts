@@ -16,7 +16,10 @@ async function script(dir: string, name: string, stdout: string | undefined): Pr
   return file;
 }
 
-const sha = async (file: string) => createHash("sha256").update(await readFile(file)).digest("hex");
+const sha = async (file: string) =>
+  createHash("sha256")
+    .update(await readFile(file))
+    .digest("hex");
 
 describe("activation checks and failed starts", () => {
   let t: { dir: string; cleanup(): Promise<void> };
@@ -44,7 +47,10 @@ describe("activation checks and failed starts", () => {
     const notExec = path.join(t.dir, "not-exec");
     await writeFile(notExec, "#!/bin/sh\n");
     await assert.rejects(activate("p", { command: notExec }), /is not executable/);
-    await assert.rejects(activate("remote-copy", { command: sample }), /remote-copy is a built-in plugin; give the external plugin another name \(e\.g\. remote-copy-ext\)/);
+    await assert.rejects(
+      activate("remote-copy", { command: sample }),
+      /remote-copy is a built-in plugin; give the external plugin another name \(e\.g\. remote-copy-ext\)/,
+    );
   });
 
   it("does not run the binary at activation", async () => {
@@ -89,11 +95,26 @@ describe("activation checks and failed starts", () => {
   });
 
   const failures: [string, string | undefined, RegExp, Code][] = [
-    ["a protocol version mismatch", "1|2|unix|/tmp/none.sock|grpc|", /plugin v: incompatible protocol version: plugin speaks 2, manent speaks 1/, Code.FailedPrecondition],
-    ["junk on stdout", "Hello, I am not a plugin", /plugin v: unrecognized handshake on stdout: "Hello, I am not a plugin"/, Code.FailedPrecondition],
+    [
+      "a protocol version mismatch",
+      "1|2|unix|/tmp/none.sock|grpc|",
+      /plugin v: incompatible protocol version: plugin speaks 2, manent speaks 1/,
+      Code.FailedPrecondition,
+    ],
+    [
+      "junk on stdout",
+      "Hello, I am not a plugin",
+      /plugin v: unrecognized handshake on stdout: "Hello, I am not a plugin"/,
+      Code.FailedPrecondition,
+    ],
     ["a wrong network", "1|1|udp|127.0.0.1:9|grpc|", /plugin v: handshake: unknown network "udp"/, Code.FailedPrecondition],
     ["a net/rpc plugin", "1|1|unix|/tmp/none.sock|netrpc|", /plugin v: unsupported plugin protocol "netrpc"/, Code.FailedPrecondition],
-    ["no AutoMTLS certificate", "1|1|unix|/tmp/none.sock|grpc|", /plugin v: handshake carries no server certificate/, Code.FailedPrecondition],
+    [
+      "no AutoMTLS certificate",
+      "1|1|unix|/tmp/none.sock|grpc|",
+      /plugin v: handshake carries no server certificate/,
+      Code.FailedPrecondition,
+    ],
     ["silence", undefined, /plugin v: did not start within 400 ms/, Code.DeadlineExceeded],
   ];
   for (const [what, line, re, code] of failures) {

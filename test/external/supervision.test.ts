@@ -26,7 +26,14 @@ describe("supervision of the plugin process", () => {
   it("fails a call cut by a crash as retryable and serves the retry from a restarted process", async () => {
     const logger = recordingLogger();
     const registry = new Registry();
-    const p = await ExternalPlugin.activate({ name: "s", entry: { external: { command: sample } }, baseDir: t.dir, logger, registry, supervision: fast });
+    const p = await ExternalPlugin.activate({
+      name: "s",
+      entry: { external: { command: sample } },
+      baseDir: t.dir,
+      logger,
+      registry,
+      supervision: fast,
+    });
     try {
       assert.deepEqual(p.supervision(), { status: "not_started", restarts: 0, last_start: null });
       const d = await p.deployer();
@@ -35,7 +42,9 @@ describe("supervision of the plugin process", () => {
       const base = path.join(t.dir, "crash");
       const first = p.endpoint()!.pid;
       const running = d.deploy(request({ deploymentId: "victim", params: { base, delay_ms: "30000" } }));
-      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "victim");
+      await logger.waitFor(
+        (e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "victim",
+      );
       process.kill(first, "SIGKILL");
       await assert.rejects(running, (err: unknown) => {
         const e = ManentError.from(err);
@@ -61,7 +70,13 @@ describe("supervision of the plugin process", () => {
 
   it("detects a hung plugin (SIGSTOP) with health pings and replaces it", async () => {
     const logger = recordingLogger();
-    const p = await ExternalPlugin.activate({ name: "h", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: { ...fast, ...pings } });
+    const p = await ExternalPlugin.activate({
+      name: "h",
+      entry: { external: { command: sample } },
+      baseDir: t.dir,
+      logger,
+      supervision: { ...fast, ...pings },
+    });
     try {
       await p.capabilities();
       const hung = p.endpoint()!.pid;
@@ -79,20 +94,31 @@ describe("supervision of the plugin process", () => {
 
   it("fails a call in flight on a hung (SIGSTOPped) plugin as retryable once the process is declared dead, not at its own deadline", async () => {
     const logger = recordingLogger();
-    const p = await ExternalPlugin.activate({ name: "stop", entry: { external: { command: sample } }, baseDir: t.dir, logger, supervision: { ...fast, ...pings } });
+    const p = await ExternalPlugin.activate({
+      name: "stop",
+      entry: { external: { command: sample } },
+      baseDir: t.dir,
+      logger,
+      supervision: { ...fast, ...pings },
+    });
     try {
       const d = await p.deployer();
       const hung = p.endpoint()!.pid;
       // The plugin would answer after 60 s; only the supervisor's verdict can end the call before.
       const running = d.deploy(request({ deploymentId: "frozen", params: { base: path.join(t.dir, "frozen"), delay_ms: "60000" } }));
-      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "frozen");
+      await logger.waitFor(
+        (e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "frozen",
+      );
       const stoppedAt = Date.now();
       process.kill(hung, "SIGSTOP");
       await assert.rejects(running, (err: unknown) => {
         const e = ManentError.from(err);
         assert.equal(e.code, Code.Unavailable);
         assert.equal(isPermanent(e), false);
-        assert.match(e.message, /plugin stop: process was killed after 2 failed health checks \(.+\) during Deploy; it is being restarted, retry the call/);
+        assert.match(
+          e.message,
+          /plugin stop: process was killed after 2 failed health checks \(.+\) during Deploy; it is being restarted, retry the call/,
+        );
         return true;
       });
       const declaredDead = logger.entries.find((e) => e.msg === "external plugin does not answer health checks, killing it");
@@ -134,7 +160,9 @@ describe("supervision of the plugin process", () => {
       // A restart of a running process replaces it; a call it was running fails as retryable.
       const first = p.endpoint()!.pid;
       const running = d.deploy(request({ deploymentId: "replaced", params: { base: path.join(t.dir, "gu"), delay_ms: "60000" } }));
-      await logger.waitFor((e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "replaced");
+      await logger.waitFor(
+        (e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "replaced",
+      );
       const outcome = running.then(
         () => assert.fail("the replaced process's call succeeded"),
         (err: unknown) => err,
@@ -174,7 +202,9 @@ describe("supervision of the plugin process", () => {
       assert.equal(p.supervision().status, "restarting");
       const waiting = p.capabilities(); // waits for the backoff
       await rm(broken);
-      const guard = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the restart waited for the backoff")), 60_000).unref());
+      const guard = new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error("the restart waited for the backoff")), 60_000).unref(),
+      );
       assert.equal((await Promise.race([p.restart(), guard])).status, "up");
       assert.ok((await Promise.race([waiting, guard])).length > 0, "the call waiting for the backoff is served too");
     } finally {
@@ -194,13 +224,24 @@ describe("supervision of the plugin process", () => {
       const wrapper = path.join(t.dir, `other-cookie-${sdk}`);
       await writeFile(wrapper, `#!/bin/sh\nMANENT_PLUGIN=another-host-cookie exec '${binary}'\n`);
       await chmod(wrapper, 0o755);
-      const p = await ExternalPlugin.activate({ name: `cookie-${sdk}`, entry: { external: { command: wrapper } }, baseDir: t.dir, logger, supervision: fast });
+      const p = await ExternalPlugin.activate({
+        name: `cookie-${sdk}`,
+        entry: { external: { command: wrapper } },
+        baseDir: t.dir,
+        logger,
+        supervision: fast,
+      });
       try {
         const check = (err: unknown) => {
           const e = ManentError.from(err);
           assert.equal(e.code, Code.FailedPrecondition);
           assert.equal(isPermanent(e), true);
-          assert.match(e.message, new RegExp(`plugin cookie-${sdk}: exited before the handshake \\(exit code 1\\): it refused manent's magic cookie MANENT_PLUGIN`));
+          assert.match(
+            e.message,
+            new RegExp(
+              `plugin cookie-${sdk}: exited before the handshake \\(exit code 1\\): it refused manent's magic cookie MANENT_PLUGIN`,
+            ),
+          );
           assert.match(e.message, /not meant to be executed directly/);
           return true;
         };
@@ -209,7 +250,11 @@ describe("supervision of the plugin process", () => {
         await assert.rejects(p.deployer(), check);
         assert.equal(p.supervision().status, "gave_up");
         // Started once: no restart loop, no cool-down retry.
-        assert.equal(logger.entries.filter((e) => /not meant to be executed directly/.test(e.msg)).length, 1, JSON.stringify(logger.entries));
+        assert.equal(
+          logger.entries.filter((e) => /not meant to be executed directly/.test(e.msg)).length,
+          1,
+          JSON.stringify(logger.entries),
+        );
         assert.equal(logger.entries.filter((e) => e.msg === "external plugin cannot run, not restarting it").length, 1);
       } finally {
         await p.close();
@@ -232,7 +277,10 @@ describe("supervision of the plugin process", () => {
       // Until one start succeeds (a loaded machine may see the process die before its handshake, which
       // fails the call itself); from then on the supervisor restarts in the background until it gives up.
       for (;;) {
-        const err = await p.capabilities().then(() => undefined, (e: unknown) => ManentError.from(e));
+        const err = await p.capabilities().then(
+          () => undefined,
+          (e: unknown) => ManentError.from(e),
+        );
         if (!err || err.code === Code.FailedPrecondition) break;
       }
       await logger.waitFor((e) => e.msg === "external plugin keeps failing, giving up");
@@ -258,7 +306,12 @@ describe("supervision of the plugin process", () => {
     const slow = path.join(t.dir, "slow-start");
     await writeFile(slow, '#!/bin/sh\necho "pid $$" >&2\nexec sleep 30\n');
     await chmod(slow, 0o755);
-    const p = await ExternalPlugin.activate({ name: "slow", entry: { external: { command: slow, start_timeout: "30s" } }, baseDir: t.dir, logger });
+    const p = await ExternalPlugin.activate({
+      name: "slow",
+      entry: { external: { command: slow, start_timeout: "30s" } },
+      baseDir: t.dir,
+      logger,
+    });
     const starting = p.capabilities();
     const pid = Number((await logger.waitFor((e) => e.msg.startsWith("pid "))).msg.slice(4));
     await p.close();

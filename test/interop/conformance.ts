@@ -36,16 +36,29 @@ export async function assertSampleConformance(report: Report, base: string): Pro
   const result = (name: string, status: string): ResultJSON => {
     const r = ok(name).result as ResultJSON;
     assert.equal(r.plugin, report.plugin, `${name}: result.plugin`);
-    assert.deepEqual(r.targets.map((t) => t.host), [...scriptTargets], `${name}: targets keep their order`);
-    assert.deepEqual(r.targets.map((t) => t.status), scriptTargets.map(() => status), `${name}: statuses`);
+    assert.deepEqual(
+      r.targets.map((t) => t.host),
+      [...scriptTargets],
+      `${name}: targets keep their order`,
+    );
+    assert.deepEqual(
+      r.targets.map((t) => t.status),
+      scriptTargets.map(() => status),
+      `${name}: statuses`,
+    );
     for (const t of r.targets) {
-      if (t.duration_ms !== undefined) assert.ok(Number.isInteger(t.duration_ms) && t.duration_ms >= 0, `${name}: duration_ms ${t.duration_ms}`);
+      if (t.duration_ms !== undefined)
+        assert.ok(Number.isInteger(t.duration_ms) && t.duration_ms >= 0, `${name}: duration_ms ${t.duration_ms}`);
     }
     return r;
   };
   const releases = (name: string, version: string): void => {
     const rs = ok(name).result as ReleaseJSON[];
-    assert.deepEqual(rs.map((r) => [r.host, r.version]), scriptTargets.map((h) => [h, version]), `${name}: current releases`);
+    assert.deepEqual(
+      rs.map((r) => [r.host, r.version]),
+      scriptTargets.map((h) => [h, version]),
+      `${name}: current releases`,
+    );
   };
   const current = async (host: string): Promise<string> => (await readFile(path.join(base, host, "current"), "utf8")).trim();
 
@@ -85,11 +98,22 @@ export async function assertSampleConformance(report: Report, base: string): Pro
   // One target fails: the error (retryable) still carries every target's outcome.
   const partial = failed("deploy_fail_beta", "unknown").partial_result;
   assert.ok(partial, "deploy_fail_beta: the per-target results survive the error (manent-error-bin)");
-  assert.deepEqual(partial.targets.map((t) => [t.host, t.status]), [["alpha", "deployed"], ["beta", "failed"], ["gamma", "skipped"]], "deploy_fail_beta statuses");
+  assert.deepEqual(
+    partial.targets.map((t) => [t.host, t.status]),
+    [
+      ["alpha", "deployed"],
+      ["beta", "failed"],
+      ["gamma", "skipped"],
+    ],
+    "deploy_fail_beta statuses",
+  );
   assert.match(partial.targets[1]!.error ?? "", /beta/, "the failed target says why");
   // (current is overwritten by the rollout below: the release directories show what deploy_fail_beta wrote)
   for (const host of scriptTargets) {
-    const wrote = await readFile(path.join(base, host, "releases", "v3", "artifact"), "utf8").then(() => true, () => false);
+    const wrote = await readFile(path.join(base, host, "releases", "v3", "artifact"), "utf8").then(
+      () => true,
+      () => false,
+    );
     assert.equal(wrote, host === "alpha", `${host}/releases/v3 after deploy_fail_beta`);
   }
 
@@ -119,7 +143,11 @@ async function assertRolloutConformance(report: Report, base: string, { ok, fail
   assert.deepEqual(state, { live_slot: "blue", candidate_slot: "green", prepared_by: "dep-v4" }, "prepare_slots: the state");
   assert.deepEqual(ok("prepare_slots").secrets_read, []);
   const candidate = result("deploy_candidate") as ResultJSON;
-  assert.deepEqual(candidate.targets.map((t) => [t.host, t.status, t.details?.slot]), scriptTargets.map((h) => [h, "deployed", "green"]), "deploy_candidate");
+  assert.deepEqual(
+    candidate.targets.map((t) => [t.host, t.status, t.details?.slot]),
+    scriptTargets.map((h) => [h, "deployed", "green"]),
+    "deploy_candidate",
+  );
   assert.deepEqual(ok("deploy_candidate").secrets_read, ["deploy-key"], "deploy_candidate reads deploy-key through the host");
   assert.deepEqual(result("route_testers"), { slot: "green", header: "X-Manent-Slot: green" }, "route_testers: details for the user");
   for (const w of [10, 50, 100]) {
@@ -158,21 +186,42 @@ async function assertRolloutConformance(report: Report, base: string, { ok, fail
     assert.equal(await read(host, "live-slot"), "green", `${host}: green still serves`);
   }
   // Without the state, the plugin cannot know its slots: a host that dropped Request.traffic fails here.
-  assert.match(failed("deploy_candidate_without_traffic", "failed_precondition").message, /Request\.traffic lacks the state PrepareSlots returned/);
+  assert.match(
+    failed("deploy_candidate_without_traffic", "failed_precondition").message,
+    /Request\.traffic lacks the state PrepareSlots returned/,
+  );
 
   // What each call received: the state of the PrepareSlots before it, in every call.
-  const journal = ((await read("rollout.jsonl")) ?? "").split("\n").map((l) => JSON.parse(l) as { call: string; traffic: Record<string, string>; weight?: number });
+  const journal = ((await read("rollout.jsonl")) ?? "")
+    .split("\n")
+    .map((l) => JSON.parse(l) as { call: string; traffic: Record<string, string>; weight?: number });
   const v5State = result("revert_prepare_slots") as Record<string, string>;
-  const weighted = (w: number) => [["SetCandidateWeight", w], ["ScaleCandidate", w], ["CandidateWeight", undefined]] as const;
+  const weighted = (w: number) =>
+    [
+      ["SetCandidateWeight", w],
+      ["ScaleCandidate", w],
+      ["CandidateWeight", undefined],
+    ] as const;
   const expected: [string, number | undefined, Record<string, string>][] = [
     ["PrepareSlots", undefined, {}],
-    ...[["DeployCandidate", undefined], ["RouteTesters", undefined], ...weighted(10), ...weighted(50), ...weighted(100), ["PromoteCandidate", undefined], ["RetirePrevious", undefined]].map(
-      ([c, w]) => [c, w, state] as [string, number | undefined, Record<string, string>],
-    ),
+    ...[
+      ["DeployCandidate", undefined],
+      ["RouteTesters", undefined],
+      ...weighted(10),
+      ...weighted(50),
+      ...weighted(100),
+      ["PromoteCandidate", undefined],
+      ["RetirePrevious", undefined],
+    ].map(([c, w]) => [c, w, state] as [string, number | undefined, Record<string, string>]),
     ["PrepareSlots", undefined, {}],
-    ...[["DeployCandidate", undefined], ["SetCandidateWeight", 10], ["SetCandidateWeight", 50], ["SetCandidateWeight", 0], ["RevertCandidate", undefined], ["CandidateWeight", undefined]].map(
-      ([c, w]) => [c, w, v5State] as [string, number | undefined, Record<string, string>],
-    ),
+    ...[
+      ["DeployCandidate", undefined],
+      ["SetCandidateWeight", 10],
+      ["SetCandidateWeight", 50],
+      ["SetCandidateWeight", 0],
+      ["RevertCandidate", undefined],
+      ["CandidateWeight", undefined],
+    ].map(([c, w]) => [c, w, v5State] as [string, number | undefined, Record<string, string>]),
     ["DeployCandidate", undefined, {}],
   ];
   assert.deepEqual(

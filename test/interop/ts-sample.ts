@@ -6,7 +6,8 @@ const bundler = path.join(repoRoot, "examples/ts-plugin/bundle.ts");
 
 /** Why the TS sample plugin cannot be built yet, or undefined when it can. */
 export async function tsSampleMissing(): Promise<string | undefined> {
-  if (!(await exists(entry)) || !(await exists(bundler))) return "the TypeScript sample plugin (examples/ts-plugin/main.ts, bundle.ts) does not exist yet";
+  if (!(await exists(entry)) || !(await exists(bundler)))
+    return "the TypeScript sample plugin (examples/ts-plugin/main.ts, bundle.ts) does not exist yet";
   return undefined;
 }
 

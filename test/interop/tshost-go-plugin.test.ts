@@ -20,7 +20,10 @@ interface Logged {
 }
 function recordingLogger(): Logger & { entries: Logged[] } {
   const entries: Logged[] = [];
-  const at = (level: string) => (msg: string, attrs: Record<string, unknown> = {}) => void entries.push({ level, msg, attrs });
+  const at =
+    (level: string) =>
+    (msg: string, attrs: Record<string, unknown> = {}) =>
+      void entries.push({ level, msg, attrs });
   return { entries, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }
 
@@ -54,11 +57,14 @@ test("TS host runs the conformance script against the Go sample plugin", { skip:
     // attributes, kept apart under plugin_fields.
     const fields = (e: Logged) => (e.attrs.plugin_fields ?? {}) as Record<string, unknown>;
     const deployed = logger.entries.find((e) => e.msg === "target deployed" && fields(e).host === "alpha" && fields(e).version === "v1");
-    assert.ok(deployed, `the plugin's "target deployed" log line for alpha was not forwarded: ${JSON.stringify(logger.entries.map((e) => e.msg))}`);
+    assert.ok(
+      deployed,
+      `the plugin's "target deployed" log line for alpha was not forwarded: ${JSON.stringify(logger.entries.map((e) => e.msg))}`,
+    );
     assert.equal(deployed.level, "info");
     // parallel_targets declared: the host's parallelism reaches the plugin's Request.
     const started = logger.entries.find((e) => e.msg === "deploy started" && fields(e).deployment === "dep-v1");
-    assert.ok(started, "the plugin's \"deploy started\" line");
+    assert.ok(started, 'the plugin\'s "deploy started" line');
     assert.equal(fields(started).parallelism, 2, "Request.parallelism as the Go plugin saw it");
   } finally {
     await plugin.close();

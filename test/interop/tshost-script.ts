@@ -76,7 +76,13 @@ export async function runTsHostScript(d: Deployer, capabilities: string[], base:
     report.steps.push(s);
     return value;
   };
-  const deploy = (name: string, version: string, params: Record<string, string>, values: Record<string, string>, edit?: (r: Request) => void) => {
+  const deploy = (
+    name: string,
+    version: string,
+    params: Record<string, string>,
+    values: Record<string, string>,
+    edit?: (r: Request) => void,
+  ) => {
     const { req, secrets } = request(version, params, values, edit);
     return step(name, secrets, () => d.deploy(req));
   };

@@ -27,7 +27,10 @@ describe("HTTP API", () => {
   const request = async (method: string, path: string, opts: { token?: string; body?: string } = {}) => {
     const res = await fetch(new URL(path, server.url), {
       method,
-      headers: { ...(opts.token && { authorization: `Bearer ${opts.token}` }), ...(opts.body !== undefined && { "content-type": "application/json" }) },
+      headers: {
+        ...(opts.token && { authorization: `Bearer ${opts.token}` }),
+        ...(opts.body !== undefined && { "content-type": "application/json" }),
+      },
       ...(opts.body !== undefined && { body: opts.body }),
     });
     const text = await res.text();
@@ -81,10 +84,16 @@ describe("HTTP API", () => {
     const mine = await team.submit({ descriptor: tenantDescriptor("team-a", "shop"), descriptor_file: "shop.yml" });
     assert.equal((await team.deploy(mine.id, 60)).status, "succeeded");
 
-    const denied = await request("POST", "/api/v1/deploys", { token: teamToken, body: JSON.stringify({ descriptor: tenantDescriptor("team-b", "bank") }) });
+    const denied = await request("POST", "/api/v1/deploys", {
+      token: teamToken,
+      body: JSON.stringify({ descriptor: tenantDescriptor("team-b", "bank") }),
+    });
     assert.equal(denied.status, 403, denied.text);
     assert.equal(denied.json().error?.code, "permission_denied");
-    const deniedRollback = await request("POST", "/api/v1/rollbacks", { token: teamToken, body: JSON.stringify({ descriptor: tenantDescriptor("team-b", "bank") }) });
+    const deniedRollback = await request("POST", "/api/v1/rollbacks", {
+      token: teamToken,
+      body: JSON.stringify({ descriptor: tenantDescriptor("team-b", "bank") }),
+    });
     assert.equal(deniedRollback.status, 403, deniedRollback.text);
 
     const theirs = await admin.submit({ descriptor: tenantDescriptor("team-b", "bank"), descriptor_file: "bank.yml" });
@@ -121,13 +130,20 @@ describe("HTTP API", () => {
     const lines = r.text.split("\n");
     const buckets = lines.filter((l) => l.startsWith("manent_target_deploy_seconds_bucket{"));
     assert.ok(
-      buckets.some((l) => l.includes('plugin="noop"') && l.includes('phase="deploy"') && l.includes('status="deployed"') && l.includes('le="+Inf"')),
+      buckets.some(
+        (l) => l.includes('plugin="noop"') && l.includes('phase="deploy"') && l.includes('status="deployed"') && l.includes('le="+Inf"'),
+      ),
       `no noop/deploy/deployed bucket in:\n${buckets.join("\n")}`,
     );
     const inf = buckets.find((l) => l.includes('phase="deploy"') && l.includes('status="deployed"') && l.includes('le="+Inf"'))!;
     assert.ok(Number(inf.split(" ").pop()) >= 1, inf);
-    const total = lines.find((l) => l.startsWith("manent_deploys_total{") && l.includes('kind="deploy"') && l.includes('status="succeeded"'));
-    assert.ok(total && Number(total.split(" ").pop()) >= 1, `no succeeded deploys counted:\n${lines.filter((l) => l.startsWith("manent_deploys")).join("\n")}`);
+    const total = lines.find(
+      (l) => l.startsWith("manent_deploys_total{") && l.includes('kind="deploy"') && l.includes('status="succeeded"'),
+    );
+    assert.ok(
+      total && Number(total.split(" ").pop()) >= 1,
+      `no succeeded deploys counted:\n${lines.filter((l) => l.startsWith("manent_deploys")).join("\n")}`,
+    );
     assert.ok(lines.some((l) => l.startsWith("manent_step_attempts_total{") && l.includes('step="deploy"')));
   });
 
@@ -146,7 +162,11 @@ describe("HTTP API", () => {
   it("refuses a body over 1 MiB and records nothing", async () => {
     const before = (await admin.list({ limit: "1000" })).deploys.length;
     const body = JSON.stringify({ descriptor: { ...tenantDescriptor("team-a", "shop"), padding: "x".repeat((1 << 20) + 10) } });
-    const r = await request("POST", "/api/v1/deploys", { token: adminToken, body }).catch((err: unknown) => ({ status: 0, text: String(err), json: () => ({}) }));
+    const r = await request("POST", "/api/v1/deploys", { token: adminToken, body }).catch((err: unknown) => ({
+      status: 0,
+      text: String(err),
+      json: () => ({}),
+    }));
     // The server answers 400 as soon as the limit is passed; it may close the socket before the rest is sent.
     if (r.status !== 0) {
       assert.equal(r.status, 400, r.text);
@@ -206,8 +226,20 @@ describe("HTTP API", () => {
 
   it("lets only a token for all tenants restart a plugin, refuses a built-in or unknown one, and audits each try", async () => {
     const cases = [
-      { token: teamToken, name: "noop", status: 403, code: "permission_denied", message: /token team-a may not restart plugins: they serve every tenant/ },
-      { token: adminToken, name: "noop", status: 412, code: "failed_precondition", message: /plugin noop is built in: it runs inside the server/ },
+      {
+        token: teamToken,
+        name: "noop",
+        status: 403,
+        code: "permission_denied",
+        message: /token team-a may not restart plugins: they serve every tenant/,
+      },
+      {
+        token: adminToken,
+        name: "noop",
+        status: 412,
+        code: "failed_precondition",
+        message: /plugin noop is built in: it runs inside the server/,
+      },
       { token: adminToken, name: "nope", status: 404, code: "not_found", message: /no plugin nope \(configured: noop/ },
       { token: adminToken, name: "Bad_Name", status: 400, code: "invalid_argument", message: /plugin names are lower-case/ },
     ];

@@ -33,7 +33,12 @@ class Receiver {
         const path = req.url ?? "/";
         const statuses = this.answers.get(path) ?? [200];
         const answered = statuses.length > 1 ? statuses.shift()! : statuses[0]!;
-        this.received.push({ path, headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallbackPayload, answered });
+        this.received.push({
+          path,
+          headers: req.headers,
+          body: JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallbackPayload,
+          answered,
+        });
         res.writeHead(answered, { "content-type": "text/plain" }).end(answered < 300 ? "ok" : "no");
         for (const w of [...this.waiters]) this.check(w);
       });
@@ -94,17 +99,28 @@ describe("deploy callbacks", () => {
 
   it("posts started and succeeded with the documented payload", async () => {
     const url = receiver.answer("/ok", 200);
-    await envconfig("hooks", { plugin: "noop", targets: [{ host: "h1" }], params: params(), callbacks: [{ url, events: ["started", "succeeded"] }] });
+    await envconfig("hooks", {
+      plugin: "noop",
+      targets: [{ host: "h1" }],
+      params: params(),
+      callbacks: [{ url, events: ["started", "succeeded"] }],
+    });
     const { id } = await server.api.submit({ descriptor: descriptor("hooks", "test", artifact, "1.2.3"), descriptor_file: "hooks.yml" });
     const [started, succeeded] = await receiver.waitFor(forDeploy(id, "/ok"), 2);
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
 
-    assert.deepEqual(
-      [started!.body.event, succeeded!.body.event],
-      ["started", "succeeded"],
-    );
-    const expected = { id, kind: "deploy", tenant: "untenanted", application: "hooks", artifact: "hooks", environment: "test", version: "1.2.3", plugin: "noop" };
+    assert.deepEqual([started!.body.event, succeeded!.body.event], ["started", "succeeded"]);
+    const expected = {
+      id,
+      kind: "deploy",
+      tenant: "untenanted",
+      application: "hooks",
+      artifact: "hooks",
+      environment: "test",
+      version: "1.2.3",
+      plugin: "noop",
+    };
     assert.deepEqual(started!.body.deploy, { ...expected, status: "running", error: null });
     assert.deepEqual(succeeded!.body.deploy, { ...expected, status: "succeeded", error: null });
     for (const r of [started!, succeeded!]) {
@@ -129,8 +145,14 @@ describe("deploy callbacks", () => {
     });
     const { id } = await server.api.submit({ descriptor: descriptor("flaky", "test", artifact), descriptor_file: "flaky.yml" });
     const calls = await receiver.waitFor(forDeploy(id, "/flaky"), 2);
-    assert.deepEqual(calls.map((c) => c.answered), [500, 200]);
-    assert.deepEqual(calls.map((c) => c.body.event), ["succeeded", "succeeded"]);
+    assert.deepEqual(
+      calls.map((c) => c.answered),
+      [500, 200],
+    );
+    assert.deepEqual(
+      calls.map((c) => c.body.event),
+      ["succeeded", "succeeded"],
+    );
     const d = await server.api.deploy(id, 60);
     assert.equal(d.status, "succeeded");
     const step = d.steps.find((s) => s.name === "callback:succeeded:0");
@@ -184,6 +206,9 @@ describe("deploy callbacks", () => {
     assert.equal(hook!.body.deploy.error?.code, "aborted");
     assert.match(hook!.body.deploy.error!.message, /target r2: failing as configured.*; rollback completed$/);
     // Neither the first deploy (not subscribed to succeeded) nor a "failed" event was sent.
-    assert.deepEqual(receiver.received.filter((r) => r.path === "/rb").map((r) => `${r.body.deploy.id === second.id}:${r.body.event}`), ["true:rolled_back"]);
+    assert.deepEqual(
+      receiver.received.filter((r) => r.path === "/rb").map((r) => `${r.body.deploy.id === second.id}:${r.body.event}`),
+      ["true:rolled_back"],
+    );
   });
 });

@@ -52,7 +52,11 @@ describe("OpenAPI document", () => {
     // The routing table itself (no handler runs, so the dependencies are not needed).
     const app = createApiApp({} as ApiDeps);
     const served = [
-      ...new Set(app.routes.filter((r) => r.method !== "ALL" && !uiRoutes.includes(`${r.method} ${r.path}`)).map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")}`)),
+      ...new Set(
+        app.routes
+          .filter((r) => r.method !== "ALL" && !uiRoutes.includes(`${r.method} ${r.path}`))
+          .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")}`),
+      ),
     ].sort();
     assert.deepEqual(documented(doc), served);
   });

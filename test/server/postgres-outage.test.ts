@@ -143,7 +143,9 @@ describe("Postgres outages", () => {
       assert.ok((probe.statuses.get(503) ?? 0) > 0, `no 503 while the database was away: ${JSON.stringify([...probe.statuses])}`);
       assert.match(server.logs(), /the embedded Postgres exited: restarting it/);
       assert.match(server.logs(), /the embedded Postgres restarted/);
-      process.stderr.write(`# ${deploys} deploys, ${kills} SIGKILLs of the postmaster, API answers ${JSON.stringify([...probe.statuses])}\n`);
+      process.stderr.write(
+        `# ${deploys} deploys, ${kills} SIGKILLs of the postmaster, API answers ${JSON.stringify([...probe.statuses])}\n`,
+      );
     } catch (err) {
       process.stderr.write(`server log (end):\n${server.logs().slice(-6000)}\n`);
       throw err;
@@ -160,23 +162,27 @@ describe("Postgres outages", () => {
     before(async () => (pgServer = await TestPostgres.start()));
     after(async () => pgServer?.stop());
 
-    it("restarted under the server: 503 while it is away, the deploy in flight completes", { skip: process.env.TEST_DATABASE_URL !== undefined }, async () => {
-      await envconfig("ext");
-      const server = await startServer(await ws.write("external.yml", manentYml(await pgServer.createDatabase())), { cwd: ws.dir });
-      const probe = new ApiProbe(server.url);
-      try {
-        const id = await submitUntilAccepted(server, "ext", "2.0.0");
-        // The test's Postgres is an EmbeddedDatabase too, supervised by this process: killed, it comes back.
-        const pid = await postmasterPid(pgServer.dataDir!);
-        process.kill(pid, "SIGKILL");
-        while ((probe.statuses.get(503) ?? 0) === 0) await new Promise((r) => setTimeout(r, 50));
-        assert.equal(await awaitEnd(server, id), "succeeded");
-        await probe.stop();
-        assert.equal(probe.statuses.get(500) ?? 0, 0, JSON.stringify([...probe.statuses]));
-      } finally {
-        await probe.stop();
-        await server.stop();
-      }
-    });
+    it(
+      "restarted under the server: 503 while it is away, the deploy in flight completes",
+      { skip: process.env.TEST_DATABASE_URL !== undefined },
+      async () => {
+        await envconfig("ext");
+        const server = await startServer(await ws.write("external.yml", manentYml(await pgServer.createDatabase())), { cwd: ws.dir });
+        const probe = new ApiProbe(server.url);
+        try {
+          const id = await submitUntilAccepted(server, "ext", "2.0.0");
+          // The test's Postgres is an EmbeddedDatabase too, supervised by this process: killed, it comes back.
+          const pid = await postmasterPid(pgServer.dataDir!);
+          process.kill(pid, "SIGKILL");
+          while ((probe.statuses.get(503) ?? 0) === 0) await new Promise((r) => setTimeout(r, 50));
+          assert.equal(await awaitEnd(server, id), "succeeded");
+          await probe.stop();
+          assert.equal(probe.statuses.get(500) ?? 0, 0, JSON.stringify([...probe.statuses]));
+        } finally {
+          await probe.stop();
+          await server.stop();
+        }
+      },
+    );
   });
 });

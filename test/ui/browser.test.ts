@@ -211,14 +211,21 @@ describe("web UI", () => {
     await page.getByRole("link", { name: "Plugins" }).click();
     const row = page.locator('tr[data-plugin="sample"]');
     await row.locator("td[data-status]", { hasText: "not_started" }).waitFor();
-    assert.equal(await page.locator('tr[data-plugin="noop"]').getByRole("button").count(), 0, "a built-in plugin has no process to restart");
+    assert.equal(
+      await page.locator('tr[data-plugin="noop"]').getByRole("button").count(),
+      0,
+      "a built-in plugin has no process to restart",
+    );
     await row.getByRole("button", { name: "Restart" }).click(); // the confirmation is accepted by open()'s dialog handler
     await row.locator("td[data-status]", { hasText: "up" }).waitFor();
     assert.match(await row.innerText(), /dry_run, current_release, rollback/, "the capabilities of the new process");
     await page.screenshot({ path: join(shots, "plugins-restarted.png"), fullPage: true });
     await page.getByRole("link", { name: "Audit" }).click();
     await page.locator('tr[data-audit="plugin_restart"]', { hasText: "plugin sample" }).waitFor();
-    assert.match(await page.locator('tr[data-audit="plugin_restart"]').first().innerText(), /admin[\s\S]*plugin_restart[\s\S]*ok[\s\S]*plugin sample/);
+    assert.match(
+      await page.locator('tr[data-audit="plugin_restart"]').first().innerText(),
+      /admin[\s\S]*plugin_restart[\s\S]*ok[\s\S]*plugin sample/,
+    );
     await page.close();
   });
 });

@@ -38,12 +38,24 @@ export const externalSchema = z.strictObject({
     .strictObject({
       ping_interval: durationMs.optional().describe("How often the plugin's health is checked (default 1s)"),
       ping_timeout: durationMs.optional().describe("How long one health check may take (default 1s)"),
-      max_ping_failures: z.number().int().min(1).optional().describe("Failed health checks in a row after which the plugin is declared hung, killed and restarted (default 2)"),
-      max_restart_attempts: z.number().int().min(0).optional().describe("Failed starts or crashes in a row tolerated before the supervisor gives up (default 5)"),
+      max_ping_failures: z
+        .number()
+        .int()
+        .min(1)
+        .optional()
+        .describe("Failed health checks in a row after which the plugin is declared hung, killed and restarted (default 2)"),
+      max_restart_attempts: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe("Failed starts or crashes in a row tolerated before the supervisor gives up (default 5)"),
       restart_backoff: durationMs.optional().describe("Delay before the first restart, doubled per failure in a row (default 1s)"),
       max_backoff: durationMs.optional().describe("Longest delay between restarts (default 30s)"),
       health_reset_threshold: z.number().int().min(1).optional().describe("Healthy checks in a row that forget past failures (default 30)"),
-      cooldown: durationMs.optional().describe("After giving up, how long before the supervisor tries again by itself (default 5m; 0: never)"),
+      cooldown: durationMs
+        .optional()
+        .describe("After giving up, how long before the supervisor tries again by itself (default 5m; 0: never)"),
     })
     .default({})
     .describe("Health checks and restarts of the plugin process; the defaults find a hung plugin within 5 s"),
@@ -118,12 +130,20 @@ export const manentConfigSchema = z.strictObject({
           .describe("How often this server records that it is alive in Postgres, so the others of its fleet notice when it dies"),
         dead_after: durationMs
           .default(30_000)
-          .describe("A server of the fleet whose last heartbeat is older than this is dead: one live server takes over its pending deploys"),
+          .describe(
+            "A server of the fleet whose last heartbeat is older than this is dead: one live server takes over its pending deploys",
+          ),
       })
       .default({ heartbeat_interval: 5_000, dead_after: 30_000 })
       .describe("The durable workflow engine (DBOS Transact); absent or empty: the embedded Postgres"),
   ),
-  workdir: z.string().min(1).default("./work").describe("The artifacts cache, the embedded Postgres and the private copies of external plugin binaries, relative to the working directory"),
+  workdir: z
+    .string()
+    .min(1)
+    .default("./work")
+    .describe(
+      "The artifacts cache, the embedded Postgres and the private copies of external plugin binaries, relative to the working directory",
+    ),
   listen: z
     .string()
     .regex(/^[^:]*:\d+$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080' })

@@ -29,9 +29,13 @@ export function parseYaml<S extends z.ZodType>(text: string, file: string, schem
     data = doc.toJS({ maxAliasCount }) ?? {};
   } catch (err) {
     // yaml throws a ReferenceError when aliases would expand past maxAliasCount.
-    throw new ManentError(Code.InvalidArgument, `${file}: malformed YAML: ${firstLine((err as Error).message)} (at most ${maxAliasCount} aliases)`, {
-      details: { file },
-    });
+    throw new ManentError(
+      Code.InvalidArgument,
+      `${file}: malformed YAML: ${firstLine((err as Error).message)} (at most ${maxAliasCount} aliases)`,
+      {
+        details: { file },
+      },
+    );
   }
   return validate(data, file, schema);
 }

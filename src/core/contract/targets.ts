@@ -16,12 +16,18 @@ export interface TargetsOutcome {
  * Runs `fn` on each target, `req.parallelism` at a time. After the first error no further target
  * is started; the running ones finish. Targets never started are reported as `skipped`.
  */
-export function forEachTarget(req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">, fn: TargetFn): Promise<TargetsOutcome> {
+export function forEachTarget(
+  req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">,
+  fn: TargetFn,
+): Promise<TargetsOutcome> {
   return runTargets(req, fn, true);
 }
 
 /** Like {@link forEachTarget} but runs every target whatever fails (rollbacks, dry-runs). */
-export function forAllTargets(req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">, fn: TargetFn): Promise<TargetsOutcome> {
+export function forAllTargets(
+  req: Pick<Request, "targets" | "parallelism" | "signal" | "progress">,
+  fn: TargetFn,
+): Promise<TargetsOutcome> {
   return runTargets(req, fn, false);
 }
 

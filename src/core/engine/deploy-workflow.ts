@@ -81,7 +81,9 @@ export class DeployWorkflow {
     let r: ResolvedDeploy;
     try {
       // A rollback's version was fixed at submission (Submission.to), so resolving again keeps it.
-      r = await this.step(id, seq.resolve, "resolve", once, () => resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps.uploads));
+      r = await this.step(id, seq.resolve, "resolve", once, () =>
+        resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps.uploads),
+      );
     } catch (err) {
       if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
       return this.finish(id, submission.kind, "failed", err, startedAt);
@@ -99,10 +101,13 @@ export class DeployWorkflow {
       outcome = r.kind === "rollback" ? await this.rollbackRun(id, r, plugin) : await this.deployRun(id, r, plugin);
     } catch (err) {
       if (isCancellation(err)) throw err;
-      outcome = isUserCancel(err) ? { status: "cancelled", error: cancelledBefore(r.kind) } : { status: "failed", error: ManentError.from(err) };
+      outcome = isUserCancel(err)
+        ? { status: "cancelled", error: cancelledBefore(r.kind) }
+        : { status: "failed", error: ManentError.from(err) };
     }
     if (r.kind !== "dry_run") {
-      const event: CallbackEvent = outcome.status === "succeeded" ? "succeeded" : outcome.status === "rolled_back" ? "rolled_back" : "failed";
+      const event: CallbackEvent =
+        outcome.status === "succeeded" ? "succeeded" : outcome.status === "rolled_back" ? "rolled_back" : "failed";
       await this.callbacks(id, r, event, outcome.status, outcome.error?.toJSON() ?? null);
     }
     return this.finish(id, r.kind, outcome.status, outcome.error, startedAt);
@@ -110,7 +115,11 @@ export class DeployWorkflow {
 
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
     const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
-      fetchArtifact(r.artifact, { config: this.deps.config, tenant: r.tenant, ...(this.deps.uploads && { uploads: this.deps.uploads }) }, signal),
+      fetchArtifact(
+        r.artifact,
+        { config: this.deps.config, tenant: r.tenant, ...(this.deps.uploads && { uploads: this.deps.uploads }) },
+        signal,
+      ),
     );
     const resolved = { ...r, artifact };
     const caps = await this.validate(id, resolved, plugin);
@@ -142,7 +151,8 @@ export class DeployWorkflow {
       return reason ? { releases, can_rollback: false, no_rollback_reason: reason } : { releases, can_rollback: true };
     });
 
-    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, checkpoint.no_rollback_reason ?? null)))) throw userCancelled();
+    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, checkpoint.no_rollback_reason ?? null))))
+      throw userCancelled();
     if (r.rollout?.waves || r.rollout?.canary) {
       const out = await runRollout(this.rolloutHost(id, resolved, plugin, caps), checkpoint);
       return out.status === "succeeded" ? this.commit(id, resolved, plugin, caps, checkpoint) : out;
@@ -158,11 +168,17 @@ export class DeployWorkflow {
       if (!checkpoint.can_rollback) return { status: "failed", error: failure };
       try {
         await this.rollbackStep(id, resolved, plugin, caps, checkpoint.releases);
-        return { status: "rolled_back", error: new ManentError(failure.code, `${failure.message}; rollback completed`, { details: failure.details }) };
+        return {
+          status: "rolled_back",
+          error: new ManentError(failure.code, `${failure.message}; rollback completed`, { details: failure.details }),
+        };
       } catch (rollbackErr) {
         if (isCancellation(rollbackErr)) throw rollbackErr;
         const e = ManentError.from(rollbackErr);
-        return { status: "failed", error: new ManentError(failure.code, `${failure.message}; rollback failed: ${e.message}`, { details: failure.details }) };
+        return {
+          status: "failed",
+          error: new ManentError(failure.code, `${failure.message}; rollback failed: ${e.message}`, { details: failure.details }),
+        };
       }
     }
   }
@@ -171,7 +187,14 @@ export class DeployWorkflow {
    * Deploys `targets` with the plugin as one step: the unit a deploy runs, once or once per wave.
    * Run again (after a crash or a failed attempt), it gives the plugin only the targets not done yet.
    */
-  private deployTargets(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], name: string, targets: Target[]): Promise<Result> {
+  private deployTargets(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    name: string,
+    targets: Target[],
+  ): Promise<Result> {
     return this.step(id, seq.deploy, name, r.steps.deploy, async (ctx) => {
       const deployer = await plugin.deployer();
       const { done, todo } = await pendingTargets(this.deps.store, id, "deploy", targets);
@@ -179,7 +202,8 @@ export class DeployWorkflow {
       if (todo.length === 0) return { plugin: plugin.name, targets: done };
       try {
         // An external plugin reports its targets only when a call returns: one call per target lets each be recorded as it finishes.
-        const deploy = (req: Request): Promise<Result> => (plugin.kind === "external" ? deployPerTarget(deployer, req) : deployer.deploy(req));
+        const deploy = (req: Request): Promise<Result> =>
+          plugin.kind === "external" ? deployPerTarget(deployer, req) : deployer.deploy(req);
         return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, deploy, { targets: todo }));
       } catch (err) {
         if (err instanceof ResultError && done.length > 0) throw new ResultError(err, mergeResults(targets, done, err.result));
@@ -223,9 +247,14 @@ export class DeployWorkflow {
   ): Promise<{ status: DeployStatus; error: ManentError }> {
     const canceled = (message: string): ManentError => new ManentError(Code.Canceled, message, { details: { cancelled_by: "user" } });
     if (!checkpoint.can_rollback) {
-      const deployed = ((await this.deps.store.getDeploy(id))?.targets ?? []).filter((t) => t.phase === "deploy" && t.status === "deployed").map((t) => t.host);
+      const deployed = ((await this.deps.store.getDeploy(id))?.targets ?? [])
+        .filter((t) => t.phase === "deploy" && t.status === "deployed")
+        .map((t) => t.host);
       const where = deployed.length ? `${deployed.join(", ")} run version ${r.artifact.version}` : "no target was deployed";
-      return { status: "failed", error: canceled(`${what}; not rolled back (${checkpoint.no_rollback_reason ?? "no rollback"}): ${where}`) };
+      return {
+        status: "failed",
+        error: canceled(`${what}; not rolled back (${checkpoint.no_rollback_reason ?? "no rollback"}): ${where}`),
+      };
     }
     try {
       await this.rollbackStep(id, r, plugin, caps, checkpoint.releases);
@@ -241,10 +270,18 @@ export class DeployWorkflow {
    * was taken between the end of the plugin's calls and here; that cancel is honoured by a
    * rollback (or, when the deploy cannot roll back, the deploy stays deployed and says so).
    */
-  private async commit(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], checkpoint: Checkpoint): Promise<{ status: DeployStatus; error?: ManentError }> {
+  private async commit(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    checkpoint: Checkpoint,
+  ): Promise<{ status: DeployStatus; error?: ManentError }> {
     if (await this.gate(id, "commit", () => this.deps.store.commitDeployStep(id))) return { status: "succeeded" };
     if (!checkpoint.can_rollback) {
-      this.deps.logger.warn("a cancel arrived as the deploy step finished and the deploy cannot roll back: it stays deployed", { deploy: id });
+      this.deps.logger.warn("a cancel arrived as the deploy step finished and the deploy cannot roll back: it stays deployed", {
+        deploy: id,
+      });
       return { status: "succeeded" };
     }
     return this.cancelledDuringDeploy(id, r, plugin, caps, checkpoint, "cancelled by a user as the deploy step finished");
@@ -268,20 +305,40 @@ export class DeployWorkflow {
       can_rollback: true,
     }));
     // Once the rollback step starts, a cancel is refused: stopping it would leave the targets mixed.
-    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, "a rollback that has started is not interrupted")))) throw userCancelled();
-    await this.rollbackStep(id, resolved, plugin, caps, r.targets.map((t) => ({ host: t.host, version: to })));
+    if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, "a rollback that has started is not interrupted"))))
+      throw userCancelled();
+    await this.rollbackStep(
+      id,
+      resolved,
+      plugin,
+      caps,
+      r.targets.map((t) => ({ host: t.host, version: to })),
+    );
     return { status: "succeeded" };
   }
 
   /** What each target runs now, when the plugin can tell; none otherwise. */
-  private async currentReleases(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], ctx: StepContext): Promise<TargetRelease[]> {
+  private async currentReleases(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    ctx: StepContext,
+  ): Promise<TargetRelease[]> {
     const deployer = await plugin.deployer();
     if (!caps.includes("current_release") || !isReleaseInspector(deployer)) return [];
     return this.call(id, "checkpoint", r, caps, ctx, true, (req) => deployer.currentRelease(req));
   }
 
   /** The rollback step: every target back to `releases` (the checkpoint's, or the version a user asked for). */
-  private rollbackStep(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[], releases: TargetRelease[], targets = r.targets): Promise<Result> {
+  private rollbackStep(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    releases: TargetRelease[],
+    targets = r.targets,
+  ): Promise<Result> {
     return this.step(id, seq.rollback, "rollback", r.steps.rollback, async (ctx) => {
       const deployer = await plugin.deployer();
       if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
@@ -368,8 +425,12 @@ export class DeployWorkflow {
         sent_at: new Date().toISOString(),
       };
       try {
-        await this.step(id, event === "started" ? seq.started : seq.finished, `callback:${event}:${i}`, { maxRetries: c.max_retries, intervalMs: r.steps.deploy.intervalMs }, ({ signal }) =>
-          sendCallback(c, payload, signal, this.deps.config),
+        await this.step(
+          id,
+          event === "started" ? seq.started : seq.finished,
+          `callback:${event}:${i}`,
+          { maxRetries: c.max_retries, intervalMs: r.steps.deploy.intervalMs },
+          ({ signal }) => sendCallback(c, payload, signal, this.deps.config),
         );
       } catch (err) {
         if (isCancellation(err)) throw err;
@@ -385,7 +446,13 @@ export class DeployWorkflow {
     return runStep(this.deps, id, n, name, policy, fn, cancellable);
   }
 
-  private async finish(id: string, kind: ResolvedDeploy["kind"], status: DeployStatus, error: unknown, startedAt: number): Promise<DeployOutcome> {
+  private async finish(
+    id: string,
+    kind: ResolvedDeploy["kind"],
+    status: DeployStatus,
+    error: unknown,
+    startedAt: number,
+  ): Promise<DeployOutcome> {
     const e = error === undefined ? undefined : ManentError.from(error).toJSON();
     await this.deps.store.setStatus(id, status, { error: e ?? null });
     this.deps.metrics.deployFinished(kind, status, (Date.now() - startedAt) / 1000);
@@ -395,12 +462,13 @@ export class DeployWorkflow {
 }
 
 function cancelledBefore(kind: ResolvedDeploy["kind"]): ManentError {
-  const what = kind === "dry_run" ? "cancelled by a user; a dry run changes nothing" : "cancelled by a user before the deploy step: the targets were not changed";
+  const what =
+    kind === "dry_run"
+      ? "cancelled by a user; a dry run changes nothing"
+      : "cancelled by a user before the deploy step: the targets were not changed";
   return new ManentError(Code.Canceled, what, { details: { cancelled_by: "user" } });
 }
 
 function isResult(v: unknown): v is Result {
   return typeof v === "object" && v !== null && Array.isArray((v as Result).targets);
 }
-
-

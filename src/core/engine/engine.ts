@@ -30,7 +30,9 @@ export interface EngineOptions {
 }
 
 const deployQueue = "manent-deploys";
-const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user before it started: nothing ran", { details: { cancelled_by: "user" } });
+const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user before it started: nothing ran", {
+  details: { cancelled_by: "user" },
+});
 
 /** The answer to a user's cancel: done at once (`cancelled`), or taken by the running deploy (`requested`), saying what follows. */
 export interface CancelAnswer {
@@ -84,7 +86,11 @@ export class Engine {
         minPollingIntervalMs: 100,
         onConflict: "always_update",
       });
-      const dryRuns = await DBOS.registerQueue(dryRunQueue, { workerConcurrency: concurrency, minPollingIntervalMs: 100, onConflict: "always_update" });
+      const dryRuns = await DBOS.registerQueue(dryRunQueue, {
+        workerConcurrency: concurrency,
+        minPollingIntervalMs: 100,
+        onConflict: "always_update",
+      });
       engine.queues.register(deploys);
       engine.queues.register(dryRuns);
       engine.queues.wakeOnEnd([deployQueue]);
@@ -94,7 +100,9 @@ export class Engine {
     } catch (err) {
       active = undefined;
       await DBOS.shutdown().catch(() => undefined);
-      throw new ManentError(Code.Unavailable, `cannot start the deploy engine on Postgres: ${ManentError.from(err).message}`, { cause: err });
+      throw new ManentError(Code.Unavailable, `cannot start the deploy engine on Postgres: ${ManentError.from(err).message}`, {
+        cause: err,
+      });
     }
     return engine;
   }
@@ -158,7 +166,10 @@ export class Engine {
         throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${state.previous})`);
       }
       if (state.kind === "rollback") {
-        throw new ManentError(Code.FailedPrecondition, `rollback ${id} cannot be cancelled: its rollback step has started and stopping it would leave the targets on mixed versions`);
+        throw new ManentError(
+          Code.FailedPrecondition,
+          `rollback ${id} cannot be cancelled: its rollback step has started and stopping it would leave the targets on mixed versions`,
+        );
       }
       throw new ManentError(
         Code.FailedPrecondition,
@@ -168,7 +179,9 @@ export class Engine {
     if (state.previous === "queued") {
       // Out of the queue too; its record is already `cancelled`, and the workflow, if it was just
       // starting, sees that and runs nothing.
-      await DBOS.cancelWorkflow(id).catch((err: unknown) => this.opts.logger.warn("cancel of a queued workflow", { deploy: id, error: String(err) }));
+      await DBOS.cancelWorkflow(id).catch((err: unknown) =>
+        this.opts.logger.warn("cancel of a queued workflow", { deploy: id, error: String(err) }),
+      );
       return { outcome: "cancelled", message: "cancelled before it started: nothing ran" };
     }
     this.opts.cancels.notify(id);
@@ -209,7 +222,6 @@ export class Engine {
     await DBOS.shutdown({ workflowCompletionTimeoutMS: timeoutMs });
     active = undefined;
   }
-
 }
 
 const partitionKey = (k: DeployKey): string => `${k.tenant}/${k.application}/${k.artifact}/${k.environment}`;
@@ -225,12 +237,15 @@ async function deployAhead(id: string, partition: string): Promise<string | unde
   const others = (
     await DBOS.listQueuedWorkflows({ queueName: deployQueue, status: ["ENQUEUED", "PENDING"], loadInput: false, loadOutput: false })
   ).filter((w) => w.workflowID !== id && w.queuePartitionKey === partition);
-  const queuedBefore = others.filter((w) => w.status === "ENQUEUED" && w.createdAt < mine.createdAt).sort((a, b) => b.createdAt - a.createdAt);
+  const queuedBefore = others
+    .filter((w) => w.status === "ENQUEUED" && w.createdAt < mine.createdAt)
+    .sort((a, b) => b.createdAt - a.createdAt);
   return (queuedBefore[0] ?? others.find((w) => w.status === "PENDING"))?.workflowID;
 }
 
 function dbosLogger(logger: Logger) {
-  const text = (entry: unknown): string => (entry instanceof Error ? entry.message : typeof entry === "string" ? entry : JSON.stringify(entry));
+  const text = (entry: unknown): string =>
+    entry instanceof Error ? entry.message : typeof entry === "string" ? entry : JSON.stringify(entry);
   return {
     info: (e: unknown) => logger.debug(text(e), { component: "dbos" }),
     debug: (e: unknown) => logger.debug(text(e), { component: "dbos" }),

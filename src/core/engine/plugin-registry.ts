@@ -77,7 +77,10 @@ export class PluginRegistry {
           }),
         ).catch((err: unknown) => {
           const e = ManentError.from(err);
-          throw new ManentError(e.code, `${config.file}: plugins.${name}: ${e.message}`, { cause: err, details: { file: config.file, field: `plugins.${name}` } });
+          throw new ManentError(e.code, `${config.file}: plugins.${name}: ${e.message}`, {
+            cause: err,
+            details: { file: config.file, field: `plugins.${name}` },
+          });
         });
         plugins.set(name, activated);
       } else {

@@ -72,7 +72,12 @@ const rollbackTo = z.object({ to: versionSchema });
  * found and validated, plugin selected, secret references and the local artifact checked. Every
  * problem is `invalid_argument` naming file, field and reason; nothing is recorded before this passes.
  */
-export async function resolveSubmission(config: LoadedConfig, plugins: PluginRegistry, s: Submission, uploads?: UploadStore): Promise<ResolvedDeploy> {
+export async function resolveSubmission(
+  config: LoadedConfig,
+  plugins: PluginRegistry,
+  s: Submission,
+  uploads?: UploadStore,
+): Promise<ResolvedDeploy> {
   const descriptor = validate(s.descriptor, s.descriptorFile, descriptorSchema);
   if (s.to !== undefined) validate({ to: s.to }, "rollback", rollbackTo);
   const { artifact } = validate(
@@ -88,7 +93,9 @@ export async function resolveSubmission(config: LoadedConfig, plugins: PluginReg
     overridden,
   );
   if (s.kind !== "rollback") {
-    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant, ...(uploads && { uploads }) }).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
+    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant, ...(uploads && { uploads }) }).catch((err: unknown) =>
+      rethrowIn(s.descriptorFile, err),
+    );
   }
 
   const key = {

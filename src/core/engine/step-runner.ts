@@ -34,11 +34,14 @@ export async function runStep<T>(
     faultPoint(name, "before");
     // A cancel is checked inside the step (in the statement that records its start), so the answer
     // is checkpointed with it and a replay decides the same.
-    if (!(await deps.store.stepStarted(deployId, seq, name, { unlessCancelled: cancellable && deps.cancels !== undefined }))) throw userCancelled();
+    if (!(await deps.store.stepStarted(deployId, seq, name, { unlessCancelled: cancellable && deps.cancels !== undefined })))
+      throw userCancelled();
     const watch = cancellable ? deps.cancels?.watch(deployId) : undefined;
-    const signals = [DBOS.stepStatus?.cancelSignal, policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined, watch?.signal].filter(
-      (s): s is AbortSignal => s !== undefined,
-    );
+    const signals = [
+      DBOS.stepStatus?.cancelSignal,
+      policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined,
+      watch?.signal,
+    ].filter((s): s is AbortSignal => s !== undefined);
     const signal = AbortSignal.any(signals);
     try {
       const output = await abortable(fn({ signal, attempt }), signal, name, policy.timeoutMs);

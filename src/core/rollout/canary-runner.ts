@@ -1,4 +1,13 @@
-import { isSlotDeployer, isSlotScaler, isTesterRouter, isTrafficRouter, type Deployer, type Request, type Result, type Target } from "../contract/index.js";
+import {
+  isSlotDeployer,
+  isSlotScaler,
+  isTesterRouter,
+  isTrafficRouter,
+  type Deployer,
+  type Request,
+  type Result,
+  type Target,
+} from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import { isCancellation } from "../engine/step-runner.js";
 import { runAnalysis } from "./analysis-runner.js";
@@ -36,7 +45,15 @@ export async function runCanary(
   previousVersion: string | undefined,
 ): Promise<Result> {
   const policy = host.r.steps.deploy;
-  const state: CanaryState = { wave, steps: settings.steps.map(describeStep), step: 0, phase: "preparing", weight: 0, traffic: null, testers: null };
+  const state: CanaryState = {
+    wave,
+    steps: settings.steps.map(describeStep),
+    step: 0,
+    phase: "preparing",
+    weight: 0,
+    traffic: null,
+    testers: null,
+  };
   rec.state.canary = state;
   await rec.save();
   const scope: CallScope = { targets };
@@ -119,11 +136,17 @@ export async function runCanary(
     } catch (revertErr) {
       if (isCancellation(revertErr)) throw revertErr;
       const r = ManentError.from(revertErr);
-      throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; revert failed: ${r.message}`, { details: cause.details }), false);
+      throw new CanaryFailure(
+        new ManentError(cause.code, `${cause.message}; revert failed: ${r.message}`, { details: cause.details }),
+        false,
+      );
     }
     state.phase = "reverted";
     await rec.save();
-    throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; weight 0, candidate reverted`, { details: cause.details }), true);
+    throw new CanaryFailure(
+      new ManentError(cause.code, `${cause.message}; weight 0, candidate reverted`, { details: cause.details }),
+      true,
+    );
   }
 }
 
@@ -134,7 +157,8 @@ export async function runCanary(
 async function setWeight(host: RolloutHost, d: Deployer, req: Request, weight: number): Promise<void> {
   const router = host.caps.includes("traffic_router") && isTrafficRouter(d);
   const scaler = host.caps.includes("scale") && isSlotScaler(d);
-  if (!router && !scaler) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} can neither route traffic nor scale the candidate`);
+  if (!router && !scaler)
+    throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} can neither route traffic nor scale the candidate`);
   // Scale up before moving traffic, and traffic off before scaling down, so the candidate never gets traffic it has no capacity for.
   const current = host.caps.includes("traffic_router") && isTrafficRouter(d) ? await d.candidateWeight(req) : undefined;
   const up = current === undefined || weight >= current;

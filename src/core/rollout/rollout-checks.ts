@@ -43,6 +43,10 @@ export function checkRolloutSettings(
   if (canary.testers && !caps.includes("testers")) refuse("rollout.canary.testers", "testers", "needed to route testers to the candidate");
   const weighted = canary.steps.findIndex((s) => "set_weight" in s);
   if (weighted >= 0 && !caps.includes("traffic_router") && !caps.includes("scale")) {
-    refuse(`rollout.canary.steps.${weighted}.set_weight`, "traffic_router", "a weight moves traffic (or capacity, with the scale capability)");
+    refuse(
+      `rollout.canary.steps.${weighted}.set_weight`,
+      "traffic_router",
+      "a weight moves traffic (or capacity, with the scale capability)",
+    );
   }
 }

@@ -30,7 +30,8 @@ export async function sendRolloutCommand(
   opts: { full?: boolean; by: string | null; cancel?: boolean },
 ): Promise<CommandRecord> {
   const id = deploy.id;
-  if (terminalStatuses.has(deploy.status)) throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
+  if (terminalStatuses.has(deploy.status))
+    throw new ManentError(Code.FailedPrecondition, `deploy ${id} has already ended (${deploy.status})`);
   const rollout = deploy.rollout;
   if (!rollout || deploy.status !== "running") {
     throw new ManentError(
@@ -46,9 +47,21 @@ export async function sendRolloutCommand(
   if (command === "promote" && !full && !waiting) {
     throw new ManentError(Code.FailedPrecondition, `deploy ${id} is not paused; manent promote --full skips every remaining step`);
   }
-  const record: CommandRecord = { command, full, by: opts.by, at: new Date().toISOString(), during: waiting?.step ?? describeProgress(deploy) };
+  const record: CommandRecord = {
+    command,
+    full,
+    by: opts.by,
+    at: new Date().toISOString(),
+    during: waiting?.step ?? describeProgress(deploy),
+  };
   await store.recordCommand(id, record);
-  const message: CommandMessage = { command, full, by: opts.by, ...(opts.cancel && { cancel: true }), ...(waiting && { step: waiting.step }) };
+  const message: CommandMessage = {
+    command,
+    full,
+    by: opts.by,
+    ...(opts.cancel && { cancel: true }),
+    ...(waiting && { step: waiting.step }),
+  };
   await DBOS.send(id, message, commandTopic);
   wakeLocalReceiver(id);
   return record;
@@ -72,8 +85,8 @@ function wakeLocalReceiver(workflowId: string): void {
 function describeProgress(d: DeployRecord): string | null {
   const r = d.rollout;
   if (!r) return null;
-  if (r.canary && r.canary.step > 0 && r.canary.step <= r.canary.steps.length) return `canary step ${r.canary.step} (${r.canary.steps[r.canary.step - 1]})`;
+  if (r.canary && r.canary.step > 0 && r.canary.step <= r.canary.steps.length)
+    return `canary step ${r.canary.step} (${r.canary.steps[r.canary.step - 1]})`;
   if (r.canary) return `canary ${r.canary.phase}`;
   return r.current_wave !== null ? `wave ${r.current_wave}` : null;
 }
-

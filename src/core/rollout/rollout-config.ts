@@ -29,7 +29,10 @@ const checkName = z.string().min(1).max(100);
 
 const pauseStep = z.strictObject({
   pause: z
-    .union([durationMs, z.strictObject({ duration: durationMs.optional().describe("How long; without it the pause lasts until `manent promote`") })])
+    .union([
+      durationMs,
+      z.strictObject({ duration: durationMs.optional().describe("How long; without it the pause lasts until `manent promote`") }),
+    ])
     .transform((p) => (typeof p === "number" ? { duration: p } : p))
     .describe("Wait a duration (e.g. 5m), or until `manent promote` with `pause: {}`"),
 });
@@ -55,7 +58,11 @@ export type CanaryStep = z.output<typeof canaryStepSchema>;
 
 export const wavesSchema = z
   .strictObject({
-    by: z.array(z.string().min(1).max(63)).max(8).default([]).describe("Target labels grouping targets into waves, outermost first (e.g. [region, az])"),
+    by: z
+      .array(z.string().min(1).max(63))
+      .max(8)
+      .default([])
+      .describe("Target labels grouping targets into waves, outermost first (e.g. [region, az])"),
     order: z
       .record(z.string(), z.array(z.string()))
       .default({})

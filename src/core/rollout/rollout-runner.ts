@@ -39,7 +39,9 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
   const withWaves = settings.waves !== undefined;
   const waves = planWaves(host.r.targets, settings.waves);
   const rec = new RolloutRecorder(host.store, host.metrics, host.id, host.r);
-  rec.state.waves = withWaves ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map((t) => t.host), status: "pending" })) : [];
+  rec.state.waves = withWaves
+    ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map((t) => t.host), status: "pending" }))
+    : [];
   await rec.save();
   const inbox = new CommandInbox();
   const previousVersion = checkpoint.releases.find((r) => r.version !== "")?.version;
@@ -107,7 +109,10 @@ async function stop(
 ): Promise<RolloutOutcome> {
   const canaryFailure = err instanceof CanaryFailure ? err : undefined;
   const cause = canaryFailure ? canaryFailure.error : ManentError.from(err);
-  const running = rec.state.current_wave !== null && rec.state.waves[rec.state.current_wave - 1]?.status === "running" ? rec.state.current_wave : undefined;
+  const running =
+    rec.state.current_wave !== null && rec.state.waves[rec.state.current_wave - 1]?.status === "running"
+      ? rec.state.current_wave
+      : undefined;
   const failedAt = running ?? completed;
   // A canary reverts its own wave; a plain wave is rolled back with the ones before it.
   const toRollBack = waves.filter((w) => w.index <= (canaryFailure ? completed : failedAt));
@@ -147,7 +152,12 @@ async function stop(
     }
   }
   const skipped = waves.filter((w) => w.index > failedAt);
-  if (withWaves && skipped.length > 0) parts.push(skipped.length === 1 ? `wave ${skipped[0]!.index} skipped` : `waves ${skipped[0]!.index}-${skipped[skipped.length - 1]!.index} skipped`);
+  if (withWaves && skipped.length > 0)
+    parts.push(
+      skipped.length === 1
+        ? `wave ${skipped[0]!.index} skipped`
+        : `waves ${skipped[0]!.index}-${skipped[skipped.length - 1]!.index} skipped`,
+    );
   const message = parts.join("; ");
   rec.state.message = message;
   await rec.save();
@@ -158,7 +168,12 @@ async function stop(
 }
 
 /** Writes the summary step: every target's result, `skipped` for the targets no wave reached. */
-async function summarize(host: RolloutHost, waves: PlannedWave[], results: Map<string, TargetResult>, status: "succeeded" | "failed"): Promise<void> {
+async function summarize(
+  host: RolloutHost,
+  waves: PlannedWave[],
+  results: Map<string, TargetResult>,
+  status: "succeeded" | "failed",
+): Promise<void> {
   const targets = waves.flatMap((w) => w.targets).map((t) => results.get(t.host) ?? { host: t.host, status: TargetStatus.Skipped });
   const summary: Result = { plugin: host.plugin.name, targets };
   await DBOS.runStep(() => host.store.stepFinished(host.id, summaryStep, status, summary), { name: `${summaryStep}:end` });

@@ -36,7 +36,8 @@ export function planWaves(targets: Target[], settings: WavesSettings | undefined
   const waves: PlannedWave[] = [];
   for (const g of groups) {
     const step = size ?? g.targets.length;
-    for (let i = 0; i < g.targets.length; i += step) waves.push({ index: waves.length + 1, labels: g.labels, targets: g.targets.slice(i, i + step) });
+    for (let i = 0; i < g.targets.length; i += step)
+      waves.push({ index: waves.length + 1, labels: g.labels, targets: g.targets.slice(i, i + step) });
   }
   return waves;
 }

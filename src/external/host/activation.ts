@@ -12,7 +12,8 @@ export async function checkBinary(plugin: string, command: string, sha256: strin
   const st = await stat(command).catch((err: NodeJS.ErrnoException) => {
     throw new ManentError(Code.FailedPrecondition, `plugin ${plugin}: command ${command} not found (${err.code})`, { details });
   });
-  if (!st.isFile()) throw new ManentError(Code.FailedPrecondition, `plugin ${plugin}: command ${command} is not a regular file`, { details });
+  if (!st.isFile())
+    throw new ManentError(Code.FailedPrecondition, `plugin ${plugin}: command ${command} is not a regular file`, { details });
   await access(command, constants.X_OK).catch(() => {
     throw new ManentError(Code.FailedPrecondition, `plugin ${plugin}: command ${command} is not executable`, { details });
   });
@@ -53,7 +54,12 @@ export async function sourceIdentity(file: string): Promise<string> {
  * bytes checked are the bytes written, and so the ones that will run. Returns the identity of the
  * source as it was opened (a copy made while it changed is then simply made again next time).
  */
-export async function copyVerified(plugin: string, command: string, dest: string, sha256: string | undefined): Promise<{ source: string; sha256: string | undefined }> {
+export async function copyVerified(
+  plugin: string,
+  command: string,
+  dest: string,
+  sha256: string | undefined,
+): Promise<{ source: string; sha256: string | undefined }> {
   await checkBinary(plugin, command, undefined);
   const before = await sourceIdentity(command);
   // A source that changed while it was copied is not remembered as the one copied.

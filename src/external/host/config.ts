@@ -52,7 +52,13 @@ function supervisionOf(spec: Pick<Partial<ExternalSpec>, "supervision">): Partia
 
 /** From the `external` section as the manent.yml schema parsed it (start_timeout in ms). */
 export function fromSpec(spec: Omit<ExternalSpec, "supervision"> & Partial<Pick<ExternalSpec, "supervision">>): ExternalConfig {
-  const out: ExternalConfig = { command: spec.command, args: spec.args, env: spec.env, startTimeoutMs: spec.start_timeout, supervision: supervisionOf(spec) };
+  const out: ExternalConfig = {
+    command: spec.command,
+    args: spec.args,
+    env: spec.env,
+    startTimeoutMs: spec.start_timeout,
+    supervision: supervisionOf(spec),
+  };
   if (spec.sha256) out.sha256 = spec.sha256;
   return out;
 }
@@ -62,7 +68,10 @@ export function fromSpec(spec: Omit<ExternalSpec, "supervision"> & Partial<Pick<
  * configuration, sent to its factory at Configure. A number for `start_timeout` is milliseconds
  * (the manent.yml schema's output); a string is a duration.
  */
-export function parseExternalEntry(name: string, entry: Record<string, unknown>): { external: ExternalConfig; config: Record<string, unknown> } {
+export function parseExternalEntry(
+  name: string,
+  entry: Record<string, unknown>,
+): { external: ExternalConfig; config: Record<string, unknown> } {
   const { external, ...config } = entry;
   const parsed = externalSection.safeParse(external);
   if (!parsed.success) {

@@ -273,7 +273,8 @@ export class ExternalPlugin implements HostedPlugin {
 
   private async start(): Promise<Live> {
     const wait = this.nextStartAt - Date.now();
-    if (wait > 0) await sleep(wait, undefined, { signal: AbortSignal.any([this.stopSignal.signal, this.backoffWake.signal]) }).catch(() => {});
+    if (wait > 0)
+      await sleep(wait, undefined, { signal: AbortSignal.any([this.stopSignal.signal, this.backoffWake.signal]) }).catch(() => {});
     if (this.closed) throw new ManentError(Code.FailedPrecondition, `plugin ${this.name} is closed`, { details: { plugin: this.name } });
     let staged: StagedBinary | undefined;
     let proc: PluginProcess | undefined;
@@ -441,9 +442,7 @@ export class ExternalPlugin implements HostedPlugin {
   close(): Promise<void> {
     // The host's part (private copies, sockets) is let go once the process is gone: a server's
     // shared host is waited for (its shutdown removes its run), a plugin's own is removed at once.
-    this.closing ??= this.doClose().finally(() =>
-      this.host?.then((h) => (this.ownsHost ? h.releaseNow() : h.release())).catch(() => {}),
-    );
+    this.closing ??= this.doClose().finally(() => this.host?.then((h) => (this.ownsHost ? h.releaseNow() : h.release())).catch(() => {}));
     return this.closing;
   }
 

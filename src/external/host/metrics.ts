@@ -20,11 +20,56 @@ export function pluginMetrics(plugin: string, registry?: Registry): PluginMetric
   if (!registry) return { up() {}, restarted() {}, consecutiveRestarts() {}, healthCheckFailed() {}, gaveUp() {} };
   const registers = [registry];
   const labelNames = ["plugin"] as const;
-  const up = getOrCreate(registry, "manent_plugin_up", () => new Gauge({ name: "manent_plugin_up", help: "1 while the external plugin process is running and configured", labelNames, registers }));
-  const total = getOrCreate(registry, "manent_plugin_restarts_total", () => new Counter({ name: "manent_plugin_restarts_total", help: "Lifetime restarts of the external plugin process after a crash or a failed health check", labelNames, registers }));
-  const consecutive = getOrCreate(registry, "manent_plugin_restart_count", () => new Gauge({ name: "manent_plugin_restart_count", help: "Consecutive failed lifecycles since the plugin was last healthy", labelNames, registers }));
-  const pings = getOrCreate(registry, "manent_plugin_health_check_failures_total", () => new Counter({ name: "manent_plugin_health_check_failures_total", help: "Failed health pings of the external plugin", labelNames, registers }));
-  const gave = getOrCreate(registry, "manent_plugin_gave_up", () => new Gauge({ name: "manent_plugin_gave_up", help: "1 when the supervisor stopped restarting the plugin (crash loop)", labelNames, registers }));
+  const up = getOrCreate(
+    registry,
+    "manent_plugin_up",
+    () =>
+      new Gauge({ name: "manent_plugin_up", help: "1 while the external plugin process is running and configured", labelNames, registers }),
+  );
+  const total = getOrCreate(
+    registry,
+    "manent_plugin_restarts_total",
+    () =>
+      new Counter({
+        name: "manent_plugin_restarts_total",
+        help: "Lifetime restarts of the external plugin process after a crash or a failed health check",
+        labelNames,
+        registers,
+      }),
+  );
+  const consecutive = getOrCreate(
+    registry,
+    "manent_plugin_restart_count",
+    () =>
+      new Gauge({
+        name: "manent_plugin_restart_count",
+        help: "Consecutive failed lifecycles since the plugin was last healthy",
+        labelNames,
+        registers,
+      }),
+  );
+  const pings = getOrCreate(
+    registry,
+    "manent_plugin_health_check_failures_total",
+    () =>
+      new Counter({
+        name: "manent_plugin_health_check_failures_total",
+        help: "Failed health pings of the external plugin",
+        labelNames,
+        registers,
+      }),
+  );
+  const gave = getOrCreate(
+    registry,
+    "manent_plugin_gave_up",
+    () =>
+      new Gauge({
+        name: "manent_plugin_gave_up",
+        help: "1 when the supervisor stopped restarting the plugin (crash loop)",
+        labelNames,
+        registers,
+      }),
+  );
   const l = { plugin };
   return {
     up: (v) => up.set(l, v ? 1 : 0),

@@ -67,7 +67,8 @@ export interface PluginProcess {
 export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
   const identity = o.identity;
   const env = pluginEnvironment(process.env, o.env, identity.certPem, o.binary.dir);
-  const [file, argv] = o.parentDeathSignal && setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]] : [o.binary.path, o.args];
+  const [file, argv] =
+    o.parentDeathSignal && setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]] : [o.binary.path, o.args];
   // stdin is a pipe the host never writes: EOF tells an SDK that the host is gone.
   const child = spawn(file, argv, { env, cwd: o.cwd, stdio: ["pipe", "pipe", "pipe"] });
   o.onSpawn?.(child);
@@ -93,7 +94,10 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
   let channel: Channel | undefined;
   const timer = new AbortController();
   const timeout = new Promise<never>((_, reject) => {
-    const t = setTimeout(() => reject(fail(`did not start within ${o.startTimeoutMs} ms (spawn and handshake)`, Code.DeadlineExceeded)), o.startTimeoutMs);
+    const t = setTimeout(
+      () => reject(fail(`did not start within ${o.startTimeoutMs} ms (spawn and handshake)`, Code.DeadlineExceeded)),
+      o.startTimeoutMs,
+    );
     timer.signal.addEventListener("abort", () => clearTimeout(t));
   });
   try {
@@ -108,7 +112,9 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     });
     const line = await Promise.race([firstLine, timeout]);
     // After the handshake stdout must stay silent; anything there is reported, never parsed.
-    lines.on("line", (l) => o.logger.warn("plugin wrote to stdout, which is reserved for the handshake", { plugin: o.plugin, line: l.slice(0, 200) }));
+    lines.on("line", (l) =>
+      o.logger.warn("plugin wrote to stdout, which is reserved for the handshake", { plugin: o.plugin, line: l.slice(0, 200) }),
+    );
     const hs = parseHandshake(line, o.plugin);
     if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
     const serverPem = derToPem(hs.serverCert);
@@ -206,6 +212,8 @@ function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {
 /** One health check with a deadline, as go-plugin's Ping. */
 export function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) =>
-    p.health.check({ service: HEALTH_SERVICE }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err) => (err ? reject(err) : resolve())),
+    p.health.check({ service: HEALTH_SERVICE }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err) =>
+      err ? reject(err) : resolve(),
+    ),
   );
 }

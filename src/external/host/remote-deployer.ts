@@ -1,7 +1,14 @@
 import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import { Capability, type Deployer } from "../../core/contract/deployer.js";
-import { TargetStatus, type Artifact, type Request, type Result, type RollbackRequest, type TargetRelease } from "../../core/contract/types.js";
+import {
+  TargetStatus,
+  type Artifact,
+  type Request,
+  type Result,
+  type RollbackRequest,
+  type TargetRelease,
+} from "../../core/contract/types.js";
 import { ResultError } from "../../core/contract/result-error.js";
 import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
@@ -23,7 +30,13 @@ const validateTimeoutMs = 30_000;
 export function remoteDeployer(name: string, caps: readonly string[], run: CallRunner): Deployer {
   const parallel = caps.includes(Capability.ParallelTargets);
 
-  function unary<Req, Res>(call: string, method: (p: PluginProcess) => Unary<Req, Res>, req: Req, signal?: AbortSignal, timeoutMs?: number): Promise<Res> {
+  function unary<Req, Res>(
+    call: string,
+    method: (p: PluginProcess) => Unary<Req, Res>,
+    req: Req,
+    signal?: AbortSignal,
+    timeoutMs?: number,
+  ): Promise<Res> {
     return run(call, (p) => unaryOn(name, call, p, method, req, signal, timeoutMs));
   }
 
@@ -58,41 +71,61 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
       await unary("Validate", (p) => p.deployer.validate, wire(req), req.signal, validateTimeoutMs);
     },
     deploy: (req: Request): Promise<Result> =>
-      reported(req, withSecrets("Deploy", req, async (p, w) => resultFromProto(await direct("Deploy", p, (q) => q.deployer.deploy, w, req.signal)))),
+      reported(
+        req,
+        withSecrets("Deploy", req, async (p, w) => resultFromProto(await direct("Deploy", p, (q) => q.deployer.deploy, w, req.signal))),
+      ),
   };
   if (caps.includes(Capability.DryRun)) {
     d.dryRun = (req: Request): Promise<Result> =>
-      reported(req, withSecrets("DryRun", req, async (p, w) => resultFromProto(await direct("DryRun", p, (q) => q.deployer.dryRun, w, req.signal))));
+      reported(
+        req,
+        withSecrets("DryRun", req, async (p, w) => resultFromProto(await direct("DryRun", p, (q) => q.deployer.dryRun, w, req.signal))),
+      );
   }
   if (caps.includes(Capability.CurrentRelease) || caps.includes(Capability.Rollback)) {
     d.currentRelease = (req: Request): Promise<TargetRelease[]> =>
-      withSecrets("CurrentRelease", req, async (p, w) => (await direct("CurrentRelease", p, (q) => q.deployer.currentRelease, w, req.signal)).releases.map(releaseFromProto));
+      withSecrets("CurrentRelease", req, async (p, w) =>
+        (await direct("CurrentRelease", p, (q) => q.deployer.currentRelease, w, req.signal)).releases.map(releaseFromProto),
+      );
   }
   if (caps.includes(Capability.Rollback)) {
     d.rollback = (req: RollbackRequest): Promise<Result> =>
       reported(
         req,
         withSecrets("Rollback", req, async (p, w) =>
-          resultFromProto(await direct("Rollback", p, (q) => q.deployer.rollback, { request: w, releases: req.releases.map(releaseToProto) }, req.signal)),
+          resultFromProto(
+            await direct("Rollback", p, (q) => q.deployer.rollback, { request: w, releases: req.releases.map(releaseToProto) }, req.signal),
+          ),
         ),
       );
   }
   // The percentage-rollout calls act on targets as Deploy does (a candidate is a release, a router
   // may need its API token), so they get the deploy context: the Secrets service for their duration.
-  const rolloutCall = <Req, Res>(call: string, req: Request, m: (p: PluginProcess) => Unary<Req, Res>, build: (w: DeployRequest) => Req): Promise<Res> =>
-    withSecrets(call, req, (p, w) => direct(call, p, m, build(w), req.signal));
+  const rolloutCall = <Req, Res>(
+    call: string,
+    req: Request,
+    m: (p: PluginProcess) => Unary<Req, Res>,
+    build: (w: DeployRequest) => Req,
+  ): Promise<Res> => withSecrets(call, req, (p, w) => direct(call, p, m, build(w), req.signal));
   const asIs = (w: DeployRequest) => w;
   if (caps.includes(Capability.Slots)) {
     d.prepareSlots = async (req: Request) => (await rolloutCall("PrepareSlots", req, (p) => p.deployer.prepareSlots, asIs)).state;
     d.deployCandidate = (req: Request) =>
       reported(req, rolloutCall("DeployCandidate", req, (p) => p.deployer.deployCandidate, asIs).then(resultFromProto));
-    d.promoteCandidate = async (req: Request) => void (await rolloutCall("PromoteCandidate", req, (p) => p.deployer.promoteCandidate, asIs));
+    d.promoteCandidate = async (req: Request) =>
+      void (await rolloutCall("PromoteCandidate", req, (p) => p.deployer.promoteCandidate, asIs));
     d.revertCandidate = async (req: Request) => void (await rolloutCall("RevertCandidate", req, (p) => p.deployer.revertCandidate, asIs));
     d.retirePrevious = async (req: Request) => void (await rolloutCall("RetirePrevious", req, (p) => p.deployer.retirePrevious, asIs));
   }
   if (caps.includes(Capability.TrafficRouter)) {
     d.setCandidateWeight = async (req: Request, weight: number) =>
-      void (await rolloutCall("SetCandidateWeight", req, (p) => p.deployer.setCandidateWeight, (w) => ({ request: w, weight })));
+      void (await rolloutCall(
+        "SetCandidateWeight",
+        req,
+        (p) => p.deployer.setCandidateWeight,
+        (w) => ({ request: w, weight }),
+      ));
     d.candidateWeight = async (req: Request) => (await rolloutCall("CandidateWeight", req, (p) => p.deployer.candidateWeight, asIs)).weight;
   }
   if (caps.includes(Capability.Testers)) {
@@ -100,7 +133,12 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
   }
   if (caps.includes(Capability.Scale)) {
     d.scaleCandidate = async (req: Request, weight: number) =>
-      void (await rolloutCall("ScaleCandidate", req, (p) => p.deployer.scaleCandidate, (w) => ({ request: w, weight })));
+      void (await rolloutCall(
+        "ScaleCandidate",
+        req,
+        (p) => p.deployer.scaleCandidate,
+        (w) => ({ request: w, weight }),
+      ));
   }
   if (parallel) d.parallelTargets = () => true;
   return d as unknown as Deployer;
@@ -128,15 +166,25 @@ async function reported(req: Request, call: Promise<Result>): Promise<Result> {
  * One unary call on a given process, cancelled with `signal`. A gRPC failure is rejected as the
  * raw ServiceError: the call runner converts it, knowing whether the process died meanwhile.
  */
-function unaryOn<Req, Res>(name: string, call: string, p: PluginProcess, method: (p: PluginProcess) => Unary<Req, Res>, req: Req, signal?: AbortSignal, timeoutMs?: number): Promise<Res> {
-  if (signal?.aborted) return Promise.reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
+function unaryOn<Req, Res>(
+  name: string,
+  call: string,
+  p: PluginProcess,
+  method: (p: PluginProcess) => Unary<Req, Res>,
+  req: Req,
+  signal?: AbortSignal,
+  timeoutMs?: number,
+): Promise<Res> {
+  if (signal?.aborted)
+    return Promise.reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
   return new Promise<Res>((resolve, reject) => {
     const onAbort = () => handle.cancel();
     const opts: CallOptions = timeoutMs ? { deadline: Date.now() + timeoutMs } : {};
     const handle = method(p).call(p.deployer, req, new Metadata(), opts, (err, res) => {
       signal?.removeEventListener("abort", onAbort);
       if (!err) return resolve(res);
-      if (err.code === status.CANCELLED && signal?.aborted) return reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
+      if (err.code === status.CANCELLED && signal?.aborted)
+        return reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
       reject(err);
     });
     signal?.addEventListener("abort", onAbort, { once: true });

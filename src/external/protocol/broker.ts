@@ -117,7 +117,10 @@ export class Broker {
    * Dials what the other side serves for `id`, waiting up to 5 s for its ConnInfo like go-plugin.
    * `make` builds the typed client on the given address.
    */
-  async dial<C extends Client>(id: number, make: (target: string, creds: ChannelCredentials, opts: typeof tlsChannelOptions) => C): Promise<C> {
+  async dial<C extends Client>(
+    id: number,
+    make: (target: string, creds: ChannelCredentials, opts: typeof tlsChannelOptions) => C,
+  ): Promise<C> {
     const info = await this.connInfo(id);
     if (info.network !== "unix" && info.network !== "tcp") {
       throw new ManentError(Code.Internal, `broker: unknown network ${JSON.stringify(info.network)} for service ${id}`);

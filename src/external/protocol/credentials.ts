@@ -26,5 +26,9 @@ export function clientCredentials(own: Identity, peerPem: string, peerDer: Buffe
 
 /** Server side: our identity; a client must present a certificate issued by `peerPem`'s key. */
 export function serverCredentials(own: Identity, peerPem: string): ServerCredentials {
-  return ServerCredentials.createSsl(Buffer.from(peerPem), [{ private_key: Buffer.from(own.keyPem), cert_chain: Buffer.from(own.certPem) }], true);
+  return ServerCredentials.createSsl(
+    Buffer.from(peerPem),
+    [{ private_key: Buffer.from(own.keyPem), cert_chain: Buffer.from(own.certPem) }],
+    true,
+  );
 }

@@ -32,15 +32,20 @@ export function parseHandshake(line: string, plugin: string): Handshake {
   };
   const trimmed = line.trim();
   const parts = trimmed.split("|");
-  if (parts.length < 4) fail(`unrecognized handshake on stdout: ${JSON.stringify(trimmed.slice(0, 200))} (stdout is reserved for the go-plugin handshake)`);
+  if (parts.length < 4)
+    fail(`unrecognized handshake on stdout: ${JSON.stringify(trimmed.slice(0, 200))} (stdout is reserved for the go-plugin handshake)`);
   const [core, app, network, address] = parts as [string, string, string, string];
   if (!intField.safeParse(core).success) fail(`handshake: core protocol version ${JSON.stringify(core)} is not a number`);
   if (Number(core) !== CORE_PROTOCOL_VERSION) {
-    fail(`incompatible go-plugin core protocol version ${core} (manent speaks ${CORE_PROTOCOL_VERSION}); rebuild the plugin with a current SDK`);
+    fail(
+      `incompatible go-plugin core protocol version ${core} (manent speaks ${CORE_PROTOCOL_VERSION}); rebuild the plugin with a current SDK`,
+    );
   }
   if (!intField.safeParse(app).success) fail(`handshake: protocol version ${JSON.stringify(app)} is not a number`);
   if (Number(app) !== APP_PROTOCOL_VERSION) {
-    fail(`incompatible protocol version: plugin speaks ${app}, manent speaks ${APP_PROTOCOL_VERSION}; rebuild the plugin with an SDK for protocol ${APP_PROTOCOL_VERSION}`);
+    fail(
+      `incompatible protocol version: plugin speaks ${app}, manent speaks ${APP_PROTOCOL_VERSION}; rebuild the plugin with an SDK for protocol ${APP_PROTOCOL_VERSION}`,
+    );
   }
   if (network !== "unix" && network !== "tcp") fail(`handshake: unknown network ${JSON.stringify(network)} (want unix or tcp)`);
   if (address === "") fail("handshake: empty address");

@@ -23,7 +23,9 @@ export async function generateIdentity(): Promise<Identity> {
   const keys = (await webcrypto.subtle.generateKey(alg, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16))).toString("hex").replace(/^[89a-f]/, "1"),
+    serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+      .toString("hex")
+      .replace(/^[89a-f]/, "1"),
     name: "CN=localhost, O=manent",
     notBefore: new Date(now - 30_000),
     notAfter: new Date(now + 262_980 * 3_600_000),
@@ -32,7 +34,10 @@ export async function generateIdentity(): Promise<Identity> {
     extensions: [
       new x509.BasicConstraintsExtension(true, undefined, true),
       new x509.KeyUsagesExtension(
-        x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment | x509.KeyUsageFlags.keyAgreement | x509.KeyUsageFlags.keyCertSign,
+        x509.KeyUsageFlags.digitalSignature |
+          x509.KeyUsageFlags.keyEncipherment |
+          x509.KeyUsageFlags.keyAgreement |
+          x509.KeyUsageFlags.keyCertSign,
         true,
       ),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth, x509.ExtendedKeyUsage.serverAuth]),

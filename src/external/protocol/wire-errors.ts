@@ -31,7 +31,9 @@ export function toStatus(err: unknown): Partial<StatusObject> {
  */
 export function isTransportLoss(err: ServiceError): boolean {
   if (err.code !== status.UNAVAILABLE && err.code !== status.INTERNAL && err.code !== status.CANCELLED) return false;
-  return /Connection dropped|No connection established|ECONNRESET|ECONNREFUSED|Socket closed|RST_STREAM|Stream removed|connection closed|Failed to connect|EPIPE/i.test(err.details ?? "");
+  return /Connection dropped|No connection established|ECONNRESET|ECONNREFUSED|Socket closed|RST_STREAM|Stream removed|connection closed|Failed to connect|EPIPE/i.test(
+    err.details ?? "",
+  );
 }
 
 export function fromServiceError(err: ServiceError, plugin: string, call: string): ManentError {

@@ -15,7 +15,10 @@ export function callSecrets(broker: Broker, brokerId: number, call: string): { s
   if (brokerId === 0) {
     return {
       secrets: {
-        secret: (name) => Promise.reject(new ManentError(Code.FailedPrecondition, `secret ${name}: ${call} has no access to secrets`, { details: { secret: name } })),
+        secret: (name) =>
+          Promise.reject(
+            new ManentError(Code.FailedPrecondition, `secret ${name}: ${call} has no access to secrets`, { details: { secret: name } }),
+          ),
       },
       end: () => {},
     };
@@ -27,10 +30,15 @@ export function callSecrets(broker: Broker, brokerId: number, call: string): { s
   return {
     secrets: {
       async secret(name: string): Promise<string> {
-        if (!active) throw new ManentError(Code.FailedPrecondition, `secret ${name}: the ${call} call has returned, secrets are no longer available`, { details: { secret: name } });
+        if (!active)
+          throw new ManentError(Code.FailedPrecondition, `secret ${name}: the ${call} call has returned, secrets are no longer available`, {
+            details: { secret: name },
+          });
         const c = await connect();
         return new Promise((resolve, reject) =>
-          c.secret({ name }, (err: ServiceError | null, res) => (err ? reject(fromServiceError(err, "host", `Secret(${name})`)) : resolve(res.value))),
+          c.secret({ name }, (err: ServiceError | null, res) =>
+            err ? reject(fromServiceError(err, "host", `Secret(${name})`)) : resolve(res.value),
+          ),
         );
       },
     },

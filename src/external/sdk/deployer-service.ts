@@ -36,7 +36,11 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
   const unimplemented = (call: string) => new ManentError(Code.Unimplemented, `plugin does not implement ${call}`);
 
   /** Wraps a call: request conversion, cancellation, secrets when allowed, errors as status. */
-  function unary<Req, Res>(name: string, withSecrets: boolean, run: (call: ServerUnaryCall<Req, Res>, ctx: CallContext) => Promise<Res>): Handler<Req, Res> {
+  function unary<Req, Res>(
+    name: string,
+    withSecrets: boolean,
+    run: (call: ServerUnaryCall<Req, Res>, ctx: CallContext) => Promise<Res>,
+  ): Handler<Req, Res> {
     return (call, cb) => {
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort(new ManentError(Code.Canceled, `${name} cancelled by the host`)));
@@ -73,7 +77,8 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       } catch (err) {
         throw new ManentError(Code.InvalidArgument, `configuration is not JSON: ${(err as Error).message}`);
       }
-      if (typeof config !== "object" || config === null || Array.isArray(config)) throw new ManentError(Code.InvalidArgument, "configuration must be an object");
+      if (typeof config !== "object" || config === null || Array.isArray(config))
+        throw new ManentError(Code.InvalidArgument, "configuration must be an object");
       deployer = await factory(config as Record<string, unknown>, logger);
       return { name: deployer.name(), capabilities: capabilitiesOf(deployer) };
     }),
@@ -84,7 +89,9 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       await need("Validate").validate(req(ctx, call.request));
       return {};
     }),
-    deploy: unary<pb.DeployRequest, pb.DeployResponse>("Deploy", true, async (call, ctx) => resultToProto(await need("Deploy").deploy(req(ctx, call.request)))),
+    deploy: unary<pb.DeployRequest, pb.DeployResponse>("Deploy", true, async (call, ctx) =>
+      resultToProto(await need("Deploy").deploy(req(ctx, call.request))),
+    ),
     dryRun: unary<pb.DeployRequest, pb.DeployResponse>("DryRun", true, async (call, ctx) => {
       const d = need("DryRun");
       if (!isDryRunner(d)) throw unimplemented("DryRun");
@@ -138,7 +145,10 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
     }),
   };
 
-  function slotVoid(name: string, run: (d: Deployer & import("../../core/contract/deployer.js").SlotDeployer, r: Request) => Promise<void>) {
+  function slotVoid(
+    name: string,
+    run: (d: Deployer & import("../../core/contract/deployer.js").SlotDeployer, r: Request) => Promise<void>,
+  ) {
     return unary<pb.DeployRequest, pb.Empty>(name, true, async (call, ctx) => {
       const d = need(name);
       if (!isSlotDeployer(d)) throw unimplemented(name);

@@ -2,7 +2,12 @@ import { status, type sendUnaryData, type Server, type ServerUnaryCall, type Ser
 import { HEALTH_SERVICE } from "../protocol/constants.js";
 import { GRPCControllerService, type Empty as ControllerEmpty } from "../gen/go-plugin/grpc_controller.js";
 import { GRPCStdioService, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
-import { HealthCheckResponse_ServingStatus, HealthService, type HealthCheckRequest, type HealthCheckResponse } from "../gen/go-plugin/health.js";
+import {
+  HealthCheckResponse_ServingStatus,
+  HealthService,
+  type HealthCheckRequest,
+  type HealthCheckResponse,
+} from "../gen/go-plugin/health.js";
 import type { Empty } from "../gen/google/protobuf/empty.js";
 
 /** go-plugin's health service: "plugin" (and the server as a whole, "") are SERVING. */

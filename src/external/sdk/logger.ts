@@ -7,6 +7,7 @@ import type { Logger } from "../../core/contract/types.js";
  * plugin does to process.stdout can interleave with them.
  */
 export function hclogLogger(write: (line: string) => void = (l) => process.stderr.write(l), fields: Record<string, unknown> = {}): Logger {
-  const log = (level: LogLevel) => (msg: string, attrs?: Record<string, unknown>) => write(formatHclogLine(level, msg, { ...fields, ...attrs }));
+  const log = (level: LogLevel) => (msg: string, attrs?: Record<string, unknown>) =>
+    write(formatHclogLine(level, msg, { ...fields, ...attrs }));
   return { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
 }

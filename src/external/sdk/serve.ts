@@ -31,7 +31,9 @@ export interface ServeOptions {
 export async function serve(factory: Factory, options: ServeOptions = {}): Promise<void> {
   const stderr = (line: string) => void process.stderr.write(line);
   if (process.env[MAGIC_COOKIE_KEY] !== MAGIC_COOKIE_VALUE) {
-    stderr("This binary is a manent plugin. It is not meant to be executed directly:\nconfigure it under plugins.<name>.external in manent.yml.\n");
+    stderr(
+      "This binary is a manent plugin. It is not meant to be executed directly:\nconfigure it under plugins.<name>.external in manent.yml.\n",
+    );
     process.exit(1);
   }
   const logger: Logger = hclogLogger(stderr);

@@ -22,7 +22,9 @@ export function objectError(client: ClusterClient, ref: ObjectRef, action: strin
   const where = `cluster ${client.target.host}: ${describeRef(ref)}`;
   if (!(err instanceof KubeApiError)) {
     const e = ManentError.from(err);
-    return e.message.startsWith("cluster ") ? e : new ManentError(e.code, `${where}: ${action}: ${e.message}`, { cause: err, details: e.details });
+    return e.message.startsWith("cluster ")
+      ? e
+      : new ManentError(e.code, `${where}: ${action}: ${e.message}`, { cause: err, details: e.details });
   }
   if (err.status === 403) {
     const perm = missingPermission(err) ?? { verb: action, resource: ref.kind };
@@ -53,7 +55,10 @@ export function objectError(client: ClusterClient, ref: ObjectRef, action: strin
       { cause: err, details: { ...err.details, object: describeRef(ref) } },
     );
   }
-  return new ManentError(err.code, `${where}: ${action}: ${err.body.message ?? `HTTP ${err.status}`}`, { cause: err, details: err.details });
+  return new ManentError(err.code, `${where}: ${action}: ${err.body.message ?? `HTTP ${err.status}`}`, {
+    cause: err,
+    details: err.details,
+  });
 }
 
 /**
@@ -87,7 +92,11 @@ export async function applyObject(client: ClusterClient, obj: KubeObject, opts: 
  * kinds still go in order). Stops at the first failure unless `collect` is set, in which case
  * every object is tried and all failures are returned (a dry-run reports every missing permission).
  */
-export async function applyAll(client: ClusterClient, objs: KubeObject[], opts: ApplyOptions & { collect?: boolean }): Promise<ManentError[]> {
+export async function applyAll(
+  client: ClusterClient,
+  objs: KubeObject[],
+  opts: ApplyOptions & { collect?: boolean },
+): Promise<ManentError[]> {
   const errors: ManentError[] = [];
   let i = 0;
   while (i < objs.length) {
@@ -194,7 +203,10 @@ function stripListItems(list: unknown[], set: FieldSet): void {
     if (key.startsWith("k:")) {
       const k = JSON.parse(key.slice(2)) as Record<string, unknown>;
       keyFields = new Set(Object.keys(k));
-      match = (item) => !!item && typeof item === "object" && Object.entries(k).every(([f, v]) => JSON.stringify((item as Record<string, unknown>)[f]) === JSON.stringify(v));
+      match = (item) =>
+        !!item &&
+        typeof item === "object" &&
+        Object.entries(k).every(([f, v]) => JSON.stringify((item as Record<string, unknown>)[f]) === JSON.stringify(v));
     } else if (key.startsWith("v:")) {
       const v = key.slice(2);
       match = (item) => JSON.stringify(item) === v;
@@ -216,7 +228,12 @@ function stripListItems(list: unknown[], set: FieldSet): void {
  * (its labels say so), in the given order; one that another owner made, or took over, is left. A
  * deploy refused before it changed an object (a conflict) must not delete that object on rollback.
  */
-export async function deleteOwned(client: ClusterClient, refs: ObjectRef[], owner: Record<string, string>, signal: AbortSignal): Promise<{ deleted: number; kept: ObjectRef[] }> {
+export async function deleteOwned(
+  client: ClusterClient,
+  refs: ObjectRef[],
+  owner: Record<string, string>,
+  signal: AbortSignal,
+): Promise<{ deleted: number; kept: ObjectRef[] }> {
   let deleted = 0;
   const kept: ObjectRef[] = [];
   for (const ref of refs) {

@@ -84,7 +84,14 @@ export class ClusterClient {
    */
   async helmApiVersions(): Promise<string[]> {
     const gvs = await this.groupVersions();
-    const kinds = await Promise.all(gvs.map((gv) => this.resources(gv).then((rs) => rs.map((r) => `${gv}/${r.kind}`), () => [] as string[])));
+    const kinds = await Promise.all(
+      gvs.map((gv) =>
+        this.resources(gv).then(
+          (rs) => rs.map((r) => `${gv}/${r.kind}`),
+          () => [] as string[],
+        ),
+      ),
+    );
     return [...gvs, ...kinds.flat()];
   }
 
@@ -142,7 +149,13 @@ export class ClusterClient {
   }
 
   /** GET an object; undefined when it does not exist. */
-  async get(apiVersion: string, kind: string, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+  async get(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<KubeObject | undefined> {
     const path = await this.pathOf(apiVersion, kind, namespace, name);
     try {
       return (await this.request("GET", path, { signal })) as KubeObject;
@@ -153,7 +166,13 @@ export class ClusterClient {
   }
 
   /** LIST objects of a kind in a namespace, by label selector. */
-  async list(apiVersion: string, kind: string, namespace: string | undefined, labelSelector: string, signal?: AbortSignal): Promise<KubeObject[]> {
+  async list(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    labelSelector: string,
+    signal?: AbortSignal,
+  ): Promise<KubeObject[]> {
     const path = await this.pathOf(apiVersion, kind, namespace);
     return ((await this.request("GET", path, { query: { labelSelector }, signal })) as { items?: KubeObject[] }).items ?? [];
   }

@@ -47,11 +47,21 @@ export function indexName(ctx: Pick<ReleaseContext, "application" | "environment
 
 /** `1.0.0` → `1-0-0`: a version as a piece of a DNS name. */
 export function versionSlug(version: string): string {
-  return version.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "v";
+  return (
+    version
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, 40) || "v"
+  );
 }
 
 function dnsName(s: string, max: number): string {
-  return s.toLowerCase().replace(/[^a-z0-9-]+/g, "-").slice(0, max).replace(/^-+|-+$/g, "");
+  return s
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .slice(0, max)
+    .replace(/^-+|-+$/g, "");
 }
 
 /** `manent-hello-test-1-0-0-8bf0f7f2`: the hash tells apart two builds of the same version. */
@@ -60,7 +70,12 @@ export function releaseName(ctx: ReleaseContext, objects: KubeObject[]): string 
   return `${indexName(ctx)}-${versionSlug(ctx.version)}-${hash}`;
 }
 
-function configMap(name: string, ctx: ReleaseContext, role: string, content: { data?: Record<string, string>; binaryData?: Record<string, string> }): KubeObject {
+function configMap(
+  name: string,
+  ctx: ReleaseContext,
+  role: string,
+  content: { data?: Record<string, string>; binaryData?: Record<string, string> },
+): KubeObject {
   return {
     apiVersion: "v1",
     kind: "ConfigMap",
@@ -120,7 +135,12 @@ export async function readIndex(client: ClusterClient, ctx: ReleaseContext, sign
 }
 
 /** Writes the index. Keys: `current`, `previous`, `releases` (and `pending` while a deploy runs). */
-export async function writeIndex(client: ClusterClient, ctx: ReleaseContext, index: HistoryIndex, opts: { dryRun?: boolean; signal?: AbortSignal } = {}): Promise<void> {
+export async function writeIndex(
+  client: ClusterClient,
+  ctx: ReleaseContext,
+  index: HistoryIndex,
+  opts: { dryRun?: boolean; signal?: AbortSignal } = {},
+): Promise<void> {
   const data: Record<string, string> = {
     current: index.current?.configmap ?? "",
     previous: index.previous?.configmap ?? "",
@@ -136,10 +156,28 @@ export async function writeIndex(client: ClusterClient, ctx: ReleaseContext, ind
  * binaryData; when even that exceeds one ConfigMap, the chunks go to `<name>-part-<n>` ConfigMaps
  * and the release ConfigMap records how many.
  */
-export async function writeRelease(client: ClusterClient, ctx: ReleaseContext, name: string, objects: KubeObject[], refs: ObjectRef[], signal?: AbortSignal): Promise<ReleaseEntry> {
+export async function writeRelease(
+  client: ClusterClient,
+  ctx: ReleaseContext,
+  name: string,
+  objects: KubeObject[],
+  refs: ObjectRef[],
+  signal?: AbortSignal,
+): Promise<ReleaseEntry> {
   const json = JSON.stringify(objects);
-  const entry: ReleaseEntry = { configmap: name, version: ctx.version, artifact: ctx.artifact, applied_at: new Date().toISOString(), parts: 0 };
-  const data: Record<string, string> = { version: ctx.version, artifact: ctx.artifact, applied_at: entry.applied_at, refs: JSON.stringify(refs) };
+  const entry: ReleaseEntry = {
+    configmap: name,
+    version: ctx.version,
+    artifact: ctx.artifact,
+    applied_at: new Date().toISOString(),
+    parts: 0,
+  };
+  const data: Record<string, string> = {
+    version: ctx.version,
+    artifact: ctx.artifact,
+    applied_at: entry.applied_at,
+    refs: JSON.stringify(refs),
+  };
   const binaryData: Record<string, string> = {};
   if (Buffer.byteLength(json) <= inlineLimit) {
     data.objects = json;
@@ -162,10 +200,18 @@ export async function writeRelease(client: ClusterClient, ctx: ReleaseContext, n
   return entry;
 }
 
-export async function readRelease(client: ClusterClient, ctx: ReleaseContext, entry: ReleaseEntry, signal?: AbortSignal): Promise<StoredRelease> {
+export async function readRelease(
+  client: ClusterClient,
+  ctx: ReleaseContext,
+  entry: ReleaseEntry,
+  signal?: AbortSignal,
+): Promise<StoredRelease> {
   const cm = await getConfigMap(client, ctx.namespace, entry.configmap, signal);
   if (!cm) {
-    throw new ManentError(Code.FailedPrecondition, `kubernetes: cluster ${client.target.host}: release ConfigMap ${ctx.namespace}/${entry.configmap} (version ${entry.version}) is gone from the history`);
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `kubernetes: cluster ${client.target.host}: release ConfigMap ${ctx.namespace}/${entry.configmap} (version ${entry.version}) is gone from the history`,
+    );
   }
   const data = (cm.data ?? {}) as Record<string, string>;
   const binary = (cm.binaryData ?? {}) as Record<string, string>;
@@ -179,7 +225,10 @@ export async function readRelease(client: ClusterClient, ctx: ReleaseContext, en
       const part = await getConfigMap(client, ctx.namespace, `${entry.configmap}-part-${i}`, signal);
       const chunk = (part?.binaryData as Record<string, string> | undefined)?.chunk;
       if (chunk === undefined) {
-        throw new ManentError(Code.DataLoss, `kubernetes: cluster ${client.target.host}: history ConfigMap ${ctx.namespace}/${entry.configmap}-part-${i} is missing`);
+        throw new ManentError(
+          Code.DataLoss,
+          `kubernetes: cluster ${client.target.host}: history ConfigMap ${ctx.namespace}/${entry.configmap}-part-${i} is missing`,
+        );
       }
       chunks.push(chunk);
     }
@@ -189,7 +238,12 @@ export async function readRelease(client: ClusterClient, ctx: ReleaseContext, en
 }
 
 /** Just the refs of a release (what pruning needs), without decompressing its objects. */
-export async function readRefs(client: ClusterClient, ctx: ReleaseContext, entry: ReleaseEntry, signal?: AbortSignal): Promise<ObjectRef[]> {
+export async function readRefs(
+  client: ClusterClient,
+  ctx: ReleaseContext,
+  entry: ReleaseEntry,
+  signal?: AbortSignal,
+): Promise<ObjectRef[]> {
   const cm = await getConfigMap(client, ctx.namespace, entry.configmap, signal);
   const refs = (cm?.data as Record<string, string> | undefined)?.refs;
   return refs ? (JSON.parse(refs) as ObjectRef[]) : [];
@@ -211,7 +265,12 @@ export async function deleteRelease(client: ClusterClient, ctx: ReleaseContext, 
  * `kept` names: a failed release's, or one a stale index forgot. Needs `list` on ConfigMaps (the
  * tutorial's Role has it); without it the sweep is skipped and the reason returned.
  */
-export async function deleteOrphanReleases(client: ClusterClient, ctx: ReleaseContext, kept: ReleaseEntry[], signal?: AbortSignal): Promise<{ deleted: number; error?: string }> {
+export async function deleteOrphanReleases(
+  client: ClusterClient,
+  ctx: ReleaseContext,
+  kept: ReleaseEntry[],
+  signal?: AbortSignal,
+): Promise<{ deleted: number; error?: string }> {
   const names = new Set(kept.flatMap((e) => [e.configmap, ...Array.from({ length: e.parts }, (_, i) => `${e.configmap}-part-${i + 1}`)]));
   const selector = `manent.io/history in (release,part),manent.io/application=${labelValue(ctx.application)},manent.io/environment=${labelValue(ctx.environment)}`;
   let found: KubeObject[];

@@ -17,7 +17,10 @@ export { parseParams, type KubernetesParams } from "./params.js";
 export const kubernetesFactory: Factory = (config, logger) => {
   const extra = Object.keys(config ?? {});
   if (extra.length > 0) {
-    throw new ManentError(Code.InvalidArgument, `plugin kubernetes: unknown configuration key ${extra.map((k) => JSON.stringify(k)).join(", ")} (it takes none; settings are envconfig params)`);
+    throw new ManentError(
+      Code.InvalidArgument,
+      `plugin kubernetes: unknown configuration key ${extra.map((k) => JSON.stringify(k)).join(", ")} (it takes none; settings are envconfig params)`,
+    );
   }
   return new KubernetesDeployer(logger);
 };

@@ -26,7 +26,7 @@ export function parseManifests(text: string, file: string): KubeObject[] {
     if (value === null || value === undefined) continue;
     const items =
       typeof value === "object" && (value as { kind?: unknown }).kind === "List" && Array.isArray((value as { items?: unknown }).items)
-        ? ((value as { items: unknown[] }).items)
+        ? (value as { items: unknown[] }).items
         : [value];
     for (const item of items) {
       const parsed = objectSchema.safeParse(item);

@@ -111,16 +111,18 @@ export class KubernetesDeployer
     const params = parseParams(req.params);
     const ctx = contextOf(req, params);
     const releases: TargetRelease[] = new Array<TargetRelease>(req.targets.length);
-    const out = await forAllTargets(req, (t) => withClient(req, params, t, async (client) => {
-      const index = await readIndex(client, ctx, req.signal);
-      const cur = index.current;
-      releases[req.targets.indexOf(t)] = {
-        host: t.host,
-        version: cur?.version ?? "",
-        ...(cur ? { details: { configmap: cur.configmap, namespace: ctx.namespace, artifact: cur.artifact } } : {}),
-      };
-      return {};
-    }));
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, params, t, async (client) => {
+        const index = await readIndex(client, ctx, req.signal);
+        const cur = index.current;
+        releases[req.targets.indexOf(t)] = {
+          host: t.host,
+          version: cur?.version ?? "",
+          ...(cur ? { details: { configmap: cur.configmap, namespace: ctx.namespace, artifact: cur.artifact } } : {}),
+        };
+        return {};
+      }),
+    );
     if (out.error) throw out.error;
     return releases;
   }
@@ -141,7 +143,8 @@ export class KubernetesDeployer
       withClient(req, params, t, async (client) => {
         const index = await readIndex(client, ctx, req.signal);
         state[`stable_version/${clusterKey(t)}`] = index.current?.version ?? "";
-        for (const [name, n] of await stableReplicas(client, params.namespace, selectorOf(ctx), req.signal)) state[`replicas/${clusterKey(t)}/${name}`] = String(n);
+        for (const [name, n] of await stableReplicas(client, params.namespace, selectorOf(ctx), req.signal))
+          state[`replicas/${clusterKey(t)}/${name}`] = String(n);
         if (params.traffic_route) await readRoute(client, params.namespace, params.traffic_route, req.signal);
         return {};
       }),
@@ -156,7 +159,10 @@ export class KubernetesDeployer
     const out = await forEachTarget(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
         const cands = await this.candidates(req, prep, client, 0);
-        req.logger.info("kubernetes: candidate applied, waiting for it", { cluster: t.host, objects: cands.map((o) => `${o.kind}/${o.metadata.name}`) });
+        req.logger.info("kubernetes: candidate applied, waiting for it", {
+          cluster: t.host,
+          objects: cands.map((o) => `${o.kind}/${o.metadata.name}`),
+        });
         return {
           status: TargetStatus.Deployed,
           details: { namespace: prep.params.namespace, candidates: cands.map((o) => `${o.kind}/${o.metadata.name}`).join(",") },
@@ -205,7 +211,9 @@ export class KubernetesDeployer
         const route = await readRoute(client, prep.params.namespace, prep.params.traffic_route, req.signal);
         return routeWeight(route.spec?.rules ?? [], await this.stableServices(req, prep, client));
       }
-      const cands = (await listCandidates(client, prep.params.namespace, selectorOf(prep.ctx), req.signal)).filter((o) => o.kind === "Deployment");
+      const cands = (await listCandidates(client, prep.params.namespace, selectorOf(prep.ctx), req.signal)).filter(
+        (o) => o.kind === "Deployment",
+      );
       const first = cands[0];
       if (!first) return 0;
       const stable = Number(req.traffic?.[`replicas/${clusterKey(t)}/${first.metadata.name.replace(/-canary$/, "")}`] ?? 1);
@@ -218,7 +226,11 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const route = prep.params.traffic_route;
     if (!route) {
-      throw new ManentError(Code.FailedPrecondition, "kubernetes: testers need a route: set param traffic_route (a Gateway API HTTPRoute)", { details: { param: "traffic_route" } });
+      throw new ManentError(
+        Code.FailedPrecondition,
+        "kubernetes: testers need a route: set param traffic_route (a Gateway API HTTPRoute)",
+        { details: { param: "traffic_route" } },
+      );
     }
     const header = testerMatch(prep.params.tester_header);
     const out = await forAllTargets(req, (t) =>
@@ -274,7 +286,10 @@ export class KubernetesDeployer
       return canaryReplicas(recorded === undefined ? specReplicas(o) : Number(recorded), weight, withRoute ? 1 : 0);
     });
     if (!cands.some((o) => o.kind === "Deployment")) {
-      throw new ManentError(Code.FailedPrecondition, `kubernetes: release ${req.artifact.version} has no Deployment: nothing to run as a candidate`);
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `kubernetes: release ${req.artifact.version} has no Deployment: nothing to run as a candidate`,
+      );
     }
     // The candidates are manent's own objects: force, as a rollback does.
     throwFirst(await applyAll(client, cands, { dryRun: false, force: true, signal: req.signal }));
@@ -303,7 +318,10 @@ export class KubernetesDeployer
   private async prepare(req: Request): Promise<Prepared> {
     const params = parseParams(req.params);
     if (!req.artifact.path) {
-      throw new ManentError(Code.FailedPrecondition, `kubernetes: artifact ${req.artifact.name} ${req.artifact.version} has no local path (the fetch step did not run)`);
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `kubernetes: artifact ${req.artifact.name} ${req.artifact.version} has no local path (the fetch step did not run)`,
+      );
     }
     return { params, ctx: contextOf(req, params), content: await loadArtifact(req.artifact.path) };
   }
@@ -351,7 +369,11 @@ export class KubernetesDeployer
       for (const key of r.pendingCrdKinds) client.forget(key.split("|")[0]!);
     }
     throwFirst(await applyAll(client, rest, applyOpts));
-    req.logger.info("kubernetes: objects applied, waiting for rollouts", { cluster: t.host, objects: r.objects.length, release: entry.configmap });
+    req.logger.info("kubernetes: objects applied, waiting for rollouts", {
+      cluster: t.host,
+      objects: r.objects.length,
+      release: entry.configmap,
+    });
     await waitForRollouts(client, rest, params.wait_timeout, req.signal);
 
     // Success: drop what the release in service had and this one no longer has, and what a
@@ -377,7 +399,14 @@ export class KubernetesDeployer
   }
 
   /** Makes `entry` current, keeps `history_limit` releases and deletes the older ones. */
-  private async commitHistory(client: ClusterClient, ctx: ReleaseContext, params: KubernetesParams, index: HistoryIndex, entry: ReleaseEntry, signal: AbortSignal): Promise<void> {
+  private async commitHistory(
+    client: ClusterClient,
+    ctx: ReleaseContext,
+    params: KubernetesParams,
+    index: HistoryIndex,
+    entry: ReleaseEntry,
+    signal: AbortSignal,
+  ): Promise<void> {
     const same = index.current?.configmap === entry.configmap;
     const all = [entry, ...index.releases.filter((e) => e.configmap !== entry.configmap)];
     const kept = all.slice(0, params.history_limit);
@@ -388,7 +417,8 @@ export class KubernetesDeployer
     for (const old of all.slice(params.history_limit)) await deleteRelease(client, ctx, old, signal);
     // Release ConfigMaps no index entry names any more (a failed release's, a stale pending one).
     const orphans = await deleteOrphanReleases(client, ctx, kept, signal);
-    if (orphans.error) this.logger.warn("kubernetes: could not sweep orphaned history ConfigMaps", { cluster: client.target.host, error: orphans.error });
+    if (orphans.error)
+      this.logger.warn("kubernetes: could not sweep orphaned history ConfigMaps", { cluster: client.target.host, error: orphans.error });
   }
 
   private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
@@ -402,12 +432,21 @@ export class KubernetesDeployer
     return withClient(req, params, t, (client) => this.rollbackOn(client, req, params, ctx, recorded));
   }
 
-  private async rollbackOn(client: ClusterClient, req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, recorded: TargetRelease): Promise<TargetOutcome> {
+  private async rollbackOn(
+    client: ClusterClient,
+    req: RollbackRequest,
+    params: KubernetesParams,
+    ctx: ReleaseContext,
+    recorded: TargetRelease,
+  ): Promise<TargetOutcome> {
     const t = client.target;
     const index = await readIndex(client, ctx, req.signal);
     const target = recorded.version === "" ? undefined : findEntry(index, recorded);
     if (recorded.version !== "" && !target) {
-      throw new ManentError(Code.FailedPrecondition, `cluster ${t.host}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`);
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `cluster ${t.host}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`,
+      );
     }
     if (!target && !index.current && !index.pending && index.releases.length === 0) {
       // No history at all: the failed deploy was refused before it recorded anything.
@@ -438,7 +477,13 @@ export class KubernetesDeployer
     }
     if (namespaceGone) {
       // The failed release had created the environment's namespace: the history went with it.
-      req.logger.info("kubernetes: rolled back", { cluster: t.host, version: recorded.version, release: "", removed, namespace_deleted: ctx.namespace });
+      req.logger.info("kubernetes: rolled back", {
+        cluster: t.host,
+        version: recorded.version,
+        release: "",
+        removed,
+        namespace_deleted: ctx.namespace,
+      });
       return { status: TargetStatus.RolledBack, details: { version: recorded.version, release: "", objects_removed: String(removed) } };
     }
 
@@ -469,7 +514,14 @@ export class KubernetesDeployer
  * brings) with dryRun=All, and the history index too, so a token that cannot write ConfigMaps is
  * caught as well; in a dry-run, the canary's HTTPRoute too. Every refusal is reported at once. Returns the objects checked.
  */
-async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared, index: HistoryIndex, signal: AbortSignal, checkRoute = false): Promise<KubeObject[]> {
+async function checkOnServer(
+  client: ClusterClient,
+  r: Rendered,
+  prep: Prepared,
+  index: HistoryIndex,
+  signal: AbortSignal,
+  checkRoute = false,
+): Promise<KubeObject[]> {
   const checkable = r.objects.filter((o) => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`));
   const errors = await applyAll(client, checkable, { dryRun: true, force: prep.params.force_conflicts, signal, collect: true });
   try {
@@ -491,7 +543,9 @@ async function checkOnServer(client: ClusterClient, r: Rendered, prep: Prepared,
   // A namespace the release itself creates does not exist before it is applied: a dry run cannot
   // create it, so what goes into it is checked for real when it is applied.
   const created = new Set(r.objects.filter((o) => o.kind === "Namespace" && o.apiVersion === "v1").map((o) => o.metadata.name));
-  const refused = errors.filter((e) => !(e.code === Code.FailedPrecondition && e.details.namespace !== undefined && created.has(e.details.namespace)));
+  const refused = errors.filter(
+    (e) => !(e.code === Code.FailedPrecondition && e.details.namespace !== undefined && created.has(e.details.namespace)),
+  );
   if (refused.length > 0) {
     throw new ManentError(refused[0]!.code, refused.map((e) => e.message).join("; "), { details: refused[0]!.details });
   }
@@ -529,9 +583,13 @@ async function withClient<T>(req: Request, params: KubernetesParams, t: Target, 
   const tokenSecret = t.labels.token_secret ?? params.token_secret;
   const token = (await readSecret(req, tokenSecret, t.labels.token_secret ? "target label token_secret" : "param token_secret")).trim();
   if (token === "") {
-    throw new ManentError(Code.FailedPrecondition, `kubernetes: cluster ${t.host}: secret "${tokenSecret}" (the service account token) is empty: put the token Secret's token in it`, {
-      details: { secret: tokenSecret },
-    });
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `kubernetes: cluster ${t.host}: secret "${tokenSecret}" (the service account token) is empty: put the token Secret's token in it`,
+      {
+        details: { secret: tokenSecret },
+      },
+    );
   }
   const ca = caSecret ? await readSecret(req, caSecret, t.labels.ca_secret ? "target label ca_secret" : "param ca_secret") : undefined;
   const client = new ClusterClient(t, token, ca);
@@ -540,10 +598,14 @@ async function withClient<T>(req: Request, params: KubernetesParams, t: Target, 
   } catch (err) {
     if (err instanceof ManentError && err.code === Code.Unauthenticated) {
       // 401: the server knows no such token. A retry sends the same token.
-      throw new ManentError(Code.Unauthenticated, `kubernetes: cluster ${t.host}: the API server refused the token in secret "${tokenSecret}" (401 Unauthorized): it is wrong, expired, revoked or another cluster's`, {
-        cause: err,
-        details: { secret: tokenSecret },
-      });
+      throw new ManentError(
+        Code.Unauthenticated,
+        `kubernetes: cluster ${t.host}: the API server refused the token in secret "${tokenSecret}" (401 Unauthorized): it is wrong, expired, revoked or another cluster's`,
+        {
+          cause: err,
+          details: { secret: tokenSecret },
+        },
+      );
     }
     throw err;
   } finally {
@@ -559,10 +621,14 @@ async function readSecret(req: Request, name: string, by: string): Promise<strin
     const e = ManentError.from(err);
     // Not declared (not_found) cannot change between two retries of the same deploy.
     const code = e.code === Code.NotFound ? Code.FailedPrecondition : e.code;
-    throw new ManentError(code, `kubernetes: secret "${name}" (${by}): ${e.message}${e.code === Code.NotFound ? " (declare it under secrets: in the envconfig)" : ""}`, {
-      cause: err,
-      details: { ...e.details, secret: name },
-    });
+    throw new ManentError(
+      code,
+      `kubernetes: secret "${name}" (${by}): ${e.message}${e.code === Code.NotFound ? " (declare it under secrets: in the envconfig)" : ""}`,
+      {
+        cause: err,
+        details: { ...e.details, secret: name },
+      },
+    );
   }
 }
 
@@ -577,7 +643,9 @@ function ownerLabels(ctx: ReleaseContext): Record<string, string> {
 
 function findEntry(index: HistoryIndex, recorded: TargetRelease): ReleaseEntry | undefined {
   const byName = recorded.details?.configmap;
-  return (byName ? index.releases.find((e) => e.configmap === byName) : undefined) ?? index.releases.find((e) => e.version === recorded.version);
+  return (
+    (byName ? index.releases.find((e) => e.configmap === byName) : undefined) ?? index.releases.find((e) => e.version === recorded.version)
+  );
 }
 
 /** Refs in `old` that `keep` does not have, in delete order. */

@@ -44,7 +44,8 @@ export function checkImageDigests(objs: KubeObject[]): void {
     const pod = podSpecOf(obj);
     if (!pod) continue;
     for (const c of [...(pod.initContainers ?? []), ...(pod.containers ?? []), ...(pod.ephemeralContainers ?? [])]) {
-      if (!c.image || !pinned.test(c.image)) bad.push(`${describeRef(refOf(obj))} container ${c.name ?? "?"} image ${JSON.stringify(c.image ?? "")}`);
+      if (!c.image || !pinned.test(c.image))
+        bad.push(`${describeRef(refOf(obj))} container ${c.name ?? "?"} image ${JSON.stringify(c.image ?? "")}`);
     }
   }
   if (bad.length > 0) {

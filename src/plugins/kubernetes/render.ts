@@ -22,7 +22,11 @@ export function manifestVars(req: Request, params: KubernetesParams): Record<str
 }
 
 /** Parses and checks plain manifests; needs no cluster (used by `validate` too). */
-export function manifestObjects(content: Extract<ArtifactContent, { kind: "manifests" }>, vars: Record<string, string>, params: KubernetesParams): KubeObject[] {
+export function manifestObjects(
+  content: Extract<ArtifactContent, { kind: "manifests" }>,
+  vars: Record<string, string>,
+  params: KubernetesParams,
+): KubeObject[] {
   const objs = content.files.flatMap((f) => parseManifests(substitute(f.text, vars, f.name), f.name));
   checkPolicies(objs, params);
   return objs;
@@ -94,7 +98,10 @@ export async function renderForCluster(
       const group = o.apiVersion.includes("/") ? o.apiVersion.split("/")[0]! : "";
       namespaced = crdScopes.get(`${group}|${o.kind}`);
       if (namespaced === undefined) {
-        throw new ManentError(Code.FailedPrecondition, `cluster ${client.target.host}: ${describeRef(refOf(o))}: the cluster does not serve kind ${o.kind} in ${o.apiVersion}`);
+        throw new ManentError(
+          Code.FailedPrecondition,
+          `cluster ${client.target.host}: ${describeRef(refOf(o))}: the cluster does not serve kind ${o.kind} in ${o.apiVersion}`,
+        );
       }
       pendingCrdKinds.add(`${o.apiVersion}|${o.kind}`);
     }

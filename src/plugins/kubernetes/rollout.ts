@@ -31,8 +31,10 @@ export function rolloutProgress(live: KubeObject): Progress {
       if (progressing?.reason === "ProgressDeadlineExceeded") return { stuck: progressing.message ?? "progress deadline exceeded" };
       const want = Number(spec.replicas ?? 1);
       if (n("updatedReplicas") < want) return { done: false, waiting: `${n("updatedReplicas")} of ${want} replicas updated` };
-      if (n("replicas") > n("updatedReplicas")) return { done: false, waiting: `${n("replicas") - n("updatedReplicas")} old replicas pending termination` };
-      if (n("availableReplicas") < n("updatedReplicas")) return { done: false, waiting: `${n("availableReplicas")} of ${n("updatedReplicas")} updated replicas available` };
+      if (n("replicas") > n("updatedReplicas"))
+        return { done: false, waiting: `${n("replicas") - n("updatedReplicas")} old replicas pending termination` };
+      if (n("availableReplicas") < n("updatedReplicas"))
+        return { done: false, waiting: `${n("availableReplicas")} of ${n("updatedReplicas")} updated replicas available` };
       return { done: true };
     }
     case "StatefulSet": {
@@ -40,7 +42,8 @@ export function rolloutProgress(live: KubeObject): Progress {
       const want = Number(spec.replicas ?? 1);
       if (n("readyReplicas") < want) return { done: false, waiting: `${n("readyReplicas")} of ${want} pods ready` };
       if (n("updatedReplicas") < want) return { done: false, waiting: `${n("updatedReplicas")} of ${want} pods updated` };
-      if (status.updateRevision !== status.currentRevision) return { done: false, waiting: "waiting for the update revision to become current" };
+      if (status.updateRevision !== status.currentRevision)
+        return { done: false, waiting: "waiting for the update revision to become current" };
       return { done: true };
     }
     case "DaemonSet": {
@@ -113,7 +116,7 @@ export async function waitForCrds(client: ClusterClient, crds: KubeObject[], tim
     let delay = 50;
     for (;;) {
       const live = await client.get(crd.apiVersion, crd.kind, undefined, crd.metadata.name, signal);
-      const conds = ((live?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []);
+      const conds = (live?.status as { conditions?: Condition[] } | undefined)?.conditions ?? [];
       if (conds.some((c) => c.type === "Established" && c.status === "True")) break;
       if (Date.now() + delay > deadline) {
         throw new ManentError(Code.DeadlineExceeded, `cluster ${client.target.host}: ${describeRef(refOf(crd))}: not Established in time`);

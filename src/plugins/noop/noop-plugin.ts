@@ -36,16 +36,50 @@ import { RecentCounts } from "./recent-counts.js";
  * manent, for trying a pipeline, measuring the orchestrator and exercising failures.
  */
 export const paramsSchema = z.looseObject({
-  state_dir: z.string().min(1).optional().describe("Directory keeping the release of each target, so current release and rollback work across restarts."),
-  journal: z.string().min(1).optional().describe("File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`)."),
-  journal_targets: z.stringbool().default(false).describe("With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host)."),
-  fail_hosts: z.string().optional().describe("Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only."),
-  fail_mode: z.enum(["permanent", "transient", "unimplemented"]).default("permanent").describe("How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call)."),
-  fail_at: z.string().optional().describe("Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous."),
+  state_dir: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Directory keeping the release of each target, so current release and rollback work across restarts."),
+  journal: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`)."),
+  journal_targets: z
+    .stringbool()
+    .default(false)
+    .describe("With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host)."),
+  fail_hosts: z
+    .string()
+    .optional()
+    .describe("Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only."),
+  fail_mode: z
+    .enum(["permanent", "transient", "unimplemented"])
+    .default("permanent")
+    .describe(
+      "How the listed hosts (and `fail_at`, `fail_at_weight`) fail: `permanent` (no retry), `transient` (retried) or `unimplemented` (as a plugin lacking the call).",
+    ),
+  fail_at: z
+    .string()
+    .optional()
+    .describe(
+      "Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous.",
+    ),
   fail_at_weight: z.coerce.number().int().min(0).max(100).optional().describe("SetCandidateWeight to this weight fails."),
-  fail_times: z.coerce.number().int().min(0).max(1_000_000).optional().describe("Fail only the first N deploy calls of a deployment (transient failures that a retry fixes)."),
+  fail_times: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1_000_000)
+    .optional()
+    .describe("Fail only the first N deploy calls of a deployment (transient failures that a retry fixes)."),
   delay: durationMs.optional().describe("Time spent on each target."),
-  read_secret: z.string().min(1).optional().describe("A secret to read on each target, proving it is reachable; only its length is reported."),
+  read_secret: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("A secret to read on each target, proving it is reachable; only its length is reported."),
 });
 type Params = z.output<typeof paramsSchema>;
 
@@ -97,7 +131,9 @@ class NoopDeployer
       if (failing.has(t.host) && (p.fail_times === undefined || call <= p.fail_times)) {
         throw failure(p, `target ${t.host}: failing as configured (call ${call})`);
       }
-      const secret: Record<string, string> = p.read_secret ? { secret_length: String((await req.secrets.secret(p.read_secret)).length) } : {};
+      const secret: Record<string, string> = p.read_secret
+        ? { secret_length: String((await req.secrets.secret(p.read_secret)).length) }
+        : {};
       const previous = await this.read(p, t.host);
       if (previous === req.artifact.version) return { status: TargetStatus.Unchanged, details: { version: previous, ...secret } };
       await this.write(p, t.host, req.artifact.version);
@@ -192,7 +228,9 @@ class NoopDeployer
     const p = params(req);
     await journal(p, call, req, extra);
     if (needsTraffic && req.traffic?.deployment !== req.deploymentId) {
-      throw permanent(new ManentError(Code.FailedPrecondition, `${call}: the traffic state PrepareSlots returned was not passed (Request.traffic)`));
+      throw permanent(
+        new ManentError(Code.FailedPrecondition, `${call}: the traffic state PrepareSlots returned was not passed (Request.traffic)`),
+      );
     }
     if ((p.fail_at ?? "").split(",").includes(call) && onFailingHosts(p, req)) throw failure(p, `${call}: failing as configured (fail_at)`);
     return p;
@@ -248,17 +286,33 @@ async function journal(p: Params, call: string, req: Request, extra?: string): P
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(new ManentError(Code.Canceled, "cancelled"));
-    }, { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(new ManentError(Code.Canceled, "cancelled"));
+      },
+      { once: true },
+    );
   });
 }
 
-const capabilityNames = ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"] as const;
+const capabilityNames = [
+  "dry_run",
+  "current_release",
+  "rollback",
+  "slots",
+  "traffic_router",
+  "testers",
+  "scale",
+  "parallel_targets",
+] as const;
 export const configSchema = z.strictObject({
   artifact_types: z.array(z.string()).default(["noop"]).describe("Artifact types the plugin accepts"),
-  without: z.array(z.enum(capabilityNames)).default([]).describe("Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots])."),
+  without: z
+    .array(z.enum(capabilityNames))
+    .default([])
+    .describe("Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots])."),
 });
 
 const methodsOf: Record<Capability, string[]> = {
@@ -277,5 +331,7 @@ export const noopFactory: Factory = (config) => {
   const deployer = new NoopDeployer(c.artifact_types);
   if (c.without.length === 0) return deployer;
   const hidden = new Set(c.without.flatMap((cap) => methodsOf[cap]));
-  return new Proxy(deployer, { get: (target, key, receiver) => (typeof key === "string" && hidden.has(key) ? undefined : Reflect.get(target, key, receiver)) });
+  return new Proxy(deployer, {
+    get: (target, key, receiver) => (typeof key === "string" && hidden.has(key) ? undefined : Reflect.get(target, key, receiver)),
+  });
 };

@@ -20,20 +20,12 @@ export interface ArtifactFile {
 export async function artifactFile(artifact: Artifact): Promise<ArtifactFile> {
   const path = artifact.path;
   if (!path) {
-    throw new ManentError(
-      Code.FailedPrecondition,
-      `remote-copy: artifact ${artifact.name} has no local path (not fetched)`,
-      {
-        details: { plugin: "remote-copy", field: "artifact.path" },
-      },
-    );
+    throw new ManentError(Code.FailedPrecondition, `remote-copy: artifact ${artifact.name} has no local path (not fetched)`, {
+      details: { plugin: "remote-copy", field: "artifact.path" },
+    });
   }
   const info = await stat(path).catch((err: unknown) => {
-    throw new ManentError(
-      Code.FailedPrecondition,
-      `remote-copy: artifact file ${path} is not readable`,
-      { cause: err },
-    );
+    throw new ManentError(Code.FailedPrecondition, `remote-copy: artifact file ${path} is not readable`, { cause: err });
   });
   const fileName = basename(path);
   return {

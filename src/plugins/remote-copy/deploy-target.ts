@@ -10,11 +10,7 @@ import { activateLive } from "./slot-steps.js";
  * there (a release dir that exists is complete, and a version's bytes never change), switch
  * `current`, activate, prune. Nothing happens when the version is already current.
  */
-export async function deployTarget(
-  call: CallContext,
-  site: TargetSite,
-  file: ArtifactFile,
-): Promise<TargetOutcome> {
+export async function deployTarget(call: CallContext, site: TargetSite, file: ArtifactFile): Promise<TargetOutcome> {
   const { params, req } = call;
   const version = req.artifact.version;
   const before = await steps.probe(site, version);
@@ -29,9 +25,7 @@ export async function deployTarget(
   }
   if (!before.exists) {
     await steps.prepare(site, file.size);
-    details.bytes_sent = String(
-      await steps.upload(site, file.path, version, file.fileName),
-    );
+    details.bytes_sent = String(await steps.upload(site, file.path, version, file.fileName));
     await steps.install(site, version, file.fileName, file.sha256, file.unpack);
   }
   await steps.switchCurrent(site, version);
@@ -41,12 +35,7 @@ export async function deployTarget(
     previous: before.current,
   });
   await activateLive(call, site, version);
-  const pruned = await steps.prune(
-    site,
-    params.keep_releases,
-    version,
-    before.current,
-  );
+  const pruned = await steps.prune(site, params.keep_releases, version, before.current);
   if (pruned.length > 0)
     site.log.info("old releases deleted", {
       host: site.host,

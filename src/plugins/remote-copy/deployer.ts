@@ -27,11 +27,7 @@ import { dryRunTarget } from "./dry-run-target.js";
 import { baseFor, checkVersion, parseParams, type Params } from "./params.js";
 import { probe } from "./release-steps.js";
 import { restoreTarget } from "./restore-target.js";
-import {
-  callFailure,
-  withSite,
-  type CallContext,
-} from "./site.js";
+import { callFailure, withSite, type CallContext } from "./site.js";
 import { slotsFor } from "./slot-params.js";
 import {
   checkPromoted,
@@ -62,15 +58,7 @@ const supportedTypes = new Set(["file", "tarball", "archive"]);
  * candidate starts in the slot beside the live one and HAProxy's weights move traffic to it.
  */
 export class RemoteCopyDeployer
-  implements
-    Deployer,
-    DryRunner,
-    ReleaseInspector,
-    Rollbacker,
-    ParallelDeployer,
-    SlotDeployer,
-    TrafficRouter,
-    TesterRouter
+  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter
 {
   /** `defaults`: param values from manent.yml, overridden by the envconfig's. Logs go to `req.logger`. */
   constructor(private readonly defaults: Record<string, string>) {}
@@ -90,11 +78,7 @@ export class RemoteCopyDeployer
   async validate(req: Request): Promise<void> {
     const params = this.params(req);
     checkVersion(req.artifact.version);
-    if (
-      params.transport === "local" &&
-      req.targets.length > 1 &&
-      !params.base.includes("{host}")
-    ) {
+    if (params.transport === "local" && req.targets.length > 1 && !params.base.includes("{host}")) {
       throw new ManentError(
         Code.InvalidArgument,
         "remote-copy: param base: must contain {host} when transport local has several targets (they would share one dir)",
@@ -118,9 +102,7 @@ export class RemoteCopyDeployer
     await this.validate(req);
     const file = await artifactFile(req.artifact);
     const call = await this.call(req);
-    const outcome = await forEachTarget(req, (target, signal) =>
-      withSite(call, target, signal, (site) => deployTarget(call, site, file)),
-    );
+    const outcome = await forEachTarget(req, (target, signal) => withSite(call, target, signal, (site) => deployTarget(call, site, file)));
     return this.result(req, outcome);
   }
 
@@ -164,24 +146,19 @@ export class RemoteCopyDeployer
 
   async rollback(req: RollbackRequest): Promise<Result> {
     const call = await this.call(req);
-    const outcome = await forAllTargets(
-      req,
-      async (target, signal): Promise<TargetOutcome> => {
-        const recorded = req.releases.find((r) => r.host === target.host);
-        if (!recorded) {
-          return {
-            status: TargetStatus.Skipped,
-            details: {
-              reason: "no release recorded for this host in the checkpoint",
-            },
-          };
-        }
-        if (recorded.version !== "") checkVersion(recorded.version);
-        return withSite(call, target, signal, (site) =>
-          restoreTarget(call, site, recorded.version),
-        );
-      },
-    );
+    const outcome = await forAllTargets(req, async (target, signal): Promise<TargetOutcome> => {
+      const recorded = req.releases.find((r) => r.host === target.host);
+      if (!recorded) {
+        return {
+          status: TargetStatus.Skipped,
+          details: {
+            reason: "no release recorded for this host in the checkpoint",
+          },
+        };
+      }
+      if (recorded.version !== "") checkVersion(recorded.version);
+      return withSite(call, target, signal, (site) => restoreTarget(call, site, recorded.version));
+    });
     return this.result(req, outcome);
   }
 
@@ -207,9 +184,7 @@ export class RemoteCopyDeployer
     const call = await this.call(req);
     const traffic = trafficOf(call);
     const outcome = await forEachTarget(req, (target, signal) =>
-      withSite(call, target, signal, (site) =>
-        deployCandidateTarget(call, site, pairOf(req, target), file, traffic),
-      ),
+      withSite(call, target, signal, (site) => deployCandidateTarget(call, site, pairOf(req, target), file, traffic)),
     );
     return this.result(req, outcome);
   }
@@ -344,9 +319,13 @@ export class RemoteCopyDeployer
       const pinned = this.defaults[key];
       const asked = req.params[key];
       if (pinned !== undefined && asked !== undefined && asked !== pinned) {
-        throw new ManentError(Code.InvalidArgument, `remote-copy: param ${key}: fixed by the server's configuration (manent.yml plugins.remote-copy.${key}); remove it from the envconfig`, {
-          details: { plugin: pluginName, param: key },
-        });
+        throw new ManentError(
+          Code.InvalidArgument,
+          `remote-copy: param ${key}: fixed by the server's configuration (manent.yml plugins.remote-copy.${key}); remove it from the envconfig`,
+          {
+            details: { plugin: pluginName, param: key },
+          },
+        );
       }
     }
     return parseParams({ ...this.defaults, ...req.params });
@@ -355,17 +334,11 @@ export class RemoteCopyDeployer
   /** Params and secrets, read once per call (secrets only for the SSH transport). */
   private async call(req: Request): Promise<CallContext> {
     const params = this.params(req);
-    const secrets =
-      params.transport === "ssh"
-        ? await readSshSecrets(params, req)
-        : undefined;
+    const secrets = params.transport === "ssh" ? await readSshSecrets(params, req) : undefined;
     return { req, params, secrets };
   }
 
   private result(req: Request, outcome: TargetsOutcome): Result {
-    return resultOrThrow(
-      { plugin: pluginName, targets: outcome.targets },
-      callFailure(req, outcome.error),
-    );
+    return resultOrThrow({ plugin: pluginName, targets: outcome.targets }, callFailure(req, outcome.error));
   }
 }

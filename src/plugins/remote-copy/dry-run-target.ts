@@ -10,16 +10,10 @@ import type { CallContext } from "./site.js";
  * Checks one target as the deploy would meet it (host key, login, current release, a writable
  * base, room for the upload, the commands used) and changes nothing.
  */
-export async function dryRunTarget(
-  call: CallContext,
-  site: TargetSite,
-  file: ArtifactFile,
-): Promise<TargetOutcome> {
+export async function dryRunTarget(call: CallContext, site: TargetSite, file: ArtifactFile): Promise<TargetOutcome> {
   const version = call.req.artifact.version;
   const before = await steps.probe(site, version);
-  const r = await site.t.exec(
-    dryRunScript(site.base, call.params.activate !== undefined),
-  );
+  const r = await site.t.exec(dryRunScript(site.base, call.params.activate !== undefined));
   const kv = parseKeyValues(r.stdout);
   const checked = kv.get("checked")?.[0] ?? site.base;
   const missing = kv.get("missing") ?? [];
@@ -28,32 +22,19 @@ export async function dryRunTarget(
     previous_version: before.current,
     bytes_to_send: before.exists ? "0" : String(file.size),
   };
-  if (before.current === version && before.exists)
-    return { status: TargetStatus.Unchanged, details };
+  if (before.current === version && before.exists) return { status: TargetStatus.Unchanged, details };
   if (missing.length > 0) {
-    throw new ManentError(
-      Code.FailedPrecondition,
-      `${site.host}: missing commands on the host: ${missing.join(", ")}`,
-      {
-        details: { host: site.host },
-      },
-    );
+    throw new ManentError(Code.FailedPrecondition, `${site.host}: missing commands on the host: ${missing.join(", ")}`, {
+      details: { host: site.host },
+    });
   }
   if (kv.get("writable")?.[0] !== "1") {
-    throw new ManentError(
-      Code.Aborted,
-      `${site.host}: ${checked} is not writable by the deploy user (base ${site.base})`,
-      {
-        details: { host: site.host, path: checked },
-      },
-    );
+    throw new ManentError(Code.Aborted, `${site.host}: ${checked} is not writable by the deploy user (base ${site.base})`, {
+      details: { host: site.host, path: checked },
+    });
   }
   const availKb = Number(kv.get("avail_kb")?.[0] ?? NaN);
-  if (
-    !before.exists &&
-    Number.isFinite(availKb) &&
-    availKb * 1024 < file.size
-  ) {
+  if (!before.exists && Number.isFinite(availKb) && availKb * 1024 < file.size) {
     throw new ManentError(
       Code.Aborted,
       `${site.host}: no space left on device for ${checked}: ${file.size} bytes needed, ${availKb * 1024} available`,

@@ -26,26 +26,15 @@ export function keyTypeOf(keyBlob: Buffer): string {
  * `*`/`?`, be negated with `!`, or be hashed (`|1|salt|hash`); `@revoked` keys are refused;
  * `@cert-authority` lines are ignored (certificates are not supported).
  */
-export function verifyHostKey(
-  policy: HostKeyPolicy,
-  host: string,
-  port: number,
-  keyBlob: Buffer,
-): HostKeyVerdict {
+export function verifyHostKey(policy: HostKeyPolicy, host: string, port: number, keyBlob: Buffer): HostKeyVerdict {
   const seen = fingerprintOf(keyBlob);
   const type = keyTypeOf(keyBlob);
   if (policy.fingerprints?.includes(seen)) return { ok: true };
   const name = port === 22 ? host : `[${host}]:${port}`;
   let hostKnown = false;
   for (const entry of parseKnownHosts(policy.knownHosts ?? "")) {
-    if (
-      entry.marker === "@cert-authority" ||
-      !matchesHost(entry.patterns, name)
-    )
-      continue;
-    const same =
-      entry.key.length === keyBlob.length &&
-      timingSafeEqual(entry.key, keyBlob);
+    if (entry.marker === "@cert-authority" || !matchesHost(entry.patterns, name)) continue;
+    const same = entry.key.length === keyBlob.length && timingSafeEqual(entry.key, keyBlob);
     if (entry.marker === "@revoked") {
       if (same)
         return {
@@ -63,10 +52,7 @@ export function verifyHostKey(
       reason: `host key of ${name} has CHANGED: known_hosts has other keys, seen ${type} ${seen}`,
     };
   }
-  const where =
-    policy.knownHosts !== undefined
-      ? "not in known_hosts"
-      : "does not match host_key_fingerprint";
+  const where = policy.knownHosts !== undefined ? "not in known_hosts" : "does not match host_key_fingerprint";
   return {
     ok: false,
     reason: `host key of ${name} is unknown (${where}): seen ${type} ${seen}`,
@@ -114,9 +100,7 @@ function matchPattern(pattern: string, name: string): boolean {
   if (pattern.startsWith("|1|")) {
     const [, , salt, hash] = pattern.split("|");
     if (!salt || !hash) return false;
-    const mac = createHmac("sha1", Buffer.from(salt, "base64"))
-      .update(name)
-      .digest("base64");
+    const mac = createHmac("sha1", Buffer.from(salt, "base64")).update(name).digest("base64");
     return mac === hash;
   }
   const re = new RegExp(

@@ -5,17 +5,10 @@ import { pluginName, RemoteCopyDeployer } from "./deployer.js";
 
 export { RemoteCopyDeployer } from "./deployer.js";
 export { paramsSchema, type Params } from "./params.js";
-export {
-  fingerprintOf,
-  verifyHostKey,
-  type HostKeyPolicy,
-} from "./host-key.js";
+export { fingerprintOf, verifyHostKey, type HostKeyPolicy } from "./host-key.js";
 
 /** manent.yml configuration of the plugin: defaults for any param, overridden by the envconfig's. */
-const configSchema = z.record(
-  z.string(),
-  z.union([z.string(), z.number(), z.boolean()]).transform(String),
-);
+const configSchema = z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]).transform(String));
 
 /** The built-in `remote-copy` plugin. */
 export const remoteCopyFactory: Factory = (config) => {

@@ -29,12 +29,8 @@ export class LocalTransport implements Transport {
       this.running.add(child);
       let stdout = "";
       let stderr = "";
-      child.stdout
-        .setEncoding("utf8")
-        .on("data", (d: string) => (stdout = appendCapped(stdout, d)));
-      child.stderr
-        .setEncoding("utf8")
-        .on("data", (d: string) => (stderr = appendCapped(stderr, d)));
+      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout = appendCapped(stdout, d)));
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = appendCapped(stderr, d)));
       const timer =
         options?.timeoutMs === undefined
           ? undefined
@@ -63,11 +59,7 @@ export class LocalTransport implements Transport {
     });
   }
 
-  async upload(
-    localPath: string,
-    remotePath: string,
-    onProgress?: (sent: number, total: number) => void,
-  ): Promise<number> {
+  async upload(localPath: string, remotePath: string, onProgress?: (sent: number, total: number) => void): Promise<number> {
     if (this.signal.aborted) throw cancelled();
     const { size } = await stat(localPath);
     try {
@@ -88,8 +80,7 @@ export class LocalTransport implements Transport {
 function uploadError(err: unknown): ManentError {
   const errno = (err as NodeJS.ErrnoException).code;
   const message = err instanceof Error ? err.message : String(err);
-  if (errno === "ENOSPC" || errno === "EDQUOT")
-    return new ManentError(Code.ResourceExhausted, message, { cause: err });
+  if (errno === "ENOSPC" || errno === "EDQUOT") return new ManentError(Code.ResourceExhausted, message, { cause: err });
   if (errno === "EACCES" || errno === "EPERM" || errno === "EROFS") {
     return new ManentError(Code.PermissionDenied, message, { cause: err });
   }

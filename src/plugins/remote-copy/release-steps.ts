@@ -49,25 +49,15 @@ export async function probe(site: TargetSite, version: string): Promise<Probe> {
 /** Creates the layout; refuses (permanently) an unwritable base or one without room for `bytes`. */
 export async function prepare(site: TargetSite, bytes: number): Promise<void> {
   const r = await site.t.exec(prepareScript(site.base));
-  if (r.code !== 0)
-    throw remoteFailure(site, site.base, "cannot create the release layout", r);
+  if (r.code !== 0) throw remoteFailure(site, site.base, "cannot create the release layout", r);
   const availKb = Number(parseKeyValues(r.stdout).get("avail_kb")?.[0] ?? NaN);
   if (Number.isFinite(availKb) && availKb * 1024 < bytes) {
-    throw diskFull(
-      site,
-      site.base,
-      `${bytes} bytes to upload, ${availKb * 1024} available`,
-    );
+    throw diskFull(site, site.base, `${bytes} bytes to upload, ${availKb * 1024} available`);
   }
 }
 
 /** Uploads the artifact into `.incoming`; a full disk or a permission problem is permanent. */
-export async function upload(
-  site: TargetSite,
-  localPath: string,
-  version: string,
-  fileName: string,
-): Promise<number> {
+export async function upload(site: TargetSite, localPath: string, version: string, fileName: string): Promise<number> {
   const remote = `${site.base}/${uploadName(version, fileName)}`;
   site.log.info("upload started", { host: site.host, path: remote });
   let nextReport = 0;
@@ -80,69 +70,34 @@ export async function upload(
     });
   } catch (err) {
     const e = ManentError.from(err);
-    if (e.code === Code.ResourceExhausted)
-      throw diskFull(site, remote, e.message);
-    if (e.code === Code.PermissionDenied)
-      throw permanentAt(site, remote, "permission denied", e);
-    if (e.code === Code.Internal && (await isFull(site)))
-      throw diskFull(site, remote, e.message);
+    if (e.code === Code.ResourceExhausted) throw diskFull(site, remote, e.message);
+    if (e.code === Code.PermissionDenied) throw permanentAt(site, remote, "permission denied", e);
+    if (e.code === Code.Internal && (await isFull(site))) throw diskFull(site, remote, e.message);
     throw e;
   }
 }
 
 /** Verifies the sha256 on the host and installs `releases/<version>`. */
-export async function install(
-  site: TargetSite,
-  version: string,
-  fileName: string,
-  sha256: string,
-  unpack: boolean,
-): Promise<void> {
-  const r = await site.t.exec(
-    installScript(site.base, version, fileName, sha256, unpack),
-  );
+export async function install(site: TargetSite, version: string, fileName: string, sha256: string, unpack: boolean): Promise<void> {
+  const r = await site.t.exec(installScript(site.base, version, fileName, sha256, unpack));
   if (r.code === 0) return;
   if (r.code === EXIT_CHECKSUM_MISMATCH) {
     // Bytes changed on the way: a new upload may well succeed, so not permanent.
-    throw new ManentError(
-      Code.DataLoss,
-      `${site.host}: uploaded artifact does not match sha256 ${sha256} (${tail(r.stderr, 1)})`,
-      {
-        details: { host: site.host },
-      },
-    );
+    throw new ManentError(Code.DataLoss, `${site.host}: uploaded artifact does not match sha256 ${sha256} (${tail(r.stderr, 1)})`, {
+      details: { host: site.host },
+    });
   }
-  throw remoteFailure(
-    site,
-    `${site.base}/releases/${version}`,
-    "cannot install the release",
-    r,
-  );
+  throw remoteFailure(site, `${site.base}/releases/${version}`, "cannot install the release", r);
 }
 
-export async function switchCurrent(
-  site: TargetSite,
-  version: string,
-): Promise<void> {
+export async function switchCurrent(site: TargetSite, version: string): Promise<void> {
   const r = await site.t.exec(switchScript(site.base, version));
-  if (r.code !== 0)
-    throw remoteFailure(
-      site,
-      `${site.base}/current`,
-      "cannot switch current",
-      r,
-    );
+  if (r.code !== 0) throw remoteFailure(site, `${site.base}/current`, "cannot switch current", r);
 }
 
 export async function removeCurrent(site: TargetSite): Promise<void> {
   const r = await site.t.exec(removeCurrentScript(site.base));
-  if (r.code !== 0)
-    throw remoteFailure(
-      site,
-      `${site.base}/current`,
-      "cannot remove current",
-      r,
-    );
+  if (r.code !== 0) throw remoteFailure(site, `${site.base}/current`, "cannot remove current", r);
 }
 
 /**
@@ -183,16 +138,9 @@ export async function activate(
 }
 
 /** Deletes old releases; a failure here only costs disk space, so it is logged, not raised. */
-export async function prune(
-  site: TargetSite,
-  keep: number,
-  current: string,
-  previous: string,
-): Promise<string[]> {
+export async function prune(site: TargetSite, keep: number, current: string, previous: string): Promise<string[]> {
   try {
-    const r = await site.t.exec(
-      pruneScript(site.base, keep, current, previous),
-    );
+    const r = await site.t.exec(pruneScript(site.base, keep, current, previous));
     if (r.code !== 0)
       site.log.warn("pruning old releases failed", {
         host: site.host,
@@ -208,40 +156,22 @@ export async function prune(
   }
 }
 
-async function run(
-  site: TargetSite,
-  script: string,
-  doing: string,
-): Promise<ExecResult> {
+async function run(site: TargetSite, script: string, doing: string): Promise<ExecResult> {
   const r = await site.t.exec(script);
   if (r.code !== 0) throw remoteFailure(site, site.base, doing, r);
   return r;
 }
 
 /** Classifies a failed script from its stderr: full disk and permissions are permanent. */
-function remoteFailure(
-  site: TargetSite,
-  path: string,
-  doing: string,
-  r: ExecResult,
-): ManentError {
+function remoteFailure(site: TargetSite, path: string, doing: string, r: ExecResult): ManentError {
   const stderr = tail(r.stderr, 5);
-  if (/No space left on device|Disk quota exceeded/i.test(r.stderr))
-    return diskFull(site, path, stderr);
-  if (
-    /Permission denied|Read-only file system|Operation not permitted/i.test(
-      r.stderr,
-    )
-  ) {
+  if (/No space left on device|Disk quota exceeded/i.test(r.stderr)) return diskFull(site, path, stderr);
+  if (/Permission denied|Read-only file system|Operation not permitted/i.test(r.stderr)) {
     return permanentAt(site, path, `${doing}: ${stderr}`);
   }
-  return new ManentError(
-    Code.Internal,
-    `${site.host}: ${doing} in ${path} (exit code ${r.code}): ${stderr}`,
-    {
-      details: { host: site.host, path },
-    },
-  );
+  return new ManentError(Code.Internal, `${site.host}: ${doing} in ${path} (exit code ${r.code}): ${stderr}`, {
+    details: { host: site.host, path },
+  });
 }
 
 async function isFull(site: TargetSite): Promise<boolean> {
@@ -253,27 +183,14 @@ async function isFull(site: TargetSite): Promise<boolean> {
 }
 
 function diskFull(site: TargetSite, path: string, why: string): ManentError {
-  return new ManentError(
-    Code.Aborted,
-    `${site.host}: no space left on device for ${path} (${why}); current left untouched`,
-    {
-      details: { host: site.host, path },
-    },
-  );
+  return new ManentError(Code.Aborted, `${site.host}: no space left on device for ${path} (${why}); current left untouched`, {
+    details: { host: site.host, path },
+  });
 }
 
-function permanentAt(
-  site: TargetSite,
-  path: string,
-  why: string,
-  cause?: unknown,
-): ManentError {
-  return new ManentError(
-    Code.Aborted,
-    `${site.host}: ${path} is not writable (${why}); current left untouched`,
-    {
-      ...(cause !== undefined ? { cause } : {}),
-      details: { host: site.host, path },
-    },
-  );
+function permanentAt(site: TargetSite, path: string, why: string, cause?: unknown): ManentError {
+  return new ManentError(Code.Aborted, `${site.host}: ${path} is not writable (${why}); current left untouched`, {
+    ...(cause !== undefined ? { cause } : {}),
+    details: { host: site.host, path },
+  });
 }

@@ -44,13 +44,7 @@ export function prepareScript(base: string): string {
  * `releases/<version>`: a release dir that exists is always complete. Any failure removes the
  * staging dir and the upload.
  */
-export function installScript(
-  base: string,
-  version: string,
-  fileName: string,
-  sha256: string,
-  unpack: boolean,
-): string {
+export function installScript(base: string, version: string, fileName: string, sha256: string, unpack: boolean): string {
   const upload = uploadName(version, fileName);
   const staging = `releases/.staging-${version}`;
   return [
@@ -100,11 +94,7 @@ export interface ActivationEnv {
 }
 
 /** Runs the activate command in the release dir, killed by `timeout` when it overruns. */
-export function activateScript(
-  command: string,
-  env: ActivationEnv,
-  timeoutMs: number,
-): string {
+export function activateScript(command: string, env: ActivationEnv, timeoutMs: number): string {
   const vars = Object.entries(env)
     .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([k, v]) => `${k}=${sq(v)}`)
@@ -122,12 +112,7 @@ export function activateScript(
  * Deletes the oldest releases beyond `keep`, never `current` nor `previous`, and leftover
  * uploads; prints the deleted release names.
  */
-export function pruneScript(
-  base: string,
-  keep: number,
-  current: string,
-  previous: string,
-): string {
+export function pruneScript(base: string, keep: number, current: string, previous: string): string {
   return [
     `cd ${sq(base)} || exit 0`,
     `rm -f ${incomingDir}/*.part`,

@@ -9,11 +9,7 @@ import { activateLive } from "./slot-steps.js";
  * Puts one target back on `version` without copying anything: switch `current`, re-run
  * activate. `version` "" means nothing was deployed before: `current` is removed.
  */
-export async function restoreTarget(
-  call: CallContext,
-  site: TargetSite,
-  version: string,
-): Promise<TargetOutcome> {
+export async function restoreTarget(call: CallContext, site: TargetSite, version: string): Promise<TargetOutcome> {
   const before = await steps.probe(site, version);
   const details = {
     release_path: version ? `${site.base}/releases/${version}` : "",
@@ -21,8 +17,7 @@ export async function restoreTarget(
     bytes_sent: "0",
   };
   if (version === "") {
-    if (before.current === "")
-      return { status: TargetStatus.Unchanged, details };
+    if (before.current === "") return { status: TargetStatus.Unchanged, details };
     await steps.removeCurrent(site);
     site.log.warn("rollback removed current: nothing was deployed before", {
       host: site.host,
@@ -46,8 +41,7 @@ export async function restoreTarget(
     );
   }
   // The switch never happened (the deploy failed before it): nothing to undo.
-  if (before.current === version)
-    return { status: TargetStatus.Unchanged, details };
+  if (before.current === version) return { status: TargetStatus.Unchanged, details };
   await steps.switchCurrent(site, version);
   site.log.info("rolled back", {
     host: site.host,

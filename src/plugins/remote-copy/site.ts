@@ -1,10 +1,5 @@
 import { posix } from "node:path";
-import {
-  type Logger,
-  type Request,
-  type Target,
-  type TargetOutcome,
-} from "../../core/contract/index.js";
+import { type Logger, type Request, type Target, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { openTransport, type SshSecrets } from "./connect.js";
 import { baseFor, type Params } from "./params.js";
@@ -60,12 +55,7 @@ export async function deactivateSlot(call: CallContext, site: TargetSite, versio
 }
 
 /** The environment of the activate command. */
-export function activationEnv(
-  req: Request,
-  site: TargetSite,
-  version: string,
-  slot?: string,
-): ActivationEnv {
+export function activationEnv(req: Request, site: TargetSite, version: string, slot?: string): ActivationEnv {
   const env: ActivationEnv = {
     MANENT_VERSION: version,
     MANENT_ENVIRONMENT: req.environment,
@@ -85,12 +75,8 @@ export function activationEnv(
  * Several failed targets are combined as `unavailable`; when the call was cancelled, what the
  * caller must see is `canceled`.
  */
-export function callFailure(
-  req: Request,
-  error: ManentError | undefined,
-): ManentError | undefined {
-  if (!error || !req.signal.aborted || error.code === Code.Canceled)
-    return error;
+export function callFailure(req: Request, error: ManentError | undefined): ManentError | undefined {
+  if (!error || !req.signal.aborted || error.code === Code.Canceled) return error;
   return new ManentError(Code.Canceled, `cancelled: ${error.message}`, {
     cause: error,
     details: error.details,

@@ -50,12 +50,7 @@ export class SshTransport implements Transport {
   ) {
     signal.addEventListener("abort", this.onAbort, { once: true });
     this.gone = new Promise<never>((_, reject) => {
-      const onGone = (): void =>
-        reject(
-          this.signal.aborted
-            ? cancelled(label)
-            : lost(label, "working on the host"),
-        );
+      const onGone = (): void => reject(this.signal.aborted ? cancelled(label) : lost(label, "working on the host"));
       client.once("close", onGone);
       jumpClient?.once("close", onGone);
     });
@@ -90,10 +85,7 @@ export class SshTransport implements Transport {
     if (this.signal.aborted) return Promise.reject(cancelled(this.label));
     return this.race(
       new Promise((resolve, reject) => {
-        const onChannel = (
-          err: Error | undefined,
-          stream: ClientChannel,
-        ): void => {
+        const onChannel = (err: Error | undefined, stream: ClientChannel): void => {
           if (err) return reject(this.lostOr(err, "opening a command channel"));
           let stdout = "";
           let stderr = "";
@@ -106,12 +98,8 @@ export class SshTransport implements Transport {
                   timedOut = true;
                   stream.close();
                 }, options.timeoutMs);
-          stream
-            .setEncoding("utf8")
-            .on("data", (d: string) => (stdout = appendCapped(stdout, d)));
-          stream.stderr
-            .setEncoding("utf8")
-            .on("data", (d: string) => (stderr = appendCapped(stderr, d)));
+          stream.setEncoding("utf8").on("data", (d: string) => (stdout = appendCapped(stdout, d)));
+          stream.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = appendCapped(stderr, d)));
           stream.on("exit", (code: number | null, signal?: string) => {
             exit = { code, ...(signal ? { signal } : {}) };
           });
@@ -119,12 +107,7 @@ export class SshTransport implements Transport {
             clearTimeout(timer);
             if (this.signal.aborted) return reject(cancelled(this.label));
             if (timedOut) {
-              return reject(
-                new ManentError(
-                  Code.DeadlineExceeded,
-                  `${this.label}: command did not finish in ${options?.timeoutMs} ms`,
-                ),
-              );
+              return reject(new ManentError(Code.DeadlineExceeded, `${this.label}: command did not finish in ${options?.timeoutMs} ms`));
             }
             // No exit status: the connection went away under the command.
             if (!exit) return reject(lost(this.label, "running a command"));
@@ -145,11 +128,7 @@ export class SshTransport implements Transport {
     return Promise.race([op, this.gone]);
   }
 
-  async upload(
-    localPath: string,
-    remotePath: string,
-    onProgress?: (sent: number, total: number) => void,
-  ): Promise<number> {
+  async upload(localPath: string, remotePath: string, onProgress?: (sent: number, total: number) => void): Promise<number> {
     if (this.signal.aborted) throw cancelled(this.label);
     const sftp = await this.sftp();
     let total = 0;
@@ -187,9 +166,7 @@ export class SshTransport implements Transport {
     this.sftpSession ??= this.race(
       new Promise((resolve, reject) => {
         try {
-          this.client.sftp((err, sftp) =>
-            err ? reject(this.lostOr(err, "opening SFTP")) : resolve(sftp),
-          );
+          this.client.sftp((err, sftp) => (err ? reject(this.lostOr(err, "opening SFTP")) : resolve(sftp)));
         } catch (err) {
           reject(this.lostOr(err as Error, "opening SFTP"));
         }
@@ -199,42 +176,24 @@ export class SshTransport implements Transport {
   }
 
   /** SFTP tells permission problems apart; a full disk is a generic failure (the caller checks df). */
-  private sftpError(
-    err: Error & { code?: unknown },
-    path: string,
-  ): ManentError {
+  private sftpError(err: Error & { code?: unknown }, path: string): ManentError {
     if (this.signal.aborted) return cancelled(this.label);
     if (err.code === SFTP_PERMISSION_DENIED) {
-      return new ManentError(
-        Code.PermissionDenied,
-        `${this.label}: permission denied writing ${path}`,
-        { cause: err },
-      );
+      return new ManentError(Code.PermissionDenied, `${this.label}: permission denied writing ${path}`, { cause: err });
     }
     if (err.code === SFTP_FAILURE) {
-      return new ManentError(
-        Code.Internal,
-        `${this.label}: SFTP write of ${path} failed: ${err.message}`,
-        { cause: err },
-      );
+      return new ManentError(Code.Internal, `${this.label}: SFTP write of ${path} failed: ${err.message}`, { cause: err });
     }
     return lost(this.label, `uploading ${path} (${err.message})`, err);
   }
 
   private lostOr(err: Error, doing: string): ManentError {
-    return this.signal.aborted
-      ? cancelled(this.label)
-      : lost(this.label, `${doing} (${err.message})`, err);
+    return this.signal.aborted ? cancelled(this.label) : lost(this.label, `${doing} (${err.message})`, err);
   }
 }
 
 /** Opens and authenticates one SSH client over a new TCP socket or `sock` (a jump-host tunnel). */
-function openClient(
-  opts: SshOptions,
-  host: string,
-  port: number,
-  sock?: Duplex,
-): Promise<Client> {
+function openClient(opts: SshOptions, host: string, port: number, sock?: Duplex): Promise<Client> {
   const label = `${opts.user}@${host}:${port}`;
   return new Promise((resolve, reject) => {
     const client = new Client();
@@ -256,26 +215,14 @@ function openClient(
       }
     };
     client.on("ready", () => settle());
-    client.on("error", (err: Error & { level?: string }) =>
-      settle(classifyConnectError(err, label, hostKeyProblem, opts)),
-    );
-    client.on("close", () =>
-      settle(
-        opts.signal.aborted ? cancelled(label) : lost(label, "connecting"),
-      ),
-    );
+    client.on("error", (err: Error & { level?: string }) => settle(classifyConnectError(err, label, hostKeyProblem, opts)));
+    client.on("close", () => settle(opts.signal.aborted ? cancelled(label) : lost(label, "connecting")));
     try {
       connect();
     } catch (err) {
       // ssh2 parses the key synchronously; its message names the problem, never the key.
       const msg = err instanceof Error ? err.message : String(err);
-      settle(
-        new ManentError(
-          Code.InvalidArgument,
-          `${label}: unusable private key: ${msg}`,
-          { cause: err },
-        ),
-      );
+      settle(new ManentError(Code.InvalidArgument, `${label}: unusable private key: ${msg}`, { cause: err }));
     }
     function connect(): void {
       client.connect({
@@ -284,9 +231,7 @@ function openClient(
         ...(sock ? { sock } : {}),
         username: opts.user,
         privateKey: opts.privateKey,
-        ...(opts.passphrase !== undefined
-          ? { passphrase: opts.passphrase }
-          : {}),
+        ...(opts.passphrase !== undefined ? { passphrase: opts.passphrase } : {}),
         readyTimeout: opts.connectTimeoutMs,
         keepaliveInterval: 15_000,
         hostVerifier: (key: Buffer) => {
@@ -300,21 +245,10 @@ function openClient(
 }
 
 /** A TCP tunnel from the jump host to the target. */
-function forward(
-  jump: Client,
-  opts: SshOptions,
-  label: string,
-): Promise<Duplex> {
+function forward(jump: Client, opts: SshOptions, label: string): Promise<Duplex> {
   return new Promise((resolve, reject) => {
     jump.forwardOut("127.0.0.1", 0, opts.host, opts.port, (err, stream) => {
-      if (err)
-        reject(
-          new ManentError(
-            Code.Unavailable,
-            `${label}: jump host cannot reach the target: ${err.message}`,
-            { cause: err },
-          ),
-        );
+      if (err) reject(new ManentError(Code.Unavailable, `${label}: jump host cannot reach the target: ${err.message}`, { cause: err }));
       else resolve(stream);
     });
   });
@@ -338,21 +272,13 @@ export function classifyConnectError(
     });
   }
   if (err.level === "client-authentication") {
-    return new ManentError(
-      Code.Unauthenticated,
-      `${label}: authentication refused (check the user and the key)`,
-      {
-        cause: err,
-        details: { host: label },
-      },
-    );
+    return new ManentError(Code.Unauthenticated, `${label}: authentication refused (check the user and the key)`, {
+      cause: err,
+      details: { host: label },
+    });
   }
   if (err.level === "client-timeout") {
-    return new ManentError(
-      Code.Unavailable,
-      `${label}: no SSH session within ${opts.connectTimeoutMs} ms`,
-      { cause: err },
-    );
+    return new ManentError(Code.Unavailable, `${label}: no SSH session within ${opts.connectTimeoutMs} ms`, { cause: err });
   }
   return lost(label, "connecting", err);
 }
@@ -360,8 +286,7 @@ export function classifyConnectError(
 /** Waits for the client's `close` so callers know the socket is gone; `hard` skips the SSH goodbye. */
 function closeClient(client: Client, hard: boolean): Promise<void> {
   return new Promise((resolve) => {
-    const sock = (client as unknown as { _sock?: { destroyed?: boolean } })
-      ._sock;
+    const sock = (client as unknown as { _sock?: { destroyed?: boolean } })._sock;
     if (!sock || sock.destroyed) return resolve();
     // A server that never answers the goodbye must not hold the call: cut the socket after 5 s.
     const timer = setTimeout(() => client.destroy(), 5000);
@@ -376,14 +301,10 @@ function closeClient(client: Client, hard: boolean): Promise<void> {
 
 function lost(label: string, doing: string, cause?: unknown): ManentError {
   const reason = cause instanceof Error ? `: ${cause.message}` : "";
-  return new ManentError(
-    Code.Unavailable,
-    `${label}: connection failed while ${doing}${reason}`,
-    {
-      ...(cause !== undefined ? { cause } : {}),
-      details: { host: label },
-    },
-  );
+  return new ManentError(Code.Unavailable, `${label}: connection failed while ${doing}${reason}`, {
+    ...(cause !== undefined ? { cause } : {}),
+    details: { host: label },
+  });
 }
 
 function cancelled(label: string): ManentError {

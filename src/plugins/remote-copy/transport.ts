@@ -15,11 +15,7 @@ export interface Transport {
   /** Runs `script` with `sh -c` on the target; a non-zero exit is a result, not an error. */
   exec(script: string, options?: { timeoutMs?: number }): Promise<ExecResult>;
   /** Copies the local file to `remotePath` on the target; returns the bytes sent. */
-  upload(
-    localPath: string,
-    remotePath: string,
-    onProgress?: (sent: number, total: number) => void,
-  ): Promise<number>;
+  upload(localPath: string, remotePath: string, onProgress?: (sent: number, total: number) => void): Promise<number>;
   /** Releases the connection; safe to call twice. */
   close(): Promise<void>;
 }

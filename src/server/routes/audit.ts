@@ -13,7 +13,7 @@ const entrySchema = z
     action: z.string().describe("submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in"),
     deploy_id: z.string().nullable(),
     outcome: z.string().describe('"ok", or the error code the action failed with'),
-    message: z.string().nullable().describe("the error of a failed action; plugin_restart names its plugin (\"plugin NAME\") here"),
+    message: z.string().nullable().describe('the error of a failed action; plugin_restart names its plugin ("plugin NAME") here'),
     client_address: z.string().nullable(),
   })
   .openapi("AuditEntry");
@@ -27,9 +27,20 @@ const list = createRoute({
     query: z.object({
       tenant: nameQuery.describe("ignored for a tenant's token, which sees its own tenant's entries only"),
       actor: z.string().max(200).optional().describe("a token's name"),
-      action: z.string().max(40).regex(/^[a-z_]+$/, "must be lower-case letters and '_'").optional(),
-      deploy_id: z.string().regex(/^[0-9a-f-]{36}$/, "not a deploy id").optional(),
-      outcome: z.string().max(40).regex(/^[a-z_]+$/, "must be lower-case letters and '_'").optional(),
+      action: z
+        .string()
+        .max(40)
+        .regex(/^[a-z_]+$/, "must be lower-case letters and '_'")
+        .optional(),
+      deploy_id: z
+        .string()
+        .regex(/^[0-9a-f-]{36}$/, "not a deploy id")
+        .optional(),
+      outcome: z
+        .string()
+        .max(40)
+        .regex(/^[a-z_]+$/, "must be lower-case letters and '_'")
+        .optional(),
       before: z.coerce.number().int().min(1).optional().describe("entries older than this id (paging)"),
       limit: z.coerce.number().int().min(1).max(1000).default(100),
     }),

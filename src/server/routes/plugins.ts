@@ -37,7 +37,7 @@ const restart = createRoute({
   summary:
     "Restart an external plugin on this server: out of the gave-up state with a fresh restart budget, or a running process replaced " +
     "(its calls in flight fail as retryable and their steps retry). Answers once the new process has started. " +
-    "Plugins serve every tenant, so only a token for all tenants (tenant \"*\") may; audited as plugin_restart",
+    'Plugins serve every tenant, so only a token for all tenants (tenant "*") may; audited as plugin_restart',
   tags: ["plugins"],
   request: {
     params: z.object({
@@ -71,13 +71,23 @@ export function pluginRoutes(app: ApiApp, deps: ApiDeps): void {
     await audited(c, "plugin_restart", { tenant: null, subject: `plugin ${name}` }, async () => {
       // Server-wide: a plugin's process serves every tenant's deploys, so a tenant's token may not stop it.
       if (caller.tenant !== "*")
-        throw new ManentError(Code.PermissionDenied, `token ${caller.name} may not restart plugins: they serve every tenant; use a token with tenant "*"`);
+        throw new ManentError(
+          Code.PermissionDenied,
+          `token ${caller.name} may not restart plugins: they serve every tenant; use a token with tenant "*"`,
+        );
       const plugin = deps.plugins.get(name);
-      if (!plugin) throw new ManentError(Code.NotFound, `no plugin ${name} (configured: ${deps.plugins.names().join(", ") || "none"})`, { details: { plugin: name } });
-      if (!plugin.restart)
-        throw new ManentError(Code.FailedPrecondition, `plugin ${name} is built in: it runs inside the server, there is no process to restart`, {
+      if (!plugin)
+        throw new ManentError(Code.NotFound, `no plugin ${name} (configured: ${deps.plugins.names().join(", ") || "none"})`, {
           details: { plugin: name },
         });
+      if (!plugin.restart)
+        throw new ManentError(
+          Code.FailedPrecondition,
+          `plugin ${name} is built in: it runs inside the server, there is no process to restart`,
+          {
+            details: { plugin: name },
+          },
+        );
       await plugin.restart();
       // What the new process announced at its Configure, so the listing shows it at once.
       await deps.store.saveCapabilities(name, await plugin.capabilities());

@@ -37,7 +37,9 @@ export function rolloutRoutes(app: ApiApp, deps: ApiDeps): void {
   const run = async (c: Context<ApiEnv>, id: string, command: CommandName, full = false) => {
     const caller = c.get("caller");
     const deploy = await visibleDeploy(deps, caller, id);
-    await audited(c, command, { tenant: deploy.tenant, deployId: id }, () => sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name }));
+    await audited(c, command, { tenant: deploy.tenant, deployId: id }, () =>
+      sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name }),
+    );
     return (await deps.store.getDeploy(id))!;
   };
   app.openapi(approve, async (c) => c.json(await run(c, c.req.valid("param").id, "approve"), 200));

@@ -9,7 +9,15 @@ import { Code, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
 import { findHelm } from "./find-helm.js";
-import { getObj, helloManifest, makeRequest as makeRequestOn, memoryLogger, pullableImages, scratch, type RequestInput } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  makeRequest as makeRequestOn,
+  memoryLogger,
+  pullableImages,
+  scratch,
+  type RequestInput,
+} from "./helpers.js";
 
 const run = promisify(execFile);
 const helm = findHelm();
@@ -17,7 +25,7 @@ const helm = findHelm();
 /** A chart with values files, a Capabilities check, an optional Ingress, a hook, and a CRD with a resource of it. */
 const chart: Record<string, string> = {
   "Chart.yaml": "apiVersion: v2\nname: shop\nversion: 0.1.0\nappVersion: 1.0.0\n",
-  "values.yaml": "replicaCount: 1\nmessage: default\ningress:\n  enabled: false\n  host: \"\"\n",
+  "values.yaml": 'replicaCount: 1\nmessage: default\ningress:\n  enabled: false\n  host: ""\n',
   "values-prod.yaml": "message: from-prod-values\n",
   "crds/widgets.yaml": `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -111,90 +119,146 @@ describe("kubernetes plugin: artifacts", () => {
     const archive = join(files.dir, "hello-2.0.0.tar.gz");
     await tarCreate({ gzip: true, file: archive, cwd: dir }, ["manifests"]);
 
-    const res = await d.deploy(makeRequest({ application: "tgz", version: "2.0.0", artifactPath: archive, params: { "var.REPLICAS": "3" } }));
+    const res = await d.deploy(
+      makeRequest({ application: "tgz", version: "2.0.0", artifactPath: archive, params: { "var.REPLICAS": "3" } }),
+    );
     assert.equal(res.targets[0]!.details?.objects_applied, "2");
     assert.equal((await getObj(cp, "apps/v1", "Deployment", "hello"))!.spec.replicas, 3);
     assert.ok(await getObj(cp, "v1", "Service", "hello"));
   });
 
-  it("a chart needs helm: a clear error when it is missing, only for charts", { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" }, async () => {
-    const tgz = await packageChart();
-    process.env.MANENT_HELM = join(files.dir, "no-such-helm");
-    try {
-      const err = await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: tgz })).then(
-        () => assert.fail("deployed a chart without helm"),
-        (e: unknown) => ManentError.from(e),
-      );
-      assert.equal(err.code, Code.FailedPrecondition);
-      assert.match(err.message, /the artifact is a Helm chart and the helm binary was not found .*MANENT_HELM/);
-      // plain manifests do not need helm
-      const plain = await files.write("plain.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {a: b}\n");
-      await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: plain }));
-    } finally {
+  it(
+    "a chart needs helm: a clear error when it is missing, only for charts",
+    { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" },
+    async () => {
+      const tgz = await packageChart();
+      process.env.MANENT_HELM = join(files.dir, "no-such-helm");
+      try {
+        const err = await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: tgz })).then(
+          () => assert.fail("deployed a chart without helm"),
+          (e: unknown) => ManentError.from(e),
+        );
+        assert.equal(err.code, Code.FailedPrecondition);
+        assert.match(err.message, /the artifact is a Helm chart and the helm binary was not found .*MANENT_HELM/);
+        // plain manifests do not need helm
+        const plain = await files.write("plain.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {a: b}\n");
+        await d.deploy(makeRequest({ application: "nohelm", version: "0.1.0", artifactPath: plain }));
+      } finally {
+        process.env.MANENT_HELM = helm;
+      }
+    },
+  );
+
+  it(
+    "renders a Helm chart with the cluster's capabilities, values files, helm_value and inline values; skips hooks; CRDs first",
+    { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" },
+    async () => {
       process.env.MANENT_HELM = helm;
-    }
-  });
+      const tgz = await packageChart();
+      const params = {
+        helm_values_files: "values-prod.yaml",
+        "helm_value.replicaCount": "4",
+        helm_values: "ingress:\n  enabled: true\n  host: shop.example.com\n",
+      };
+      const req = makeRequest({ application: "shop", artifactName: "shop", version: "0.1.0", artifactPath: tgz, params });
 
-  it("renders a Helm chart with the cluster's capabilities, values files, helm_value and inline values; skips hooks; CRDs first", { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" }, async () => {
-    process.env.MANENT_HELM = helm;
-    const tgz = await packageChart();
-    const params = {
-      helm_values_files: "values-prod.yaml",
-      "helm_value.replicaCount": "4",
-      helm_values: "ingress:\n  enabled: true\n  host: shop.example.com\n",
-    };
-    const req = makeRequest({ application: "shop", artifactName: "shop", version: "0.1.0", artifactPath: tgz, params });
+      // Before the CRD exists the cluster cannot check a Widget: the dry-run skips it.
+      const dry = await d.dryRun(req);
+      assert.deepEqual(dry.targets[0]!.details, {
+        cluster_version: "v1.34.2",
+        namespace: "hello",
+        objects_checked: "4",
+        objects_skipped: "2",
+      });
 
-    // Before the CRD exists the cluster cannot check a Widget: the dry-run skips it.
-    const dry = await d.dryRun(req);
-    assert.deepEqual(dry.targets[0]!.details, { cluster_version: "v1.34.2", namespace: "hello", objects_checked: "4", objects_skipped: "2" });
+      const before = (await cp.auditedRequests()).length;
+      const res = await d.deploy(req);
+      assert.equal(res.targets[0]!.details?.objects_skipped, "1", "the hook");
+      const settings = (await getObj(cp, "v1", "ConfigMap", "shop-settings"))!;
+      assert.deepEqual(settings.data, {
+        message: "from-prod-values",
+        kube: "v1.34.2",
+        apps: "true",
+        deployments: "true",
+        gadgets: "false",
+      });
+      const dep = (await getObj(cp, "apps/v1", "Deployment", "shop"))!;
+      assert.equal(dep.spec.replicas, 4);
+      assert.equal(dep.status.availableReplicas, 4);
+      assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
+      assert.equal((await getObj(cp, "networking.k8s.io/v1", "Ingress", "shop"))!.spec.rules[0].host, "shop.example.com");
+      assert.equal(await getObj(cp, "batch/v1", "Job", "shop-migrate"), undefined, "hooks are skipped");
+      const crd = (await getObj(cp, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "widgets.example.com", undefined))!;
+      assert.equal(
+        crd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"],
+        true,
+        "CRD fields survive the apply unchanged",
+      );
+      assert.deepEqual((await getObj(cp, "example.com/v1", "Widget", "default-widget"))!.spec, { size: 3 });
+      const applies = (await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch" && !r.requestURI.includes("dryRun"));
+      const crdPatch = applies.findIndex((r) => r.requestURI.includes("/customresourcedefinitions/"));
+      const widgetPatch = applies.findIndex((r) => r.requestURI.includes("/widgets/"));
+      assert.ok(crdPatch >= 0 && widgetPatch > crdPatch, "the CRD is applied before its resources");
 
-    const before = (await cp.auditedRequests()).length;
-    const res = await d.deploy(req);
-    assert.equal(res.targets[0]!.details?.objects_skipped, "1", "the hook");
-    const settings = (await getObj(cp, "v1", "ConfigMap", "shop-settings"))!;
-    assert.deepEqual(settings.data, { message: "from-prod-values", kube: "v1.34.2", apps: "true", deployments: "true", gadgets: "false" });
-    const dep = (await getObj(cp, "apps/v1", "Deployment", "shop"))!;
-    assert.equal(dep.spec.replicas, 4);
-    assert.equal(dep.status.availableReplicas, 4);
-    assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
-    assert.equal((await getObj(cp, "networking.k8s.io/v1", "Ingress", "shop"))!.spec.rules[0].host, "shop.example.com");
-    assert.equal(await getObj(cp, "batch/v1", "Job", "shop-migrate"), undefined, "hooks are skipped");
-    const crd = (await getObj(cp, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "widgets.example.com", undefined))!;
-    assert.equal(crd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true, "CRD fields survive the apply unchanged");
-    assert.deepEqual((await getObj(cp, "example.com/v1", "Widget", "default-widget"))!.spec, { size: 3 });
-    const applies = (await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch" && !r.requestURI.includes("dryRun"));
-    const crdPatch = applies.findIndex((r) => r.requestURI.includes("/customresourcedefinitions/"));
-    const widgetPatch = applies.findIndex((r) => r.requestURI.includes("/widgets/"));
-    assert.ok(crdPatch >= 0 && widgetPatch > crdPatch, "the CRD is applied before its resources");
+      // With helm_include_hooks the hook Job is applied too (and the real Job controller runs it).
+      await d.deploy(
+        makeRequest({
+          application: "shop",
+          artifactName: "shop",
+          version: "0.1.1",
+          artifactPath: tgz,
+          params: { ...params, helm_include_hooks: "true" },
+        }),
+      );
+      assert.ok(await getObj(cp, "batch/v1", "Job", "shop-migrate"));
+    },
+  );
 
-    // With helm_include_hooks the hook Job is applied too (and the real Job controller runs it).
-    await d.deploy(makeRequest({ application: "shop", artifactName: "shop", version: "0.1.1", artifactPath: tgz, params: { ...params, helm_include_hooks: "true" } }));
-    assert.ok(await getObj(cp, "batch/v1", "Job", "shop-migrate"));
-  });
-
-  it("adopts the objects of an existing Helm release by forcing the apply", { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" }, async () => {
-    process.env.MANENT_HELM = helm;
-    const tgz = await packageChart();
-    // What `helm install` left: a Deployment created by the "helm" field manager (replicas 1).
-    await cp.admin.request("POST", "/apis/apps/v1/namespaces/hello/deployments", {
-      query: { fieldManager: "helm" },
-      body: {
-        apiVersion: "apps/v1",
-        kind: "Deployment",
-        metadata: { name: "legacy", annotations: { "meta.helm.sh/release-name": "legacy", "meta.helm.sh/release-namespace": "hello" }, labels: { "app.kubernetes.io/managed-by": "Helm" } },
-        spec: { replicas: 1, selector: { matchLabels: { app: "shop" } }, template: { metadata: { labels: { app: "shop" } }, spec: { containers: [{ name: "shop", image: "nginx:1.26" }] } } },
-      },
-    });
-    await d.deploy(makeRequest({ application: "legacy", artifactName: "legacy", version: "0.1.0", artifactPath: tgz, params: { "helm_value.replicaCount": "2" } }));
-    const dep = (await getObj(cp, "apps/v1", "Deployment", "legacy"))!;
-    assert.equal(dep.spec.replicas, 2);
-    assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
-    const managers = dep.metadata.managedFields!;
-    const manent = managers.find((m) => m.manager === "manent")!;
-    assert.ok(JSON.stringify(manent.fieldsV1).includes('"f:replicas"'));
-    assert.ok(!JSON.stringify(managers.find((m) => m.manager === "helm")?.fieldsV1 ?? {}).includes('"f:replicas"'), "helm no longer owns replicas");
-  });
+  it(
+    "adopts the objects of an existing Helm release by forcing the apply",
+    { skip: helm ? false : "helm not built (scripts/ci/kubernetes.sh)" },
+    async () => {
+      process.env.MANENT_HELM = helm;
+      const tgz = await packageChart();
+      // What `helm install` left: a Deployment created by the "helm" field manager (replicas 1).
+      await cp.admin.request("POST", "/apis/apps/v1/namespaces/hello/deployments", {
+        query: { fieldManager: "helm" },
+        body: {
+          apiVersion: "apps/v1",
+          kind: "Deployment",
+          metadata: {
+            name: "legacy",
+            annotations: { "meta.helm.sh/release-name": "legacy", "meta.helm.sh/release-namespace": "hello" },
+            labels: { "app.kubernetes.io/managed-by": "Helm" },
+          },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: "shop" } },
+            template: { metadata: { labels: { app: "shop" } }, spec: { containers: [{ name: "shop", image: "nginx:1.26" }] } },
+          },
+        },
+      });
+      await d.deploy(
+        makeRequest({
+          application: "legacy",
+          artifactName: "legacy",
+          version: "0.1.0",
+          artifactPath: tgz,
+          params: { "helm_value.replicaCount": "2" },
+        }),
+      );
+      const dep = (await getObj(cp, "apps/v1", "Deployment", "legacy"))!;
+      assert.equal(dep.spec.replicas, 2);
+      assert.equal(dep.metadata.labels!["app.kubernetes.io/managed-by"], "manent");
+      const managers = dep.metadata.managedFields!;
+      const manent = managers.find((m) => m.manager === "manent")!;
+      assert.ok(JSON.stringify(manent.fieldsV1).includes('"f:replicas"'));
+      assert.ok(
+        !JSON.stringify(managers.find((m) => m.manager === "helm")?.fieldsV1 ?? {}).includes('"f:replicas"'),
+        "helm no longer owns replicas",
+      );
+    },
+  );
 
   async function packageChart(): Promise<string> {
     const dir = join(files.dir, "chart-src", "shop");

@@ -3,7 +3,17 @@ import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
-import { getObj, helloManifest, historyConfigMaps, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, specManagers } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  historyConfigMaps,
+  makeRequest,
+  memoryLogger,
+  pullableImages,
+  rollbackRequest,
+  scratch,
+  specManagers,
+} from "./helpers.js";
 
 const manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast, owner: manent}\n";
 
@@ -26,7 +36,10 @@ describe("kubernetes plugin: field-manager conflicts", () => {
     access = await cp.serviceAccount("hello");
     files = await scratch();
     // Someone applied `mode: slow` with their own field manager (not a Helm release).
-    await cp.admin.apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings", namespace: "hello" }, data: { mode: "slow" } }, { manager: "ops-team" });
+    await cp.admin.apply(
+      { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings", namespace: "hello" }, data: { mode: "slow" } },
+      { manager: "ops-team" },
+    );
   });
   after(async () => {
     await cp?.stop();
@@ -34,12 +47,21 @@ describe("kubernetes plugin: field-manager conflicts", () => {
   });
 
   it("a conflict is a permanent error naming the object, the other manager and the field; the rollback leaves their object alone", async () => {
-    const req = makeRequest({ clusters: [cp], access: [access], application: "conf", version: "1.0.0", artifactPath: await files.write("c.yaml", manifest) });
+    const req = makeRequest({
+      clusters: [cp],
+      access: [access],
+      application: "conf",
+      version: "1.0.0",
+      artifactPath: await files.write("c.yaml", manifest),
+    });
     const before = await d.currentRelease(req);
     const err = await failure(d.deploy(req));
     assert.equal(err.code, Code.Aborted);
     assert.ok(err.permanent);
-    assert.match(err.message, /^cluster 127\.0\.0\.1: ConfigMap\/hello\/settings: field manager conflict: Apply failed with 1 conflict: conflict with "ops-team"( using v1)?: \.data\.mode/);
+    assert.match(
+      err.message,
+      /^cluster 127\.0\.0\.1: ConfigMap\/hello\/settings: field manager conflict: Apply failed with 1 conflict: conflict with "ops-team"( using v1)?: \.data\.mode/,
+    );
     assert.match(err.message, /force_conflicts: "true"/);
     const cm = (await getObj(cp, "v1", "ConfigMap", "settings"))!;
     assert.deepEqual(cm.data, { mode: "slow" });
@@ -55,7 +77,16 @@ describe("kubernetes plugin: field-manager conflicts", () => {
 
   it("force_conflicts takes the fields over", async () => {
     const path = await files.write("c.yaml", manifest);
-    await d.deploy(makeRequest({ clusters: [cp], access: [access], application: "conf", version: "1.0.0", artifactPath: path, params: { force_conflicts: "true" } }));
+    await d.deploy(
+      makeRequest({
+        clusters: [cp],
+        access: [access],
+        application: "conf",
+        version: "1.0.0",
+        artifactPath: path,
+        params: { force_conflicts: "true" },
+      }),
+    );
     const cm = (await getObj(cp, "v1", "ConfigMap", "settings"))!;
     assert.deepEqual(cm.data, { mode: "fast", owner: "manent" });
     assert.deepEqual(specManagers(cm), ["manent/Apply"], "ops-team lost its only field");
@@ -63,20 +94,42 @@ describe("kubernetes plugin: field-manager conflicts", () => {
 
   it("replicas scaled by hand (kubectl scale) then a deploy: refused naming .spec.replicas, and the rollback leaves the cluster as it found it", async () => {
     const params = { "var.REPLICAS": "2" };
-    const v1 = makeRequest({ clusters: [cp], access: [access], version: "1.0.0", artifactPath: await files.write("h1.yaml", helloManifest), params });
+    const v1 = makeRequest({
+      clusters: [cp],
+      access: [access],
+      version: "1.0.0",
+      artifactPath: await files.write("h1.yaml", helloManifest),
+      params,
+    });
     await d.deploy(v1);
     const recorded = await d.currentRelease(v1);
 
     // What `kubectl scale deployment hello --replicas=3` does: an update of the scale subresource.
-    await cp.admin.patch("apps/v1", "Deployment", "hello", "hello", { spec: { replicas: 3 } }, { subresource: "scale", manager: "kubectl" });
-    await cp.admin.waitFor("3 replicas available", async () => ((await getObj(cp, "apps/v1", "Deployment", "hello"))?.status?.availableReplicas === 3 ? true : undefined));
+    await cp.admin.patch(
+      "apps/v1",
+      "Deployment",
+      "hello",
+      "hello",
+      { spec: { replicas: 3 } },
+      { subresource: "scale", manager: "kubectl" },
+    );
+    await cp.admin.waitFor("3 replicas available", async () =>
+      (await getObj(cp, "apps/v1", "Deployment", "hello"))?.status?.availableReplicas === 3 ? true : undefined,
+    );
     const scaled = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
     const service = (await getObj(cp, "v1", "Service", "hello"))!;
 
-    const v2 = makeRequest({ ...{ clusters: [cp], access: [access], params }, version: "1.1.0", artifactPath: await files.write("h2.yaml", helloManifest.replace("hello from", "hi from")) });
+    const v2 = makeRequest({
+      ...{ clusters: [cp], access: [access], params },
+      version: "1.1.0",
+      artifactPath: await files.write("h2.yaml", helloManifest.replace("hello from", "hi from")),
+    });
     const err = await failure(d.deploy(v2));
     assert.equal(err.code, Code.Aborted);
-    assert.match(err.message, /Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas/);
+    assert.match(
+      err.message,
+      /Deployment\/hello\/hello: field manager conflict: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps\/v1: \.spec\.replicas/,
+    );
 
     const rb = await d.rollback(rollbackRequest(v2, recorded));
     assert.equal(rb.targets[0]!.status, "rolled_back");
@@ -117,14 +170,33 @@ spec:
     spec:
       containers: [{name: web, image: "hashicorp/http-echo:does-not-exist"}]
 `;
-    const v1 = makeRequest({ clusters: [cp], access: [access], application: "web", version: "1.0.0", artifactPath: await files.write("w1.yaml", web("v1", "hashicorp/http-echo:1.0")) });
+    const v1 = makeRequest({
+      clusters: [cp],
+      access: [access],
+      application: "web",
+      version: "1.0.0",
+      artifactPath: await files.write("w1.yaml", web("v1", "hashicorp/http-echo:1.0")),
+    });
     await d.deploy(v1);
     const recorded = await d.currentRelease(v1);
     // `kubectl set image deployment/web web=nginx:1.27`: a strategic merge patch by another manager.
-    await cp.admin.patch("apps/v1", "Deployment", "hello", "web", { spec: { template: { spec: { containers: [{ name: "web", image: "nginx:1.27" }] } } } }, { manager: "kubectl-set", contentType: "application/strategic-merge-patch+json" });
+    await cp.admin.patch(
+      "apps/v1",
+      "Deployment",
+      "hello",
+      "web",
+      { spec: { template: { spec: { containers: [{ name: "web", image: "nginx:1.27" }] } } } },
+      { manager: "kubectl-set", contentType: "application/strategic-merge-patch+json" },
+    );
 
     // 1.1.0 agrees on the image (shared, no conflict), changes the args, and fails on another Deployment.
-    const v2 = makeRequest({ clusters: [cp], access: [access], application: "web", version: "1.1.0", artifactPath: await files.write("w2.yaml", web("v2", "nginx:1.27") + broken) });
+    const v2 = makeRequest({
+      clusters: [cp],
+      access: [access],
+      application: "web",
+      version: "1.1.0",
+      artifactPath: await files.write("w2.yaml", web("v2", "nginx:1.27") + broken),
+    });
     await assert.rejects(d.deploy(v2), /Deployment\/hello\/web-broken: rollout stuck/);
     assert.deepEqual((await getObj(cp, "apps/v1", "Deployment", "web"))!.spec.template.spec.containers[0].args, ["-text=v2"]);
 

@@ -35,14 +35,24 @@ describe("kubernetes plugin: errors a retry cannot fix, as the real server gives
   });
 
   const request = async (extra: { params?: Record<string, string>; text?: string; application?: string } = {}) =>
-    makeRequest({ clusters: [cp], access: [admin], version: "1.0.0", application: extra.application ?? "errs", artifactPath: await files.write("m.yaml", extra.text ?? helloManifest), params: { ...params, ...extra.params } });
+    makeRequest({
+      clusters: [cp],
+      access: [admin],
+      version: "1.0.0",
+      application: extra.application ?? "errs",
+      artifactPath: await files.write("m.yaml", extra.text ?? helloManifest),
+      params: { ...params, ...extra.params },
+    });
 
   it("an unknown field (spec.replica) is refused in dry-run with the server's message, and permanently", async () => {
     const typo = helloManifest.replace("replicas: ${REPLICAS}", "replica: ${REPLICAS}");
     const err = await failure(d.dryRun(await request({ text: typo })));
     assert.equal(err.code, Code.InvalidArgument);
     assert.ok(err.permanent, "the real server's answer is a 500, yet no retry can fix it");
-    assert.match(err.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: the API server refused a field its schema does not declare \(a typo, or a field of another apiVersion\): .*\.spec\.replica: field not declared in schema/);
+    assert.match(
+      err.message,
+      /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: the API server refused a field its schema does not declare \(a typo, or a field of another apiVersion\): .*\.spec\.replica: field not declared in schema/,
+    );
     const deployErr = await failure(d.deploy(await request({ text: typo })));
     assert.equal(deployErr.code, Code.InvalidArgument);
     assert.equal(await getObj(cp, "apps/v1", "Deployment", "hello"), undefined);
@@ -92,7 +102,10 @@ describe("kubernetes plugin: errors a retry cannot fix, as the real server gives
     const err = await failure(d.deploy(await request({ params: { token_secret: "not-declared" } })));
     assert.equal(err.code, Code.FailedPrecondition);
     assert.ok(err.permanent);
-    assert.match(err.message, /secret "not-declared" \(param token_secret\): secret not-declared is not declared \(declare it under secrets: in the envconfig\)/);
+    assert.match(
+      err.message,
+      /secret "not-declared" \(param token_secret\): secret not-declared is not declared \(declare it under secrets: in the envconfig\)/,
+    );
     assert.deepEqual(await historyConfigMaps(cp), []);
   });
 });

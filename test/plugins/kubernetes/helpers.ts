@@ -26,7 +26,8 @@ export interface LogLine {
 }
 
 export function memoryLogger(lines: LogLine[] = []): Logger & { lines: LogLine[] } {
-  const at = (level: string) => (msg: string, attrs?: Record<string, unknown>) => void lines.push({ level, msg, ...(attrs ? { attrs } : {}) });
+  const at = (level: string) => (msg: string, attrs?: Record<string, unknown>) =>
+    void lines.push({ level, msg, ...(attrs ? { attrs } : {}) });
   return { lines, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }
 
@@ -57,9 +58,25 @@ export function makeRequest(input: RequestInput): Request {
     tenant: "untenanted",
     application: input.application ?? "hello",
     environment: input.environment ?? "test",
-    artifact: { type: "kubernetes", name: input.artifactName ?? "hello", version: input.version, source: input.artifactPath, path: input.artifactPath },
-    targets: input.clusters.map((c, i) => ({ host: c.host, port: c.port, labels: (several ? { token_secret: `kube-token-${i}` } : {}) as Record<string, string> })),
-    params: { namespace: "hello", token_secret: several ? "kube-token-0" : "kube-token", ca_secret: "kube-ca", wait_timeout: "60s", ...input.params },
+    artifact: {
+      type: "kubernetes",
+      name: input.artifactName ?? "hello",
+      version: input.version,
+      source: input.artifactPath,
+      path: input.artifactPath,
+    },
+    targets: input.clusters.map((c, i) => ({
+      host: c.host,
+      port: c.port,
+      labels: (several ? { token_secret: `kube-token-${i}` } : {}) as Record<string, string>,
+    })),
+    params: {
+      namespace: "hello",
+      token_secret: several ? "kube-token-0" : "kube-token",
+      ca_secret: "kube-ca",
+      wait_timeout: "60s",
+      ...input.params,
+    },
     secrets: secretsOf(secrets),
     parallelism: input.parallelism ?? 1,
     logger: memoryLogger(),
@@ -68,7 +85,15 @@ export function makeRequest(input: RequestInput): Request {
 }
 
 /** The images the kubelet simulator pulls in the plugin's tests; `:does-not-exist` is not one. */
-export const pullableImages: (string | RegExp)[] = ["hashicorp/http-echo:1.0", "nginx:1.27", "nginx:1.26", "postgres:17", "fluent-bit:3", "busybox:1.36", /@sha256:[a-f0-9]{64}$/];
+export const pullableImages: (string | RegExp)[] = [
+  "hashicorp/http-echo:1.0",
+  "nginx:1.27",
+  "nginx:1.26",
+  "postgres:17",
+  "fluent-bit:3",
+  "busybox:1.36",
+  /@sha256:[a-f0-9]{64}$/,
+];
 
 /** The history ConfigMaps in a namespace (not the cluster's own kube-root-ca.crt), sorted by name. */
 export async function historyConfigMaps(cp: KubeControlPlane, namespace = "hello"): Promise<KubeObj[]> {
@@ -78,7 +103,14 @@ export async function historyConfigMaps(cp: KubeControlPlane, namespace = "hello
 
 /** An object's labels, annotations, spec and status, typed loosely for assertions. */
 export interface Loose {
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; generation?: number; resourceVersion?: string; managedFields?: { manager: string; operation: string; subresource?: string; fieldsV1?: unknown }[] };
+  metadata: {
+    name: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    generation?: number;
+    resourceVersion?: string;
+    managedFields?: { manager: string; operation: string; subresource?: string; fieldsV1?: unknown }[];
+  };
   spec?: any;
   status?: any;
   data?: Record<string, string>;
@@ -86,7 +118,13 @@ export interface Loose {
 }
 
 /** GET through the harness's admin, as a loosely typed object (undefined when absent). */
-export async function getObj(cp: KubeControlPlane, apiVersion: string, kind: string, name: string, namespace: string | undefined = "hello"): Promise<Loose | undefined> {
+export async function getObj(
+  cp: KubeControlPlane,
+  apiVersion: string,
+  kind: string,
+  name: string,
+  namespace: string | undefined = "hello",
+): Promise<Loose | undefined> {
   return (await cp.get(apiVersion, kind, namespace, name)) as unknown as Loose | undefined;
 }
 
@@ -100,7 +138,11 @@ export function rollbackRequest(req: Request, releases: TargetRelease[]): Rollba
 }
 
 /** A scratch directory removed by the returned cleanup. */
-export async function scratch(): Promise<{ dir: string; write(name: string, text: string | Buffer): Promise<string>; cleanup(): Promise<void> }> {
+export async function scratch(): Promise<{
+  dir: string;
+  write(name: string, text: string | Buffer): Promise<string>;
+  cleanup(): Promise<void>;
+}> {
   const dir = await mkdtemp(join(tmpdir(), "manent-k8s-test-"));
   return {
     dir,
@@ -149,5 +191,7 @@ spec:
  * deadline or a shorter one (the real Deployment controller waits that long in real time).
  */
 export function stuckManifest(progressDeadlineSeconds = 30): string {
-  return helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", `progressDeadlineSeconds: ${progressDeadlineSeconds}`);
+  return helloManifest
+    .replace("http-echo:1.0", "http-echo:does-not-exist")
+    .replace("progressDeadlineSeconds: 120", `progressDeadlineSeconds: ${progressDeadlineSeconds}`);
 }

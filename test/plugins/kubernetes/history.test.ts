@@ -4,7 +4,18 @@ import { after, before, describe, it } from "node:test";
 import { ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
-import { getObj, helloManifest, historyConfigMaps, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, stuckManifest, type RequestInput } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  historyConfigMaps,
+  makeRequest,
+  memoryLogger,
+  pullableImages,
+  rollbackRequest,
+  scratch,
+  stuckManifest,
+  type RequestInput,
+} from "./helpers.js";
 
 function configMap(name: string, value: string): string {
   return `---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}}\ndata: {value: "${value}"}\n`;
@@ -28,7 +39,13 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
   });
 
   const cms = async () => (await historyConfigMaps(cp)).map((c) => String(c.metadata.name));
-  const on = (application: string, extra: Partial<RequestInput> = {}) => ({ clusters: [cp], access: [access], application, params, ...extra });
+  const on = (application: string, extra: Partial<RequestInput> = {}) => ({
+    clusters: [cp],
+    access: [access],
+    application,
+    params,
+    ...extra,
+  });
   const cm = async (name: string) => getObj(cp, "v1", "ConfigMap", name);
 
   it("prunes objects a successful release dropped, never after a failed one; rollback removes what the failed one added", async () => {
@@ -38,7 +55,11 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
 
     // 1.1.0 drops `extra`, adds `added`, and is stuck: nothing is pruned
     const recorded = await d.currentRelease(makeRequest({ ...on("prune"), version: "1.0.0", artifactPath: v1 }));
-    const req2 = makeRequest({ ...on("prune"), version: "1.1.0", artifactPath: await files.write("p2.yaml", stuckManifest(2) + configMap("added", "2")) });
+    const req2 = makeRequest({
+      ...on("prune"),
+      version: "1.1.0",
+      artifactPath: await files.write("p2.yaml", stuckManifest(2) + configMap("added", "2")),
+    });
     await assert.rejects(d.deploy(req2), /rollout stuck/);
     assert.ok(await cm("extra"), "not pruned after a failure");
     assert.ok(await cm("added"));
@@ -48,7 +69,9 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
     assert.deepEqual((await cm("extra"))!.data, { value: "1" });
 
     // 1.2.0 drops `extra` and succeeds: pruned
-    const res = await d.deploy(makeRequest({ ...on("prune"), version: "1.2.0", artifactPath: await files.write("p3.yaml", helloManifest) }));
+    const res = await d.deploy(
+      makeRequest({ ...on("prune"), version: "1.2.0", artifactPath: await files.write("p3.yaml", helloManifest) }),
+    );
     assert.equal(res.targets[0]!.details?.objects_pruned, "1");
     assert.equal(await cm("extra"), undefined);
     assert.ok(await getObj(cp, "apps/v1", "Deployment", "hello"));
@@ -59,15 +82,31 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
   });
 
   it("a failed release that was never rolled back: its history ConfigMap and what it added go with the next successful deploy", async () => {
-    await d.deploy(makeRequest({ ...on("orphan"), version: "1.0.0", artifactPath: await files.write("o1.yaml", configMap("orphan-a", "1").slice(4)) }));
+    await d.deploy(
+      makeRequest({ ...on("orphan"), version: "1.0.0", artifactPath: await files.write("o1.yaml", configMap("orphan-a", "1").slice(4)) }),
+    );
     // 1.1.0 fails (its image never pulls) and rollback is off: its release ConfigMap stays pending.
-    const failed = makeRequest({ ...on("orphan"), version: "1.1.0", artifactPath: await files.write("o2.yaml", configMap("orphan-a", "2").slice(4) + configMap("orphan-added", "x") + "---\n" + stuckManifest(2).replace(/name: hello/g, "name: orphan-web").replace(/app: hello/g, "app: orphan-web")) });
+    const failed = makeRequest({
+      ...on("orphan"),
+      version: "1.1.0",
+      artifactPath: await files.write(
+        "o2.yaml",
+        configMap("orphan-a", "2").slice(4) +
+          configMap("orphan-added", "x") +
+          "---\n" +
+          stuckManifest(2)
+            .replace(/name: hello/g, "name: orphan-web")
+            .replace(/app: hello/g, "app: orphan-web"),
+      ),
+    });
     await assert.rejects(d.deploy(failed), /rollout stuck/);
     const pendingName = (await cm("manent-orphan-test"))!.data!.pending;
     assert.ok(pendingName, "the failed release is pending in the index");
     assert.ok((await cms()).some((n) => n.startsWith("manent-orphan-test-1-1-0-")));
 
-    await d.deploy(makeRequest({ ...on("orphan"), version: "1.2.0", artifactPath: await files.write("o3.yaml", configMap("orphan-a", "3").slice(4)) }));
+    await d.deploy(
+      makeRequest({ ...on("orphan"), version: "1.2.0", artifactPath: await files.write("o3.yaml", configMap("orphan-a", "3").slice(4)) }),
+    );
     const names = (await cms()).filter((n) => n.startsWith("manent-orphan-test"));
     assert.equal(names.filter((n) => n.includes("-1-1-0-")).length, 0, `the failed release's ConfigMap is deleted: ${names.join(", ")}`);
     assert.equal(await cm("orphan-added"), undefined, "what the failed release added is pruned");
@@ -100,7 +139,10 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
     assert.ok(history.some((n) => n.startsWith("manent-limit-test-3-0-0-")));
     assert.ok(history.some((n) => n.startsWith("manent-limit-test-2-0-0-")));
     const releases = JSON.parse((await cm("manent-limit-test"))!.data!.releases!) as { version: string }[];
-    assert.deepEqual(releases.map((r) => r.version), ["3.0.0", "2.0.0"]);
+    assert.deepEqual(
+      releases.map((r) => r.version),
+      ["3.0.0", "2.0.0"],
+    );
   });
 
   it("a release over 256 KiB is gzipped into binaryData", async () => {
@@ -115,7 +157,13 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
   it("a release over 1 MiB compressed is split over several ConfigMaps the real server accepts, and rolled back intact", async () => {
     // Random data does not compress: three 700 KB ConfigMaps make ~2 MB of history.
     const blobs = [0, 1, 2].map(() => randomBytes(525_000).toString("base64"));
-    const big = await files.write("big.yaml", blobs.map((b, i) => configMap(`blob-${i}`, b)).join("").slice(4));
+    const big = await files.write(
+      "big.yaml",
+      blobs
+        .map((b, i) => configMap(`blob-${i}`, b))
+        .join("")
+        .slice(4),
+    );
     const res = await d.deploy(makeRequest({ ...on("big"), version: "1.0.0", artifactPath: big }));
     const release = (await cm(res.targets[0]!.details!.release!))!;
     const parts = Number(release.data!.parts);
@@ -126,7 +174,11 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
     }
 
     const recorded = await d.currentRelease(makeRequest({ ...on("big"), version: "1.0.0", artifactPath: big }));
-    const req2 = makeRequest({ ...on("big"), version: "2.0.0", artifactPath: await files.write("small.yaml", configMap("blob-0", "small").slice(4)) });
+    const req2 = makeRequest({
+      ...on("big"),
+      version: "2.0.0",
+      artifactPath: await files.write("small.yaml", configMap("blob-0", "small").slice(4)),
+    });
     await d.deploy(req2);
     assert.equal(await cm("blob-1"), undefined, "pruned by 2.0.0");
 
@@ -137,7 +189,11 @@ describe("kubernetes plugin: release history, pruning, rollback", () => {
   });
 
   it("rollback to a version missing from the history is a clear error", async () => {
-    const req = makeRequest({ ...on("missing"), version: "2.0.0", artifactPath: await files.write("x.yaml", configMap("x", "1").slice(4)) });
+    const req = makeRequest({
+      ...on("missing"),
+      version: "2.0.0",
+      artifactPath: await files.write("x.yaml", configMap("x", "1").slice(4)),
+    });
     const err = await d.rollback(rollbackRequest(req, [{ host: "127.0.0.1", version: "0.9.0" }])).then(
       () => assert.fail("rolled back to nothing"),
       (e: unknown) => ManentError.from(e),

@@ -3,7 +3,15 @@ import { after, before, describe, it } from "node:test";
 import { Code, isPermanent, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
-import { getObj, helloManifest, makeRequest as makeRequestOn, memoryLogger, pullableImages, scratch, type RequestInput } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  makeRequest as makeRequestOn,
+  memoryLogger,
+  pullableImages,
+  scratch,
+  type RequestInput,
+} from "./helpers.js";
 
 const digest = "sha256:" + "a".repeat(64);
 
@@ -57,10 +65,15 @@ spec:
     const before = (await cp.auditedRequests()).length;
     const deployErr = await rejection(d.deploy(req));
     assert.ok(isPermanent(deployErr));
-    assert.deepEqual((await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch"), []);
+    assert.deepEqual(
+      (await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch"),
+      [],
+    );
 
     const pinned = await files.write("pinned.yaml", helloManifest.replace("hashicorp/http-echo:1.0", `hashicorp/http-echo@${digest}`));
-    await d.validate(makeRequest({ artifactPath: pinned, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } }));
+    await d.validate(
+      makeRequest({ artifactPath: pinned, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } }),
+    );
     // without the param, tags are fine
     await d.validate(makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1" } }));
   });
@@ -72,7 +85,10 @@ spec:
     assert.match(err.message, /ConfigMap\/other\/a: names a namespace other than "hello"/);
     assert.equal(await getObj(cp, "v1", "ConfigMap", "a", "other"), undefined);
 
-    const ok = await files.write("ok.yaml", `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: hello}\ndata: {k: v}\n`);
+    const ok = await files.write(
+      "ok.yaml",
+      `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: hello}\ndata: {k: v}\n`,
+    );
     await d.deploy(makeRequest({ artifactPath: ok, version: "1.0.0", application: "ns" }));
     assert.ok(await getObj(cp, "v1", "ConfigMap", "a"));
     assert.ok(await getObj(cp, "v1", "ConfigMap", "b"));
@@ -85,7 +101,10 @@ spec:
     assert.ok(isPermanent(err));
     assert.match(err.message, /unknown variable \$\{REPLICAS\} \(set it with param var\.REPLICAS\)/);
     // $${X} stays literal and needs no variable
-    const escaped = await files.write("escaped.yaml", `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: esc}\ndata: {script: "echo $\${HOME}"}\n`);
+    const escaped = await files.write(
+      "escaped.yaml",
+      `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: esc}\ndata: {script: "echo $\${HOME}"}\n`,
+    );
     await d.deploy(makeRequest({ artifactPath: escaped, version: "1.0.0", application: "esc" }));
     assert.deepEqual((await getObj(cp, "v1", "ConfigMap", "esc"))!.data, { script: "echo ${HOME}" });
   });
@@ -99,7 +118,9 @@ spec:
       [{ helm_values: "- a list" }, "helm_values"],
       [{ colour: "blue" }, "colour"],
     ] as [Record<string, string>, string][]) {
-      const err = await rejection(d.validate(makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", ...params } })));
+      const err = await rejection(
+        d.validate(makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", ...params } })),
+      );
       assert.equal(err.code, Code.InvalidArgument);
       assert.ok(err.message.includes(field), err.message);
     }

@@ -28,7 +28,14 @@ describe("kubernetes plugin: RBAC", () => {
     await files?.cleanup();
   });
 
-  const request = async () => makeRequest({ clusters: [cp], access: [access], artifactPath: await files.write("hello.yaml", helloManifest), version: "1.0.0", params: { "var.REPLICAS": "2" } });
+  const request = async () =>
+    makeRequest({
+      clusters: [cp],
+      access: [access],
+      artifactPath: await files.write("hello.yaml", helloManifest),
+      version: "1.0.0",
+      params: { "var.REPLICAS": "2" },
+    });
 
   it("dry-run names every missing permission (a Role without services), with the object, verb and resource", async () => {
     const err = await d.dryRun(await request()).then(
@@ -38,10 +45,19 @@ describe("kubernetes plugin: RBAC", () => {
     assert.ok(err instanceof ResultError);
     assert.equal(err.code, Code.PermissionDenied);
     assert.ok(err.permanent);
-    assert.match(err.message, /cluster 127\.0\.0\.1: Service\/hello\/hello: forbidden: the token lacks permission "patch" on "services" in namespace "hello"/);
-    assert.match(err.message, /User "system:serviceaccount:hello:manent" cannot patch resource "services" in API group "" in the namespace "hello"/);
+    assert.match(
+      err.message,
+      /cluster 127\.0\.0\.1: Service\/hello\/hello: forbidden: the token lacks permission "patch" on "services" in namespace "hello"/,
+    );
+    assert.match(
+      err.message,
+      /User "system:serviceaccount:hello:manent" cannot patch resource "services" in API group "" in the namespace "hello"/,
+    );
     // the history ConfigMap needs patch too: reported in the same dry-run
-    assert.match(err.message, /release history: cluster 127\.0\.0\.1: ConfigMap\/hello\/manent-hello-test: forbidden: the token lacks permission "patch" on "configmaps"/);
+    assert.match(
+      err.message,
+      /release history: cluster 127\.0\.0\.1: ConfigMap\/hello\/manent-hello-test: forbidden: the token lacks permission "patch" on "configmaps"/,
+    );
     assert.doesNotMatch(err.message, /Deployment\/hello\/hello/);
     assert.equal(err.result.targets[0]!.status, "failed");
     assert.equal(await getObj(cp, "apps/v1", "Deployment", "hello"), undefined, "dry-run stored nothing");

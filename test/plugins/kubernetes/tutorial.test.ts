@@ -3,7 +3,18 @@ import { after, before, describe, it } from "node:test";
 import { isPermanent, ResultError } from "../../../src/plugin.js";
 import { kubernetesFactory, type KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
-import { getObj, helloManifest, historyConfigMaps, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, specManagers, stuckManifest } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  historyConfigMaps,
+  makeRequest,
+  memoryLogger,
+  pullableImages,
+  rollbackRequest,
+  scratch,
+  specManagers,
+  stuckManifest,
+} from "./helpers.js";
 
 /** The tutorial, chapter 4, on a real control plane: dry-run, deploy, a stuck 1.1.0 and its rollback to 1.0.0. */
 describe("kubernetes plugin: the tutorial", () => {
@@ -100,7 +111,10 @@ describe("kubernetes plugin: the tutorial", () => {
       (e: unknown) => e,
     );
     assert.ok(err instanceof ResultError);
-    assert.match(err.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[b-df-hj-np-tv-z2-9]{6,10}" has timed out progressing\.$/);
+    assert.match(
+      err.message,
+      /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout stuck: ReplicaSet "hello-[b-df-hj-np-tv-z2-9]{6,10}" has timed out progressing\.$/,
+    );
     assert.ok(isPermanent(err), "a stuck rollout is permanent");
     assert.equal(err.result.targets[0]!.status, "failed");
     const stuck = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
@@ -112,11 +126,20 @@ describe("kubernetes plugin: the tutorial", () => {
     const rb = await d.rollback(rollbackRequest({ ...req, artifact: { ...req.artifact, path: `${files.dir}/gone.yaml` } }, recorded));
     assert.equal(rb.targets[0]!.status, "rolled_back");
     const dep = (await getObj(cp, "apps/v1", "Deployment", "hello"))!;
-    assert.equal(`${dep.spec.template.spec.containers[0].image} ${dep.metadata.annotations!["manent.io/version"]}`, "hashicorp/http-echo:1.0 1.0.0");
+    assert.equal(
+      `${dep.spec.template.spec.containers[0].image} ${dep.metadata.annotations!["manent.io/version"]}`,
+      "hashicorp/http-echo:1.0 1.0.0",
+    );
     assert.equal(dep.status.availableReplicas, 2);
     assert.equal(dep.status.updatedReplicas, 2);
-    const reapplied = (await cp.auditedRequests()).slice(before).filter((r) => r.verb === "patch" && new URL(r.requestURI, cp.url).pathname.endsWith("/deployments/hello"));
-    assert.deepEqual(reapplied.map((r) => new URL(r.requestURI, cp.url).searchParams.get("force")), [null], "the saved 1.0.0 Deployment was applied once, without force");
+    const reapplied = (await cp.auditedRequests())
+      .slice(before)
+      .filter((r) => r.verb === "patch" && new URL(r.requestURI, cp.url).pathname.endsWith("/deployments/hello"));
+    assert.deepEqual(
+      reapplied.map((r) => new URL(r.requestURI, cp.url).searchParams.get("force")),
+      [null],
+      "the saved 1.0.0 Deployment was applied once, without force",
+    );
 
     const names = (await historyConfigMaps(cp)).map((c) => String(c.metadata.name));
     assert.equal(names.length, 2, `the failed release's history is gone: ${names.join(", ")}`);

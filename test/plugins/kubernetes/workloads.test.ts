@@ -3,7 +3,16 @@ import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
-import { getObj, helloManifest, makeRequest as makeRequestOn, memoryLogger, pullableImages, rollbackRequest, scratch, type RequestInput } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  makeRequest as makeRequestOn,
+  memoryLogger,
+  pullableImages,
+  rollbackRequest,
+  scratch,
+  type RequestInput,
+} from "./helpers.js";
 
 const statefulAndDaemon = `apiVersion: apps/v1
 kind: StatefulSet
@@ -64,15 +73,29 @@ describe("kubernetes plugin: workloads and edge cases", () => {
 
   it("a rollout slower than wait_timeout fails with deadline_exceeded (retryable), naming the object", async () => {
     // progressDeadlineSeconds 600: the real controller does not give up within the wait.
-    const path = await files.write("slow.yaml", helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 600"));
-    const err = await failure(d.deploy(makeRequest({ application: "slow", version: "1.0.0", artifactPath: path, params: { "var.REPLICAS": "2", wait_timeout: "300ms" } })));
+    const path = await files.write(
+      "slow.yaml",
+      helloManifest
+        .replace("http-echo:1.0", "http-echo:does-not-exist")
+        .replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 600"),
+    );
+    const err = await failure(
+      d.deploy(
+        makeRequest({ application: "slow", version: "1.0.0", artifactPath: path, params: { "var.REPLICAS": "2", wait_timeout: "300ms" } }),
+      ),
+    );
     assert.equal(err.code, Code.DeadlineExceeded);
     assert.equal(err.permanent, false);
     assert.match(err.message, /^cluster 127\.0\.0\.1: Deployment\/hello\/hello: rollout not complete after wait_timeout 300ms: /);
   });
 
   it("rolling back the first release (to no version) removes everything it applied", async () => {
-    const req = makeRequest({ application: "first", version: "1.0.0", artifactPath: await files.write("f.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first-a}\ndata: {a: b}\n"), params: { "var.REPLICAS": "1" } });
+    const req = makeRequest({
+      application: "first",
+      version: "1.0.0",
+      artifactPath: await files.write("f.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first-a}\ndata: {a: b}\n"),
+      params: { "var.REPLICAS": "1" },
+    });
     const before = await d.currentRelease(req);
     assert.deepEqual(before, [{ host: "127.0.0.1", version: "" }]);
     await d.deploy(req);
@@ -84,9 +107,19 @@ describe("kubernetes plugin: workloads and edge cases", () => {
   });
 
   it("a cancelled deploy stops waiting at once with canceled", async () => {
-    const path = await files.write("cancel.yaml", helloManifest.replace("http-echo:1.0", "http-echo:does-not-exist").replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 600"));
+    const path = await files.write(
+      "cancel.yaml",
+      helloManifest
+        .replace("http-echo:1.0", "http-echo:does-not-exist")
+        .replace("progressDeadlineSeconds: 120", "progressDeadlineSeconds: 600"),
+    );
     const ac = new AbortController();
-    const req = makeRequest({ application: "cancel", version: "1.0.0", artifactPath: path, params: { "var.REPLICAS": "2", wait_timeout: "10m" } });
+    const req = makeRequest({
+      application: "cancel",
+      version: "1.0.0",
+      artifactPath: path,
+      params: { "var.REPLICAS": "2", wait_timeout: "10m" },
+    });
     const logger = memoryLogger();
     // Cancel when the plugin says it is waiting: an event, not a timer.
     const info = logger.info;
@@ -100,7 +133,10 @@ describe("kubernetes plugin: workloads and edge cases", () => {
   });
 
   it("a release that creates its own namespace: the server's dry run does not refuse what goes into it", async () => {
-    const path = await files.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: fresh}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: inside}\ndata: {a: b}\n");
+    const path = await files.write(
+      "ns.yaml",
+      "apiVersion: v1\nkind: Namespace\nmetadata: {name: fresh}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: inside}\ndata: {a: b}\n",
+    );
     const req = makeRequest({ application: "fresh", version: "1.0.0", artifactPath: path, params: { namespace: "fresh" } });
     assert.equal((await d.dryRun(req)).targets[0]!.status, "ready");
     assert.equal(await getObj(cp, "v1", "Namespace", "fresh", undefined), undefined, "dry-run created nothing");
@@ -114,7 +150,10 @@ describe("kubernetes plugin: workloads and edge cases", () => {
   });
 
   it("the same object twice in an artifact is refused", async () => {
-    const path = await files.write("dup.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n");
+    const path = await files.write(
+      "dup.yaml",
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice}\n",
+    );
     const err = await failure(d.deploy(makeRequest({ application: "dup", version: "1.0.0", artifactPath: path })));
     assert.equal(err.code, Code.InvalidArgument);
     assert.match(err.message, /ConfigMap\/hello\/twice appears twice in the artifact/);

@@ -3,13 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readlink, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
-import type {
-  Logger,
-  Request,
-  RollbackRequest,
-  Target,
-  TargetRelease,
-} from "../../../src/plugin.js";
+import type { Logger, Request, RollbackRequest, Target, TargetRelease } from "../../../src/plugin.js";
 import { ManentError, Code } from "../../../src/plugin.js";
 import { sha256File } from "../../../src/plugins/remote-copy/artifact-file.js";
 
@@ -37,11 +31,7 @@ export class RecordingLogger implements Logger {
   on(msg: string, fn: (e: LogEntry) => void): void {
     this.hooks.push({ msg, fn, once: false });
   }
-  private add(
-    level: string,
-    msg: string,
-    attrs?: Record<string, unknown>,
-  ): void {
+  private add(level: string, msg: string, attrs?: Record<string, unknown>): void {
     const e = { level, msg, ...(attrs ? { attrs } : {}) };
     this.entries.push(e);
     for (const h of this.hooks.filter((x) => x.msg === msg)) {
@@ -70,31 +60,21 @@ export interface TestArtifact {
 }
 
 /** A .tar.gz holding app.txt ("<version>") and, when `randomBytesCount` is set, an incompressible blob. */
-export async function makeTarball(
-  dir: string,
-  version: string,
-  randomBytesCount = 0,
-): Promise<TestArtifact> {
+export async function makeTarball(dir: string, version: string, randomBytesCount = 0): Promise<TestArtifact> {
   const src = join(dir, `src-${version}`);
   await mkdir(join(src, "bin"), { recursive: true });
   await writeFile(join(src, "app.txt"), version);
   await writeFile(join(src, "bin", "run.sh"), "#!/bin/sh\necho run\n", {
     mode: 0o755,
   });
-  if (randomBytesCount > 0)
-    await writeFile(join(src, "blob.bin"), randomBytes(randomBytesCount));
+  if (randomBytesCount > 0) await writeFile(join(src, "blob.bin"), randomBytes(randomBytesCount));
   const path = join(dir, `app-${version}.tar.gz`);
   await run("tar", ["-czf", path, "-C", src, "."]);
   return { path, version, sha256: await sha256File(path) };
 }
 
 /** A plain (non-archive) artifact of `size` random bytes. */
-export async function makeFile(
-  dir: string,
-  name: string,
-  version: string,
-  size: number,
-): Promise<TestArtifact> {
+export async function makeFile(dir: string, name: string, version: string, size: number): Promise<TestArtifact> {
   const path = join(dir, name);
   await writeFile(path, randomBytes(size));
   return { path, version, sha256: await sha256File(path) };
@@ -130,8 +110,7 @@ export function request(o: RequestOptions): Request {
     secrets: {
       secret: async (name) => {
         const v = secrets[name];
-        if (v === undefined)
-          throw new ManentError(Code.NotFound, `secret ${name} not found`);
+        if (v === undefined) throw new ManentError(Code.NotFound, `secret ${name} not found`);
         return v;
       },
     },
@@ -141,10 +120,7 @@ export function request(o: RequestOptions): Request {
   };
 }
 
-export function rollbackRequest(
-  o: RequestOptions,
-  releases: TargetRelease[],
-): RollbackRequest {
+export function rollbackRequest(o: RequestOptions, releases: TargetRelease[]): RollbackRequest {
   return { ...request(o), releases };
 }
 

@@ -3,22 +3,9 @@ import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import {
-  Code,
-  ManentError,
-  ResultError,
-  capabilitiesOf,
-} from "../../../src/plugin.js";
+import { Code, ManentError, ResultError, capabilitiesOf } from "../../../src/plugin.js";
 import { remoteCopyFactory } from "../../../src/plugins/remote-copy/index.js";
-import {
-  currentOf,
-  makeFile,
-  makeTarball,
-  RecordingLogger,
-  request,
-  rollbackRequest,
-  type TestArtifact,
-} from "./helpers.js";
+import { currentOf, makeFile, makeTarball, RecordingLogger, request, rollbackRequest, type TestArtifact } from "./helpers.js";
 
 const targets = [
   { host: "web-1", labels: {} },
@@ -50,20 +37,13 @@ describe("remote-copy, local transport", () => {
       activate:
         'test "$PWD" = "$MANENT_RELEASE_DIR" && echo "$MANENT_VERSION $MANENT_ENVIRONMENT $MANENT_APPLICATION" >> ../../activations.log',
     };
-    for (const v of ["1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"])
-      art[v] = await makeTarball(dir, v);
+    for (const v of ["1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"]) art[v] = await makeTarball(dir, v);
   });
   after(() => rm(dir, { recursive: true, force: true }));
 
   const baseOf = (host: string): string => base.replace("{host}", host);
   const activations = async (host: string): Promise<string[]> =>
-    (
-      await readFile(join(baseOf(host), "activations.log"), "utf8").catch(
-        () => "",
-      )
-    )
-      .split("\n")
-      .filter(Boolean);
+    (await readFile(join(baseOf(host), "activations.log"), "utf8").catch(() => "")).split("\n").filter(Boolean);
 
   it("declares its capabilities", async () => {
     const d = await plugin();
@@ -82,14 +62,11 @@ describe("remote-copy, local transport", () => {
   it("validates params, naming the bad one", async () => {
     const d = await plugin();
     const bad = async (p: Record<string, string>, name: string) => {
-      await assert.rejects(
-        d.validate(request({ artifact: art["1.0.0"]!, targets, params: p })),
-        (err: ManentError) => {
-          assert.equal(err.code, Code.InvalidArgument);
-          assert.match(err.message, new RegExp(`param ${name}`));
-          return true;
-        },
-      );
+      await assert.rejects(d.validate(request({ artifact: art["1.0.0"]!, targets, params: p })), (err: ManentError) => {
+        assert.equal(err.code, Code.InvalidArgument);
+        assert.match(err.message, new RegExp(`param ${name}`));
+        return true;
+      });
     };
     await bad({ ...params, base: "relative/dir" }, "base");
     await bad({ ...params, keep_releases: "1" }, "keep_releases");
@@ -98,10 +75,7 @@ describe("remote-copy, local transport", () => {
     // A misspelt param is refused, not ignored with its default used instead.
     await bad({ ...params, keep_release: "3" }, '"keep_release" \\(known: transport, base, keep_releases');
     await bad({ ...params, base: join(dir, "shared") }, "base");
-    await bad(
-      { transport: "ssh", base: "/srv/app", user: "deploy" },
-      "known_hosts_secret",
-    );
+    await bad({ transport: "ssh", base: "/srv/app", user: "deploy" }, "known_hosts_secret");
     await bad(
       {
         transport: "ssh",
@@ -115,9 +89,7 @@ describe("remote-copy, local transport", () => {
 
   it("dry-runs without touching the targets", async () => {
     const d = await plugin();
-    const r = await d.dryRun(
-      request({ artifact: art["1.0.0"]!, targets, params }),
-    );
+    const r = await d.dryRun(request({ artifact: art["1.0.0"]!, targets, params }));
     assert.deepEqual(
       r.targets.map((t) => t.status),
       ["ready", "ready"],
@@ -128,9 +100,7 @@ describe("remote-copy, local transport", () => {
   it("deploys a first version to two targets", async () => {
     const d = await plugin();
     const a = art["1.0.0"]!;
-    const r = await d.deploy(
-      request({ artifact: a, targets, params, parallelism: 2 }),
-    );
+    const r = await d.deploy(request({ artifact: a, targets, params, parallelism: 2 }));
     const size = (await stat(a.path)).size;
     for (const [i, host] of ["web-1", "web-2"].entries()) {
       const t = r.targets[i]!;
@@ -138,16 +108,10 @@ describe("remote-copy, local transport", () => {
       assert.equal(t.status, "deployed");
       assert.equal(t.details?.previous_version, "");
       assert.equal(t.details?.bytes_sent, String(size));
-      assert.equal(
-        t.details?.release_path,
-        join(baseOf(host), "releases", "1.0.0"),
-      );
+      assert.equal(t.details?.release_path, join(baseOf(host), "releases", "1.0.0"));
       assert.equal(typeof t.duration_ms, "number");
       assert.equal(await currentOf(baseOf(host)), "1.0.0");
-      assert.equal(
-        await readFile(join(baseOf(host), "current", "app.txt"), "utf8"),
-        "1.0.0",
-      );
+      assert.equal(await readFile(join(baseOf(host), "current", "app.txt"), "utf8"), "1.0.0");
       assert.deepEqual(await activations(host), ["1.0.0 test shop"]);
       // The upload area is left empty.
       assert.deepEqual(await readdir(join(baseOf(host), ".incoming")), []);
@@ -156,9 +120,7 @@ describe("remote-copy, local transport", () => {
 
   it("deploys a second version, recording the previous one", async () => {
     const d = await plugin();
-    const r = await d.deploy(
-      request({ artifact: art["2.0.0"]!, targets, params, parallelism: 2 }),
-    );
+    const r = await d.deploy(request({ artifact: art["2.0.0"]!, targets, params, parallelism: 2 }));
     assert.deepEqual(
       r.targets.map((t) => [t.status, t.details?.previous_version]),
       [
@@ -166,24 +128,14 @@ describe("remote-copy, local transport", () => {
         ["deployed", "1.0.0"],
       ],
     );
-    assert.equal(
-      await readFile(join(baseOf("web-1"), "current", "app.txt"), "utf8"),
-      "2.0.0",
-    );
-    assert.deepEqual(await readdir(join(baseOf("web-1"), "releases")), [
-      "1.0.0",
-      "2.0.0",
-    ]);
+    assert.equal(await readFile(join(baseOf("web-1"), "current", "app.txt"), "utf8"), "2.0.0");
+    assert.deepEqual(await readdir(join(baseOf("web-1"), "releases")), ["1.0.0", "2.0.0"]);
   });
 
   it("re-deploying the current version is unchanged and copies nothing", async () => {
     const d = await plugin();
-    const before = await stat(
-      join(baseOf("web-1"), "releases", "2.0.0", "app.txt"),
-    );
-    const r = await d.deploy(
-      request({ artifact: art["2.0.0"]!, targets, params }),
-    );
+    const before = await stat(join(baseOf("web-1"), "releases", "2.0.0", "app.txt"));
+    const r = await d.deploy(request({ artifact: art["2.0.0"]!, targets, params }));
     assert.deepEqual(
       r.targets.map((t) => [t.status, t.details?.bytes_sent]),
       [
@@ -191,15 +143,10 @@ describe("remote-copy, local transport", () => {
         ["unchanged", "0"],
       ],
     );
-    const afterStat = await stat(
-      join(baseOf("web-1"), "releases", "2.0.0", "app.txt"),
-    );
+    const afterStat = await stat(join(baseOf("web-1"), "releases", "2.0.0", "app.txt"));
     assert.equal(afterStat.ino, before.ino);
     assert.equal(afterStat.mtimeMs, before.mtimeMs);
-    assert.deepEqual(await activations("web-1"), [
-      "1.0.0 test shop",
-      "2.0.0 test shop",
-    ]);
+    assert.deepEqual(await activations("web-1"), ["1.0.0 test shop", "2.0.0 test shop"]);
   });
 
   it("tells the current release of each target", async () => {
@@ -223,28 +170,16 @@ describe("remote-copy, local transport", () => {
 
   it("keeps the last keep_releases releases", async () => {
     const d = await plugin();
-    for (const v of ["3.0.0", "4.0.0", "5.0.0"])
-      await d.deploy(
-        request({ artifact: art[v]!, targets, params, parallelism: 2 }),
-      );
+    for (const v of ["3.0.0", "4.0.0", "5.0.0"]) await d.deploy(request({ artifact: art[v]!, targets, params, parallelism: 2 }));
     for (const host of ["web-1", "web-2"]) {
-      assert.deepEqual((await readdir(join(baseOf(host), "releases"))).sort(), [
-        "3.0.0",
-        "4.0.0",
-        "5.0.0",
-      ]);
+      assert.deepEqual((await readdir(join(baseOf(host), "releases"))).sort(), ["3.0.0", "4.0.0", "5.0.0"]);
     }
   });
 
   it("never prunes the previous release, even when it is the oldest", async () => {
     const d = await plugin();
     // Roll web-1 back to 3.0.0 (the oldest kept), then deploy 1.0.0 again: 3.0.0 is now previous.
-    await d.rollback(
-      rollbackRequest(
-        { artifact: art["5.0.0"]!, targets: [targets[0]!], params },
-        [{ host: "web-1", version: "3.0.0" }],
-      ),
-    );
+    await d.rollback(rollbackRequest({ artifact: art["5.0.0"]!, targets: [targets[0]!], params }, [{ host: "web-1", version: "3.0.0" }]));
     const again = await makeTarball(join(dir), "6.0.0");
     await d.deploy(
       request({
@@ -253,26 +188,19 @@ describe("remote-copy, local transport", () => {
         params: { ...params, keep_releases: "2" },
       }),
     );
-    assert.deepEqual(
-      (await readdir(join(baseOf("web-1"), "releases"))).sort(),
-      ["3.0.0", "6.0.0"],
-    );
+    assert.deepEqual((await readdir(join(baseOf("web-1"), "releases"))).sort(), ["3.0.0", "6.0.0"]);
   });
 
   it("rolls back to the recorded releases without copying, re-running activate", async () => {
     const d = await plugin();
-    const checkpoint = await d.currentRelease(
-      request({ artifact: art["5.0.0"]!, targets, params }),
-    );
+    const checkpoint = await d.currentRelease(request({ artifact: art["5.0.0"]!, targets, params }));
     assert.deepEqual(
       checkpoint.map((r) => r.version),
       ["6.0.0", "5.0.0"],
     );
     const before = (await activations("web-2")).length;
     await d.deploy(request({ artifact: art["4.0.0"]!, targets, params }));
-    const r = await d.rollback(
-      rollbackRequest({ artifact: art["4.0.0"]!, targets, params }, checkpoint),
-    );
+    const r = await d.rollback(rollbackRequest({ artifact: art["4.0.0"]!, targets, params }, checkpoint));
     assert.deepEqual(
       r.targets.map((t) => [t.host, t.status, t.details?.bytes_sent]),
       [
@@ -282,44 +210,31 @@ describe("remote-copy, local transport", () => {
     );
     assert.equal(await currentOf(baseOf("web-1")), "6.0.0");
     assert.equal(await currentOf(baseOf("web-2")), "5.0.0");
-    assert.deepEqual((await activations("web-2")).slice(before), [
-      "4.0.0 test shop",
-      "5.0.0 test shop",
-    ]);
+    assert.deepEqual((await activations("web-2")).slice(before), ["4.0.0 test shop", "5.0.0 test shop"]);
   });
 
   it("fails the target when activate fails, with exit code and stderr; rollback restores", async () => {
     const d = await plugin();
-    const checkpoint = await d.currentRelease(
-      request({ artifact: art["5.0.0"]!, targets, params }),
-    );
+    const checkpoint = await d.currentRelease(request({ artifact: art["5.0.0"]!, targets, params }));
     const failing = {
       ...params,
-      activate:
-        'echo "starting $MANENT_VERSION"; echo "port 8080 already in use" >&2; exit 3',
+      activate: 'echo "starting $MANENT_VERSION"; echo "port 8080 already in use" >&2; exit 3',
     };
-    const err = await d
-      .deploy(request({ artifact: art["3.0.0"]!, targets, params: failing }))
-      .then(
-        () => assert.fail("deploy should fail"),
-        (e: unknown) => e,
-      );
+    const err = await d.deploy(request({ artifact: art["3.0.0"]!, targets, params: failing })).then(
+      () => assert.fail("deploy should fail"),
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof ResultError);
     assert.equal(err.code, Code.Aborted);
     assert.ok(err.permanent);
-    assert.match(
-      err.message,
-      /web-1: activate of release 3\.0\.0 failed with exit code 3; stderr: port 8080 already in use/,
-    );
+    assert.match(err.message, /web-1: activate of release 3\.0\.0 failed with exit code 3; stderr: port 8080 already in use/);
     // Parallelism 1: the first failure stops the deploy; web-2 is never started.
     assert.deepEqual(
       err.result.targets.map((t) => t.status),
       ["failed", "skipped"],
     );
     assert.equal(await currentOf(baseOf("web-1")), "3.0.0");
-    const r = await d.rollback(
-      rollbackRequest({ artifact: art["3.0.0"]!, targets, params }, checkpoint),
-    );
+    const r = await d.rollback(rollbackRequest({ artifact: art["3.0.0"]!, targets, params }, checkpoint));
     assert.deepEqual(
       r.targets.map((t) => t.status),
       ["rolled_back", "unchanged"],
@@ -346,19 +261,14 @@ describe("remote-copy, local transport", () => {
     const d = await plugin();
     const bin = await makeFile(dir, "shop-linux-amd64", "7.0.0", 4096);
     await d.deploy(request({ artifact: bin, targets: [targets[0]!], params }));
-    const copied = await readFile(
-      join(baseOf("web-1"), "current", "shop-linux-amd64"),
-    );
+    const copied = await readFile(join(baseOf("web-1"), "current", "shop-linux-amd64"));
     assert.deepEqual(copied, await readFile(bin.path));
   });
 
   it("rolls back to nothing by removing current", async () => {
     const d = await plugin();
     const r = await d.rollback(
-      rollbackRequest(
-        { artifact: art["1.0.0"]!, targets: [targets[1]!], params },
-        [{ host: "web-2", version: "" }],
-      ),
+      rollbackRequest({ artifact: art["1.0.0"]!, targets: [targets[1]!], params }, [{ host: "web-2", version: "" }]),
     );
     assert.equal(r.targets[0]!.status, "rolled_back");
     assert.match(r.targets[0]!.details?.note ?? "", /current removed/);
@@ -368,15 +278,8 @@ describe("remote-copy, local transport", () => {
   it("refuses a release that is gone", async () => {
     const d = await plugin();
     await assert.rejects(
-      d.rollback(
-        rollbackRequest(
-          { artifact: art["1.0.0"]!, targets: [targets[0]!], params },
-          [{ host: "web-1", version: "1.0.0" }],
-        ),
-      ),
-      (e: ManentError) =>
-        e.code === Code.FailedPrecondition &&
-        /release 1\.0\.0 is no longer/.test(e.message),
+      d.rollback(rollbackRequest({ artifact: art["1.0.0"]!, targets: [targets[0]!], params }, [{ host: "web-1", version: "1.0.0" }])),
+      (e: ManentError) => e.code === Code.FailedPrecondition && /release 1\.0\.0 is no longer/.test(e.message),
     );
   });
 });

@@ -3,18 +3,8 @@ import { appendFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ResultError } from "../../../src/plugin.js";
-import {
-  generateKey,
-  startSshHosts,
-  type SshHosts,
-} from "../../support/sshd/index.js";
-import {
-  currentOf,
-  makeTarball,
-  request,
-  rollbackRequest,
-  type TestArtifact,
-} from "./helpers.js";
+import { generateKey, startSshHosts, type SshHosts } from "../../support/sshd/index.js";
+import { currentOf, makeTarball, request, rollbackRequest, type TestArtifact } from "./helpers.js";
 import { sshAccess, sshPlugin, sshTargets } from "./ssh-fixture.js";
 
 describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () => {
@@ -35,9 +25,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
     const { params, secrets } = sshAccess(hosts, base);
     const targets = sshTargets(hosts, 2);
     const d = await sshPlugin();
-    const r = await d.deploy(
-      request({ artifact: v1, targets, params, secrets, parallelism: 2 }),
-    );
+    const r = await d.deploy(request({ artifact: v1, targets, params, secrets, parallelism: 2 }));
     for (const [i, t] of r.targets.entries()) {
       const hostBase = base.replace("{host}", targets[i]!.host);
       assert.equal(t.status, "deployed");
@@ -45,16 +33,12 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
       assert.equal(t.details?.release_path, `${hostBase}/releases/1.0.0`);
       assert.equal(await currentOf(hostBase), "1.0.0");
     }
-    const rel = await d.currentRelease(
-      request({ artifact: v1, targets, params, secrets }),
-    );
+    const rel = await d.currentRelease(request({ artifact: v1, targets, params, secrets }));
     assert.deepEqual(
       rel.map((x) => x.version),
       ["1.0.0", "1.0.0"],
     );
-    const again = await d.deploy(
-      request({ artifact: v1, targets, params, secrets, parallelism: 2 }),
-    );
+    const again = await d.deploy(request({ artifact: v1, targets, params, secrets, parallelism: 2 }));
     assert.deepEqual(
       again.targets.map((t) => t.status),
       ["unchanged", "unchanged"],
@@ -73,38 +57,22 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
     };
     const targets = sshTargets(hosts, 2);
     const d = await sshPlugin();
-    await d.deploy(
-      request({ artifact: v1, targets, params, secrets, parallelism: 2 }),
-    );
-    const checkpoint = await d.currentRelease(
-      request({ artifact: v2, targets, params, secrets }),
-    );
+    await d.deploy(request({ artifact: v1, targets, params, secrets, parallelism: 2 }));
+    const checkpoint = await d.currentRelease(request({ artifact: v2, targets, params, secrets }));
 
-    const err = await d
-      .deploy(
-        request({ artifact: v2, targets, params, secrets, parallelism: 2 }),
-      )
-      .then(
-        () => assert.fail("deploy of 2.0.0 should fail"),
-        (e: unknown) => e,
-      );
+    const err = await d.deploy(request({ artifact: v2, targets, params, secrets, parallelism: 2 })).then(
+      () => assert.fail("deploy of 2.0.0 should fail"),
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof ResultError);
     assert.ok(err.permanent);
-    assert.match(
-      err.message,
-      /exit code 7; stderr: missing config for 2\.0\.0/,
-    );
+    assert.match(err.message, /exit code 7; stderr: missing config for 2\.0\.0/);
     assert.deepEqual(
       err.result.targets.map((t) => t.status),
       ["failed", "failed"],
     );
 
-    const r = await d.rollback(
-      rollbackRequest(
-        { artifact: v2, targets, params, secrets, parallelism: 2 },
-        checkpoint,
-      ),
-    );
+    const r = await d.rollback(rollbackRequest({ artifact: v2, targets, params, secrets, parallelism: 2 }, checkpoint));
     assert.deepEqual(
       r.targets.map((t) => [t.status, t.details?.previous_version]),
       [
@@ -116,12 +84,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
     for (const t of targets) {
       const hostBase = base.replace("{host}", t.host);
       assert.equal(await currentOf(hostBase), "1.0.0");
-      assert.deepEqual(
-        (await readFile(join(hostBase, "activations.log"), "utf8"))
-          .trim()
-          .split("\n"),
-        ["1.0.0", "2.0.0", "1.0.0"],
-      );
+      assert.deepEqual((await readFile(join(hostBase, "activations.log"), "utf8")).trim().split("\n"), ["1.0.0", "2.0.0", "1.0.0"]);
     }
   });
 
@@ -161,10 +124,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
           secrets: { ...secrets, protected: key.privateKey },
         }),
       ),
-      (e: ResultError) =>
-        e.permanent &&
-        /unusable private key/.test(e.message) &&
-        !e.message.includes("correct horse"),
+      (e: ResultError) => e.permanent && /unusable private key/.test(e.message) && !e.message.includes("correct horse"),
     );
   });
 
@@ -174,9 +134,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
     const { params, secrets } = sshAccess(hosts, base);
     const targets = sshTargets(hosts, 5);
     const d = await sshPlugin();
-    const r = await d.deploy(
-      request({ artifact: v2, targets, params, secrets, parallelism: 5 }),
-    );
+    const r = await d.deploy(request({ artifact: v2, targets, params, secrets, parallelism: 5 }));
     assert.deepEqual(
       r.targets.map((t) => t.status),
       Array(5).fill("deployed"),
@@ -185,8 +143,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
       r.targets.map((t) => t.host),
       targets.map((t) => t.host),
     );
-    for (const t of targets)
-      assert.equal(await currentOf(base.replace("{host}", t.host)), "2.0.0");
+    for (const t of targets) assert.equal(await currentOf(base.replace("{host}", t.host)), "2.0.0");
   });
 
   it("accepts a pinned host key fingerprint and goes through a jump host", async () => {
@@ -210,10 +167,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
       }),
     );
     assert.equal(r.targets[0]!.status, "deployed");
-    assert.equal(
-      await currentOf(base.replace("{host}", target!.host)),
-      "1.0.0",
-    );
+    assert.equal(await currentOf(base.replace("{host}", target!.host)), "1.0.0");
     // Without the jump host's fingerprint the bastion is refused like any unknown host.
     await assert.rejects(
       d.deploy(
@@ -224,8 +178,7 @@ describe("remote-copy over SSH (real sshd): deploy, activation, rollback", () =>
           secrets,
         }),
       ),
-      (e: ResultError) =>
-        e.code === Code.Aborted && e.message.includes(jump!.fingerprint),
+      (e: ResultError) => e.code === Code.Aborted && e.message.includes(jump!.fingerprint),
     );
   });
 });

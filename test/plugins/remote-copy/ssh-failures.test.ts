@@ -5,20 +5,8 @@ import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError, ResultError } from "../../../src/plugin.js";
-import {
-  establishedTo,
-  generateKey,
-  startSshHosts,
-  type SshHosts,
-} from "../../support/sshd/index.js";
-import {
-  currentOf,
-  makeFile,
-  makeTarball,
-  RecordingLogger,
-  request,
-  type TestArtifact,
-} from "./helpers.js";
+import { establishedTo, generateKey, startSshHosts, type SshHosts } from "../../support/sshd/index.js";
+import { currentOf, makeFile, makeTarball, RecordingLogger, request, type TestArtifact } from "./helpers.js";
 import { sshAccess, sshPlugin, sshTargets } from "./ssh-fixture.js";
 
 /** The error a deploy failed with (a ResultError carrying per-target results). */
@@ -27,10 +15,7 @@ async function failure(p: Promise<unknown>): Promise<ResultError> {
     () => assert.fail("the call should fail"),
     (e: unknown) => e,
   );
-  assert.ok(
-    err instanceof ResultError,
-    `expected a ResultError, got ${String(err)}`,
-  );
+  assert.ok(err instanceof ResultError, `expected a ResultError, got ${String(err)}`);
   return err;
 }
 
@@ -115,9 +100,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
       killed = server.kill();
     });
     const d = await sshPlugin();
-    const err = await failure(
-      d.deploy(request({ artifact: big, targets, params, secrets, logger })),
-    );
+    const err = await failure(d.deploy(request({ artifact: big, targets, params, secrets, logger })));
     assert.ok(killed, "the upload never reported progress");
     await killed;
     assert.equal(err.code, Code.Unavailable, err.message);
@@ -126,16 +109,12 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     assert.equal(await currentOf(hostBase), "");
 
     // Nothing listens now: a refused connection is retryable too.
-    const refused = await failure(
-      d.deploy(request({ artifact: big, targets, params, secrets })),
-    );
+    const refused = await failure(d.deploy(request({ artifact: big, targets, params, secrets })));
     assert.equal(refused.code, Code.Unavailable);
     assert.match(refused.message, /ECONNREFUSED/);
 
     await server.start();
-    const r = await d.deploy(
-      request({ artifact: big, targets, params, secrets }),
-    );
+    const r = await d.deploy(request({ artifact: big, targets, params, secrets }));
     assert.equal(r.targets[0]!.status, "deployed");
     assert.equal(r.targets[0]!.details?.bytes_sent, String(48 * 1024 * 1024));
     assert.equal(await currentOf(hostBase), "2.0.0");
@@ -160,10 +139,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
       ),
     );
     assert.equal(dry.code, Code.Aborted);
-    assert.match(
-      dry.message,
-      new RegExp(`${server.host}: ${root} is not writable`),
-    );
+    assert.match(dry.message, new RegExp(`${server.host}: ${root} is not writable`));
 
     const err = await failure(
       d.deploy(
@@ -176,10 +152,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
       ),
     );
     assert.ok(err.permanent);
-    assert.ok(
-      err.message.includes(server.host) && err.message.includes(base),
-      err.message,
-    );
+    assert.ok(err.message.includes(server.host) && err.message.includes(base), err.message);
     assert.match(err.message, /Permission denied/);
   });
 
@@ -204,18 +177,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     const mountPoint = await hosts.ownedDir("tmpfs");
     const { uid, gid } = hosts.user;
     try {
-      execFileSync(
-        "mount",
-        [
-          "-t",
-          "tmpfs",
-          "-o",
-          `size=3m,mode=755,uid=${uid},gid=${gid}`,
-          "tmpfs",
-          mountPoint,
-        ],
-        { stdio: "pipe" },
-      );
+      execFileSync("mount", ["-t", "tmpfs", "-o", `size=3m,mode=755,uid=${uid},gid=${gid}`, "tmpfs", mountPoint], { stdio: "pipe" });
     } catch (err) {
       t.skip(`cannot mount a tmpfs here: ${String(err)}`);
       return;
@@ -228,34 +190,18 @@ describe("remote-copy over SSH (real sshd): failures", () => {
       await d.deploy(request({ artifact: small, targets, params, secrets }));
 
       // Bigger than the whole tmpfs: refused before the upload.
-      const huge = await makeFile(
-        hosts.dir,
-        "huge.bin",
-        "3.0.0",
-        4 * 1024 * 1024,
-      );
-      const before = await failure(
-        d.deploy(request({ artifact: huge, targets, params, secrets })),
-      );
+      const huge = await makeFile(hosts.dir, "huge.bin", "3.0.0", 4 * 1024 * 1024);
+      const before = await failure(d.deploy(request({ artifact: huge, targets, params, secrets })));
       assert.ok(before.permanent);
       assert.match(before.message, /no space left on device/);
-      assert.ok(
-        before.message.includes(targets[0]!.host) &&
-          before.message.includes(base),
-        before.message,
-      );
+      assert.ok(before.message.includes(targets[0]!.host) && before.message.includes(base), before.message);
 
       // Fits as an upload, not once unpacked beside it: tar hits ENOSPC on the host.
       const unpacks = await makeTarball(hosts.dir, "4.0.0", 1800 * 1024);
-      const during = await failure(
-        d.deploy(request({ artifact: unpacks, targets, params, secrets })),
-      );
+      const during = await failure(d.deploy(request({ artifact: unpacks, targets, params, secrets })));
       assert.ok(during.permanent, during.message);
       assert.match(during.message, /no space left on device/);
-      assert.ok(
-        during.message.includes(`${base}/releases/4.0.0`),
-        during.message,
-      );
+      assert.ok(during.message.includes(`${base}/releases/4.0.0`), during.message);
       assert.equal(await currentOf(base), "1.0.0");
       // The failed install cleaned up after itself: only the first release is there.
       const { readdir } = await import("node:fs/promises");
@@ -278,10 +224,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     logger.on("upload progress", (e) => {
       uploading.add(e.attrs?.host);
       if (uploading.size < targets.length || ac.signal.aborted) return;
-      connectedAtAbort = targets.reduce(
-        (n, t) => n + establishedTo(t.host, t.port!),
-        0,
-      );
+      connectedAtAbort = targets.reduce((n, t) => n + establishedTo(t.host, t.port!), 0);
       ac.abort();
     });
     const d = await sshPlugin();
@@ -299,17 +242,9 @@ describe("remote-copy over SSH (real sshd): failures", () => {
       ),
     );
     assert.equal(err.code, Code.Canceled, err.message);
-    assert.equal(
-      connectedAtAbort,
-      2,
-      "both hosts should have been connected while uploading",
-    );
+    assert.equal(connectedAtAbort, 2, "both hosts should have been connected while uploading");
     for (const t of targets) {
-      assert.equal(
-        establishedTo(t.host, t.port!),
-        0,
-        `a connection to ${t.host}:${t.port} is still open`,
-      );
+      assert.equal(establishedTo(t.host, t.port!), 0, `a connection to ${t.host}:${t.port} is still open`);
       assert.equal(await currentOf(base.replace("{host}", t.host)), "");
     }
   });
@@ -318,9 +253,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     // A real listener that swallows the connection: only connect_timeout ends the wait.
     const accepted = new Set<Socket>();
     const silent = createServer((sock) => accepted.add(sock));
-    await new Promise<void>((resolve) =>
-      silent.listen(0, "127.0.0.1", resolve),
-    );
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
     try {
       const port = (silent.address() as AddressInfo).port;
       const { params, secrets } = sshAccess(hosts, "/srv/app");
@@ -356,9 +289,7 @@ describe("remote-copy over SSH (real sshd): failures", () => {
           secrets: {},
         }),
       ),
-      (e: ManentError) =>
-        /secret "ssh-key" \(param ssh_key_secret\)/.test(e.message) &&
-        e.code === Code.NotFound,
+      (e: ManentError) => /secret "ssh-key" \(param ssh_key_secret\)/.test(e.message) && e.code === Code.NotFound,
     );
   });
 });

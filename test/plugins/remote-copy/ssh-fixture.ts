@@ -2,12 +2,7 @@ import type { Target } from "../../../src/plugin.js";
 import type { SshHosts } from "../../support/sshd/index.js";
 import { RecordingLogger } from "./helpers.js";
 import { remoteCopyFactory } from "../../../src/plugins/remote-copy/index.js";
-import type {
-  Deployer,
-  DryRunner,
-  ReleaseInspector,
-  Rollbacker,
-} from "../../../src/plugin.js";
+import type { Deployer, DryRunner, ReleaseInspector, Rollbacker } from "../../../src/plugin.js";
 
 export type FullDeployer = Deployer & DryRunner & ReleaseInspector & Rollbacker;
 
@@ -16,20 +11,12 @@ export async function sshPlugin(): Promise<FullDeployer> {
 }
 
 /** Targets for the first `n` servers of the fixture. */
-export function sshTargets(
-  hosts: SshHosts,
-  n = hosts.servers.length,
-): Target[] {
-  return hosts.servers
-    .slice(0, n)
-    .map((s) => ({ host: s.host, port: s.port, labels: {} }));
+export function sshTargets(hosts: SshHosts, n = hosts.servers.length): Target[] {
+  return hosts.servers.slice(0, n).map((s) => ({ host: s.host, port: s.port, labels: {} }));
 }
 
 /** Params and secrets that let the plugin into the fixture's hosts, known_hosts checked. */
-export function sshAccess(
-  hosts: SshHosts,
-  base: string,
-): { params: Record<string, string>; secrets: Record<string, string> } {
+export function sshAccess(hosts: SshHosts, base: string): { params: Record<string, string>; secrets: Record<string, string> } {
   return {
     params: {
       transport: "ssh",

@@ -45,7 +45,11 @@ export interface ClusterAccess {
 /** The Role of the tutorial's section 1, for namespace `ns`, as YAML rules. */
 export const tutorialRoleRules = [
   { apiGroups: [""], resources: ["configmaps", "services"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
-  { apiGroups: ["apps"], resources: ["deployments", "replicasets"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+  {
+    apiGroups: ["apps"],
+    resources: ["deployments", "replicasets"],
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+  },
   { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
 ];
 
@@ -108,7 +112,11 @@ export class KubeControlPlane {
   }
 
   private static async startOnce(opts: ControlPlaneOptions): Promise<KubeControlPlane> {
-    const binaries = { etcd: controlPlaneBinary("etcd"), apiserver: controlPlaneBinary("kube-apiserver"), kcm: controlPlaneBinary("kube-controller-manager") };
+    const binaries = {
+      etcd: controlPlaneBinary("etcd"),
+      apiserver: controlPlaneBinary("kube-apiserver"),
+      kcm: controlPlaneBinary("kube-controller-manager"),
+    };
     const t0 = performance.now();
     const dir = await mkdtemp(join(tmpdir(), "manent-kube-"));
     const processes: ManagedProcess[] = [];
@@ -138,7 +146,11 @@ export class KubeControlPlane {
       await writeFile(files.saKey, pki.serviceAccountKeyPem, { mode: 0o600 });
       await writeFile(files.saPub, pki.serviceAccountPubPem);
       // token,user,uid,"groups": the harness's admin, and the controller manager's own identity.
-      await writeFile(files.tokens, `${adminToken},manent-test-admin,manent-test-admin,"system:masters"\n${kcmToken},system:kube-controller-manager,system:kube-controller-manager\n`, { mode: 0o600 });
+      await writeFile(
+        files.tokens,
+        `${adminToken},manent-test-admin,manent-test-admin,"system:masters"\n${kcmToken},system:kube-controller-manager,system:kube-controller-manager\n`,
+        { mode: 0o600 },
+      );
       await writeFile(files.auditPolicy, auditPolicy);
       await mkdir(join(dir, "etcd"), { mode: 0o700 });
       await mkdir(join(dir, "certs"));
@@ -147,43 +159,53 @@ export class KubeControlPlane {
       const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
       const etcdUrl = `http://127.0.0.1:${etcdPort}`;
       const peerUrl = `http://127.0.0.1:${peerPort}`;
-      const etcd = ManagedProcess.start("etcd", binaries.etcd, [
-        "--name=default",
-        `--data-dir=${join(dir, "etcd")}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=${peerUrl}`,
-        `--initial-advertise-peer-urls=${peerUrl}`,
-        `--initial-cluster=default=${peerUrl}`,
-        // A test cluster's data is thrown away: fsync would only make the shared disk slower.
-        "--unsafe-no-fsync",
-        "--log-level=warn",
-      ], join(dir, "etcd.log"));
+      const etcd = ManagedProcess.start(
+        "etcd",
+        binaries.etcd,
+        [
+          "--name=default",
+          `--data-dir=${join(dir, "etcd")}`,
+          `--listen-client-urls=${etcdUrl}`,
+          `--advertise-client-urls=${etcdUrl}`,
+          `--listen-peer-urls=${peerUrl}`,
+          `--initial-advertise-peer-urls=${peerUrl}`,
+          `--initial-cluster=default=${peerUrl}`,
+          // A test cluster's data is thrown away: fsync would only make the shared disk slower.
+          "--unsafe-no-fsync",
+          "--log-level=warn",
+        ],
+        join(dir, "etcd.log"),
+      );
       processes.push(etcd);
       await waitHttpOk(etcd, `${etcdUrl}/health`, undefined, (body) => body.includes('"health":"true"'));
       const tEtcd = performance.now();
 
       // kube-apiserver
-      const apiserver = ManagedProcess.start("kube-apiserver", binaries.apiserver, [
-        `--etcd-servers=${etcdUrl}`,
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
-        `--secure-port=${apiPort}`,
-        `--cert-dir=${join(dir, "certs")}`,
-        `--tls-cert-file=${files.cert}`,
-        `--tls-private-key-file=${files.key}`,
-        `--token-auth-file=${files.tokens}`,
-        "--authorization-mode=RBAC",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        `--service-account-key-file=${files.saPub}`,
-        `--service-account-signing-key-file=${files.saKey}`,
-        "--service-cluster-ip-range=10.96.0.0/16",
-        // No kube-proxy or pods reach the API server through its Service: no endpoints to keep.
-        "--endpoint-reconciler-type=none",
-        `--audit-policy-file=${files.auditPolicy}`,
-        `--audit-log-path=${files.audit}`,
-        "--profiling=false",
-      ], join(dir, "kube-apiserver.log"));
+      const apiserver = ManagedProcess.start(
+        "kube-apiserver",
+        binaries.apiserver,
+        [
+          `--etcd-servers=${etcdUrl}`,
+          "--bind-address=127.0.0.1",
+          "--advertise-address=127.0.0.1",
+          `--secure-port=${apiPort}`,
+          `--cert-dir=${join(dir, "certs")}`,
+          `--tls-cert-file=${files.cert}`,
+          `--tls-private-key-file=${files.key}`,
+          `--token-auth-file=${files.tokens}`,
+          "--authorization-mode=RBAC",
+          "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+          `--service-account-key-file=${files.saPub}`,
+          `--service-account-signing-key-file=${files.saKey}`,
+          "--service-cluster-ip-range=10.96.0.0/16",
+          // No kube-proxy or pods reach the API server through its Service: no endpoints to keep.
+          "--endpoint-reconciler-type=none",
+          `--audit-policy-file=${files.auditPolicy}`,
+          `--audit-log-path=${files.audit}`,
+          "--profiling=false",
+        ],
+        join(dir, "kube-apiserver.log"),
+      );
       processes.push(apiserver);
       const server = new URL(`https://127.0.0.1:${apiPort}`);
       const admin = new KubeClient(server, pki.caPem, adminToken);
@@ -193,25 +215,39 @@ export class KubeControlPlane {
       // kube-controller-manager: its own identity, and one service account per controller
       // (--use-service-account-credentials), as kubeadm runs it.
       await writeFile(files.kcmKubeconfig, kubeconfig(server.origin, files.ca, kcmToken), { mode: 0o600 });
-      const kcm = ManagedProcess.start("kube-controller-manager", binaries.kcm, [
-        `--kubeconfig=${files.kcmKubeconfig}`,
-        "--leader-elect=false",
-        "--secure-port=0",
-        "--use-service-account-credentials=true",
-        `--service-account-private-key-file=${files.saKey}`,
-        `--root-ca-file=${files.ca}`,
-        "--profiling=false",
-      ], join(dir, "kube-controller-manager.log"));
+      const kcm = ManagedProcess.start(
+        "kube-controller-manager",
+        binaries.kcm,
+        [
+          `--kubeconfig=${files.kcmKubeconfig}`,
+          "--leader-elect=false",
+          "--secure-port=0",
+          "--use-service-account-credentials=true",
+          `--service-account-private-key-file=${files.saKey}`,
+          `--root-ca-file=${files.ca}`,
+          "--profiling=false",
+        ],
+        join(dir, "kube-controller-manager.log"),
+      );
       processes.push(kcm);
       // Ready when its service-account controller has made the `default` namespace's account.
-      await admin.waitFor("kube-controller-manager to create default/default", async () => {
-        if (!kcm.running) throw new Error(`kube-controller-manager exited:\n${kcm.tail()}`);
-        return admin.get("v1", "ServiceAccount", "default", "default");
-      }, 120_000);
+      await admin.waitFor(
+        "kube-controller-manager to create default/default",
+        async () => {
+          if (!kcm.running) throw new Error(`kube-controller-manager exited:\n${kcm.tail()}`);
+          return admin.get("v1", "ServiceAccount", "default", "default");
+        },
+        120_000,
+      );
       const tKcm = performance.now();
 
       const kubelet = await KubeletSimulator.start(admin, opts);
-      const timings = { etcd: Math.round(tEtcd - t0), apiserver: Math.round(tApi - tEtcd), controllerManager: Math.round(tKcm - tApi), total: Math.round(performance.now() - t0) };
+      const timings = {
+        etcd: Math.round(tEtcd - t0),
+        apiserver: Math.round(tApi - tEtcd),
+        controllerManager: Math.round(tKcm - tApi),
+        total: Math.round(performance.now() - t0),
+      };
       return new KubeControlPlane(dir, apiPort, pki.caPem, admin, kubelet, processes, timings, opts);
     } catch (err) {
       const logs = processes.map((p) => `--- ${p.name} (${p.logFile}):\n${p.tail(1500)}`).join("\n");
@@ -303,18 +339,39 @@ export class KubeControlPlane {
    */
   async auditedRequests(): Promise<AuditedRequest[]> {
     const sentinel = randomUUID();
-    await this.client("").request("GET", "/version", { query: { sentinel } }).catch(() => undefined);
+    await this.client("")
+      .request("GET", "/version", { query: { sentinel } })
+      .catch(() => undefined);
     const file = join(this.dir, "audit.log");
-    const events = await this.admin.waitFor("the audit log to catch up", async () => {
-      const text = await readFile(file, "utf8").catch(() => "");
-      return text.includes(sentinel) ? text : undefined;
-    }, 30_000);
+    const events = await this.admin.waitFor(
+      "the audit log to catch up",
+      async () => {
+        const text = await readFile(file, "utf8").catch(() => "");
+        return text.includes(sentinel) ? text : undefined;
+      },
+      30_000,
+    );
     const out: AuditedRequest[] = [];
     for (const line of events.split("\n")) {
       if (!line) continue;
-      const e = JSON.parse(line) as { stage: string; verb: string; requestURI: string; user: { username: string }; responseStatus?: { code?: number }; requestReceivedTimestamp: string; stageTimestamp: string };
+      const e = JSON.parse(line) as {
+        stage: string;
+        verb: string;
+        requestURI: string;
+        user: { username: string };
+        responseStatus?: { code?: number };
+        requestReceivedTimestamp: string;
+        stageTimestamp: string;
+      };
       if (e.stage !== "ResponseComplete" || e.requestURI.includes(sentinel)) continue;
-      out.push({ verb: e.verb, requestURI: e.requestURI, user: e.user.username, code: e.responseStatus?.code, received: e.requestReceivedTimestamp, completed: e.stageTimestamp });
+      out.push({
+        verb: e.verb,
+        requestURI: e.requestURI,
+        user: e.user.username,
+        code: e.responseStatus?.code,
+        received: e.requestReceivedTimestamp,
+        completed: e.stageTimestamp,
+      });
     }
     return out;
   }
@@ -365,7 +422,13 @@ current-context: local
 }
 
 /** Polls a health endpoint until `ok(body)`; fails at once when the process exits. */
-async function waitHttpOk(proc: ManagedProcess, url: string, client: KubeClient | undefined, ok: (body: string) => boolean, timeoutMs = 120_000): Promise<void> {
+async function waitHttpOk(
+  proc: ManagedProcess,
+  url: string,
+  client: KubeClient | undefined,
+  ok: (body: string) => boolean,
+  timeoutMs = 120_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let delay = 20;
   for (;;) {

@@ -48,7 +48,11 @@ export class KubeClient {
     this.agent.destroy();
   }
 
-  async request(method: string, path: string, opts: { query?: Record<string, string | undefined>; body?: unknown; contentType?: string } = {}): Promise<unknown> {
+  async request(
+    method: string,
+    path: string,
+    opts: { query?: Record<string, string | undefined>; body?: unknown; contentType?: string } = {},
+  ): Promise<unknown> {
     const url = new URL(path, this.server);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
@@ -75,7 +79,8 @@ export class KubeClient {
     } catch {
       body = { message: text.slice(0, 500) };
     }
-    if (status < 200 || status > 299) throw new KubeRequestError(status, body as KubeRequestError["body"], `${method} ${url.pathname}${url.search}`);
+    if (status < 200 || status > 299)
+      throw new KubeRequestError(status, body as KubeRequestError["body"], `${method} ${url.pathname}${url.search}`);
     return body;
   }
 
@@ -97,7 +102,10 @@ export class KubeClient {
     if (!cached) {
       const path = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
       cached = this.request("GET", path).then(
-        (list) => ((list as { resources?: { name: string; kind: string; namespaced: boolean }[] }).resources ?? []).filter((r) => !r.name.includes("/")),
+        (list) =>
+          ((list as { resources?: { name: string; kind: string; namespaced: boolean }[] }).resources ?? []).filter(
+            (r) => !r.name.includes("/"),
+          ),
         (err: unknown) => {
           if (err instanceof KubeRequestError && err.status === 404) return [];
           throw err;
@@ -130,7 +138,14 @@ export class KubeClient {
   }
 
   /** A JSON merge patch (or another patch type) as an `Update` manager, the way kubectl edits. */
-  async patch(apiVersion: string, kind: string, namespace: string | undefined, name: string, body: unknown, opts: { manager?: string; subresource?: string; contentType?: string } = {}): Promise<KubeObj> {
+  async patch(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    opts: { manager?: string; subresource?: string; contentType?: string } = {},
+  ): Promise<KubeObj> {
     const path = await this.pathOf(apiVersion, kind, namespace, name);
     return (await this.request("PATCH", opts.subresource ? `${path}/${opts.subresource}` : path, {
       query: { fieldManager: opts.manager },
@@ -149,12 +164,20 @@ export class KubeClient {
   }
 
   async list(apiVersion: string, kind: string, namespace?: string, labelSelector?: string): Promise<KubeObj[]> {
-    const list = (await this.request("GET", await this.pathOf(apiVersion, kind, namespace), { query: { labelSelector } })) as { items: KubeObj[] };
+    const list = (await this.request("GET", await this.pathOf(apiVersion, kind, namespace), { query: { labelSelector } })) as {
+      items: KubeObj[];
+    };
     return list.items;
   }
 
   /** Deletes an object; false when it was already gone. */
-  async delete(apiVersion: string, kind: string, namespace: string | undefined, name: string, opts: { gracePeriodSeconds?: number; uid?: string } = {}): Promise<boolean> {
+  async delete(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    opts: { gracePeriodSeconds?: number; uid?: string } = {},
+  ): Promise<boolean> {
     const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: "Background" };
     if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
     if (opts.uid) body.preconditions = { uid: opts.uid };
@@ -227,34 +250,40 @@ export class KubeClient {
     url.searchParams.set("allowWatchBookmarks", "true");
     return new Promise((resolve, reject) => {
       let last = rv;
-      const req = https.request(url, { method: "GET", headers: { Authorization: `Bearer ${this.token}`, Accept: "application/json" }, agent: this.agent }, (res) => {
-        if (res.statusCode !== 200) {
-          let text = "";
-          res.on("data", (c: Buffer) => (text += c.toString()));
-          res.on("end", () => reject(new KubeRequestError(res.statusCode ?? 0, JSON.parse(text || "{}") as KubeRequestError["body"], `watch ${path}`)));
-          return;
-        }
-        let buf = "";
-        res.on("data", (c: Buffer) => {
-          buf += c.toString("utf8");
-          let nl: number;
-          while ((nl = buf.indexOf("\n")) >= 0) {
-            const line = buf.slice(0, nl);
-            buf = buf.slice(nl + 1);
-            if (!line.trim()) continue;
-            const e = JSON.parse(line) as WatchEvent | { type: "ERROR"; object: { code?: number; message?: string } };
-            if (e.type === "ERROR") {
-              req.destroy();
-              reject(new KubeRequestError(e.object.code ?? 500, e.object, `watch ${path}`));
-              return;
-            }
-            last = String((e.object.metadata as { resourceVersion?: string }).resourceVersion ?? last);
-            if (e.type !== "BOOKMARK") onEvent(e);
+      const req = https.request(
+        url,
+        { method: "GET", headers: { Authorization: `Bearer ${this.token}`, Accept: "application/json" }, agent: this.agent },
+        (res) => {
+          if (res.statusCode !== 200) {
+            let text = "";
+            res.on("data", (c: Buffer) => (text += c.toString()));
+            res.on("end", () =>
+              reject(new KubeRequestError(res.statusCode ?? 0, JSON.parse(text || "{}") as KubeRequestError["body"], `watch ${path}`)),
+            );
+            return;
           }
-        });
-        res.on("end", () => resolve(last));
-        res.on("error", reject);
-      });
+          let buf = "";
+          res.on("data", (c: Buffer) => {
+            buf += c.toString("utf8");
+            let nl: number;
+            while ((nl = buf.indexOf("\n")) >= 0) {
+              const line = buf.slice(0, nl);
+              buf = buf.slice(nl + 1);
+              if (!line.trim()) continue;
+              const e = JSON.parse(line) as WatchEvent | { type: "ERROR"; object: { code?: number; message?: string } };
+              if (e.type === "ERROR") {
+                req.destroy();
+                reject(new KubeRequestError(e.object.code ?? 500, e.object, `watch ${path}`));
+                return;
+              }
+              last = String((e.object.metadata as { resourceVersion?: string }).resourceVersion ?? last);
+              if (e.type !== "BOOKMARK") onEvent(e);
+            }
+          });
+          res.on("end", () => resolve(last));
+          res.on("error", reject);
+        },
+      );
       req.on("error", reject);
       started(req);
       req.end();

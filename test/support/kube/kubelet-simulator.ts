@@ -18,7 +18,13 @@ interface ContainerSpec {
 
 interface PodLike extends KubeObj {
   metadata: KubeObj["metadata"] & { uid: string; deletionTimestamp?: string; ownerReferences?: { kind: string }[]; finalizers?: string[] };
-  spec: { nodeName?: string; schedulerName?: string; restartPolicy?: string; containers: ContainerSpec[]; initContainers?: ContainerSpec[] };
+  spec: {
+    nodeName?: string;
+    schedulerName?: string;
+    restartPolicy?: string;
+    containers: ContainerSpec[];
+    initContainers?: ContainerSpec[];
+  };
   status?: { phase?: string; conditions?: { type: string; status: string }[] };
 }
 
@@ -86,40 +92,76 @@ export class KubeletSimulator {
 
   private async registerNode(): Promise<void> {
     const now = new Date().toISOString();
-    await this.client.apply({
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: {
-        name: this.nodeName,
-        labels: { "kubernetes.io/hostname": this.nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "manent.io/simulated": "true" },
+    await this.client.apply(
+      {
+        apiVersion: "v1",
+        kind: "Node",
+        metadata: {
+          name: this.nodeName,
+          labels: {
+            "kubernetes.io/hostname": this.nodeName,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "manent.io/simulated": "true",
+          },
+        },
       },
-    }, { manager: "kubelet-simulator" });
-    const cond = (type: string, status: string, reason: string, message: string) => ({ type, status, reason, message, lastHeartbeatTime: now, lastTransitionTime: now });
-    await this.client.patch("v1", "Node", undefined, this.nodeName, {
-      status: {
-        capacity: { cpu: "32", memory: "256Gi", pods: "250", "ephemeral-storage": "1Ti" },
-        allocatable: { cpu: "32", memory: "256Gi", pods: "250", "ephemeral-storage": "1Ti" },
-        conditions: [
-          cond("Ready", "True", "KubeletReady", "kubelet simulator is posting ready status"),
-          cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated"),
-          cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated"),
-          cond("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
-        ],
-        addresses: [{ type: "Hostname", address: this.nodeName }],
-        nodeInfo: { kubeletVersion: "v1.34.2", containerRuntimeVersion: "simulated://0", architecture: "amd64", operatingSystem: "linux", osImage: "simulated", kernelVersion: "", kubeProxyVersion: "", machineID: "", systemUUID: "", bootID: "" },
+      { manager: "kubelet-simulator" },
+    );
+    const cond = (type: string, status: string, reason: string, message: string) => ({
+      type,
+      status,
+      reason,
+      message,
+      lastHeartbeatTime: now,
+      lastTransitionTime: now,
+    });
+    await this.client.patch(
+      "v1",
+      "Node",
+      undefined,
+      this.nodeName,
+      {
+        status: {
+          capacity: { cpu: "32", memory: "256Gi", pods: "250", "ephemeral-storage": "1Ti" },
+          allocatable: { cpu: "32", memory: "256Gi", pods: "250", "ephemeral-storage": "1Ti" },
+          conditions: [
+            cond("Ready", "True", "KubeletReady", "kubelet simulator is posting ready status"),
+            cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated"),
+            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated"),
+            cond("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
+          ],
+          addresses: [{ type: "Hostname", address: this.nodeName }],
+          nodeInfo: {
+            kubeletVersion: "v1.34.2",
+            containerRuntimeVersion: "simulated://0",
+            architecture: "amd64",
+            operatingSystem: "linux",
+            osImage: "simulated",
+            kernelVersion: "",
+            kubeProxyVersion: "",
+            machineID: "",
+            systemUUID: "",
+            bootID: "",
+          },
+        },
       },
-    }, { subresource: "status", manager: "kubelet-simulator" });
+      { subresource: "status", manager: "kubelet-simulator" },
+    );
     await this.renewLease();
   }
 
   /** The node heartbeat the node lifecycle controller reads: without it the node turns NotReady. */
   private async renewLease(): Promise<void> {
-    await this.client.apply({
-      apiVersion: "coordination.k8s.io/v1",
-      kind: "Lease",
-      metadata: { name: this.nodeName, namespace: "kube-node-lease" },
-      spec: { holderIdentity: this.nodeName, leaseDurationSeconds: leaseSeconds, renewTime: microTime(new Date()) },
-    }, { manager: "kubelet-simulator" });
+    await this.client.apply(
+      {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name: this.nodeName, namespace: "kube-node-lease" },
+        spec: { holderIdentity: this.nodeName, leaseDurationSeconds: leaseSeconds, renewTime: microTime(new Date()) },
+      },
+      { manager: "kubelet-simulator" },
+    );
   }
 
   private enqueue(e: WatchEvent): void {
@@ -138,7 +180,8 @@ export class KubeletSimulator {
     if (pod.metadata.deletionTimestamp) {
       // The kubelet confirms a graceful deletion once the containers have stopped: at once here.
       if (!pod.spec.nodeName || pod.spec.nodeName === this.nodeName) {
-        if ((pod.metadata.finalizers ?? []).length === 0) await this.ignoreGone(this.client.delete("v1", "Pod", namespace, name, { gracePeriodSeconds: 0, uid }));
+        if ((pod.metadata.finalizers ?? []).length === 0)
+          await this.ignoreGone(this.client.delete("v1", "Pod", namespace, name, { gracePeriodSeconds: 0, uid }));
       }
       return;
     }
@@ -147,7 +190,12 @@ export class KubeletSimulator {
       if ((pod.spec.schedulerName ?? "default-scheduler") !== "default-scheduler") return;
       await this.ignoreGone(
         this.client.request("POST", `/api/v1/namespaces/${namespace}/pods/${name}/binding`, {
-          body: { apiVersion: "v1", kind: "Binding", metadata: { name, namespace, uid }, target: { apiVersion: "v1", kind: "Node", name: this.nodeName } },
+          body: {
+            apiVersion: "v1",
+            kind: "Binding",
+            metadata: { name, namespace, uid },
+            target: { apiVersion: "v1", kind: "Node", name: this.nodeName },
+          },
         }),
       );
       return;
@@ -155,7 +203,9 @@ export class KubeletSimulator {
     if (pod.spec.nodeName !== this.nodeName || this.written.has(uid)) return;
     const status = this.statusFor(pod);
     this.written.set(uid, status.phase);
-    await this.ignoreGone(this.client.patch("v1", "Pod", namespace, name, { status }, { subresource: "status", manager: "kubelet-simulator" }));
+    await this.ignoreGone(
+      this.client.patch("v1", "Pod", namespace, name, { status }, { subresource: "status", manager: "kubelet-simulator" }),
+    );
   }
 
   /** A request on a pod that is already gone (or was replaced) is not an error. */
@@ -176,7 +226,11 @@ export class KubeletSimulator {
     const initsDone = inits.every((c) => this.isPullable(c.image));
     const runsToCompletion = pod.spec.restartPolicy === "Never" || pod.spec.restartPolicy === "OnFailure";
     const ok = blocked.length === 0;
-    const phase = !ok ? "Pending" : runsToCompletion && (pod.metadata.ownerReferences ?? []).some((o) => o.kind === "Job") ? "Succeeded" : "Running";
+    const phase = !ok
+      ? "Pending"
+      : runsToCompletion && (pod.metadata.ownerReferences ?? []).some((o) => o.kind === "Job")
+        ? "Succeeded"
+        : "Running";
     const ready = ok && phase === "Running";
     const unready = pod.spec.containers.filter((c) => !this.isPullable(c.image)).map((c) => c.name);
     const condition = (type: string, isTrue: boolean, reason?: string, message?: string) => ({
@@ -203,7 +257,11 @@ export class KubeletSimulator {
         ready: pulled && !terminated,
         started: pulled && !terminated,
         restartCount: 0,
-        state: !pulled ? waiting(c) : terminated ? { terminated: { exitCode: 0, reason: "Completed", startedAt: now, finishedAt: now } } : { running: { startedAt: now } },
+        state: !pulled
+          ? waiting(c)
+          : terminated
+            ? { terminated: { exitCode: 0, reason: "Completed", startedAt: now, finishedAt: now } }
+            : { running: { startedAt: now } },
       };
     };
     this.podIndex++;
@@ -211,7 +269,17 @@ export class KubeletSimulator {
       phase,
       conditions: [
         condition("PodReadyToStartContainers", true),
-        condition("Initialized", initsDone, "ContainersNotInitialized", "containers with incomplete status: [" + inits.filter((c) => !this.isPullable(c.image)).map((c) => c.name).join(" ") + "]"),
+        condition(
+          "Initialized",
+          initsDone,
+          "ContainersNotInitialized",
+          "containers with incomplete status: [" +
+            inits
+              .filter((c) => !this.isPullable(c.image))
+              .map((c) => c.name)
+              .join(" ") +
+            "]",
+        ),
         condition("Ready", ready, "ContainersNotReady", `containers with unready status: [${unready.join(" ")}]`),
         condition("ContainersReady", ready, "ContainersNotReady", `containers with unready status: [${unready.join(" ")}]`),
         condition("PodScheduled", true),

@@ -19,7 +19,9 @@ export interface ControlPlanePki {
 const alg = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
 
 function serial(): string {
-  return Buffer.from(webcrypto.getRandomValues(new Uint8Array(16))).toString("hex").replace(/^[89a-f]/, "1");
+  return Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+    .toString("hex")
+    .replace(/^[89a-f]/, "1");
 }
 
 /** A throwaway CA, a serving certificate signed by it, and a service-account key pair, like kubeadm's. */

@@ -13,7 +13,9 @@ export const toolsBin = `${repoRoot}.tools/bin`;
 export function controlPlaneBinary(name: "etcd" | "kube-apiserver" | "kube-controller-manager"): string {
   const path = `${toolsBin}/${name}`;
   if (!existsSync(path)) {
-    throw new Error(`${path} is missing: run scripts/ci/kube-control-plane.sh (scripts/test-setup.sh does) to build the Kubernetes control plane`);
+    throw new Error(
+      `${path} is missing: run scripts/ci/kube-control-plane.sh (scripts/test-setup.sh does) to build the Kubernetes control plane`,
+    );
   }
   return path;
 }

@@ -15,11 +15,7 @@ export function ensureDeployUser(name = "manent-deploy"): DeployUser {
   let entry = findUser(name);
   if (!entry) {
     try {
-      execFileSync(
-        "useradd",
-        ["--create-home", "--shell", "/bin/sh", "--password", "*", name],
-        { stdio: "pipe" },
-      );
+      execFileSync("useradd", ["--create-home", "--shell", "/bin/sh", "--password", "*", name], { stdio: "pipe" });
     } catch (err) {
       // Another test process may have created it in the meantime.
       if (!findUser(name)) throw err;

@@ -33,9 +33,7 @@ let nextAddress = 2 + (process.pid % 50) * 4;
  */
 export async function startSshHosts(count: number): Promise<SshHosts> {
   if (!existsSync(sshdPath)) {
-    throw new Error(
-      `${sshdPath} not found: install openssh-server (scripts/ci/remote-copy.sh)`,
-    );
+    throw new Error(`${sshdPath} not found: install openssh-server (scripts/ci/remote-copy.sh)`);
   }
   const user = ensureDeployUser();
   const dir = await mkdtemp(join(tmpdir(), "manent-sshd-"));

@@ -14,28 +14,9 @@ export interface KeyPair {
 }
 
 /** Generates a key pair with the real ssh-keygen at `path` (and `path.pub`). */
-export async function generateKey(
-  path: string,
-  options: { type?: string; passphrase?: string } = {},
-): Promise<KeyPair> {
-  await run("ssh-keygen", [
-    "-q",
-    "-t",
-    options.type ?? "ed25519",
-    "-N",
-    options.passphrase ?? "",
-    "-C",
-    "manent-test",
-    "-f",
-    path,
-  ]);
-  const { stdout } = await run("ssh-keygen", [
-    "-l",
-    "-E",
-    "sha256",
-    "-f",
-    `${path}.pub`,
-  ]);
+export async function generateKey(path: string, options: { type?: string; passphrase?: string } = {}): Promise<KeyPair> {
+  await run("ssh-keygen", ["-q", "-t", options.type ?? "ed25519", "-N", options.passphrase ?? "", "-C", "manent-test", "-f", path]);
+  const { stdout } = await run("ssh-keygen", ["-l", "-E", "sha256", "-f", `${path}.pub`]);
   return {
     privateKey: await readFile(path, "utf8"),
     publicKey: (await readFile(`${path}.pub`, "utf8")).trim(),

@@ -55,8 +55,7 @@ export class SshdServer {
       await writeFile(this.configPath, this.config());
     }
     // sshd refuses to start without its privilege-separation directory.
-    if (!existsSync("/run/sshd"))
-      mkdirSync("/run/sshd", { mode: 0o755, recursive: true });
+    if (!existsSync("/run/sshd")) mkdirSync("/run/sshd", { mode: 0o755, recursive: true });
     const child = spawn(sshdPath, ["-D", "-e", "-f", this.configPath], {
       stdio: ["ignore", "ignore", "pipe"],
     });
@@ -65,20 +64,9 @@ export class SshdServer {
     await new Promise<void>((resolve, reject) => {
       child.stderr!.setEncoding("utf8").on("data", (d: string) => {
         this.log += d;
-        if (
-          this.log.includes(
-            `Server listening on ${this.host} port ${this.port}`,
-          )
-        )
-          resolve();
+        if (this.log.includes(`Server listening on ${this.host} port ${this.port}`)) resolve();
       });
-      child.once("exit", (code) =>
-        reject(
-          new Error(
-            `sshd on ${this.host}:${this.port} exited (${code}): ${this.log}`,
-          ),
-        ),
-      );
+      child.once("exit", (code) => reject(new Error(`sshd on ${this.host}:${this.port} exited (${code}): ${this.log}`)));
       child.once("error", reject);
     });
   }
