@@ -1,3 +1,4 @@
+import { settleOtherVersions } from "./version-upgrade.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
@@ -29,6 +30,7 @@ export interface EngineOptions {
   uploads?: UploadStore;
 }
 
+const deployWorkflowName = "manent.deploy";
 const deployQueue = "manent-deploys";
 const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user before it started: nothing ran", {
   details: { cancelled_by: "user" },
@@ -51,7 +53,7 @@ const deployWorkflow = DBOS.registerWorkflow(
     if (!active) throw new ManentError(Code.Unavailable, "the deploy engine is not started in this process");
     return active.run(input);
   },
-  { name: "manent.deploy", maxRecoveryAttempts: 1000 },
+  { name: deployWorkflowName, maxRecoveryAttempts: 1000 },
 );
 
 /**
@@ -97,6 +99,12 @@ export class Engine {
       // Deploys recovered at launch (this server's, cut by a crash) start now, not at the runner's
       // first look at the queues table (a second after launch) and its first poll.
       void engine.queues.wake(deployQueue);
+      // What an older version left must not stop this one from starting: logged, and tried again at the next start.
+      await engine
+        .settleOtherVersions([opts.config.dbos.executor_id ?? "local"])
+        .catch((err: unknown) =>
+          opts.logger.error("cannot settle the deploys of another manent version", { error: ManentError.from(err).message }),
+        );
     } catch (err) {
       active = undefined;
       await DBOS.shutdown().catch(() => undefined);
@@ -212,9 +220,23 @@ export class Engine {
    * recovery: they are re-queued for any live server, each resuming after its last checkpoint.
    */
   async recoverExecutor(executorId: string): Promise<number> {
+    await this.settleOtherVersions([executorId]);
     const recovered = (await getExecutor().recoverPendingWorkflows([executorId])).length;
     if (recovered > 0) void this.queues.wake(deployQueue);
     return recovered;
+  }
+
+  /** Deploys of another manent version: queued ones run here, started ones of `executorIds` end (see version-upgrade.ts). */
+  private async settleOtherVersions(executorIds: string[]): Promise<void> {
+    const { requeued } = await settleOtherVersions({
+      version: manentVersion,
+      workflowName: deployWorkflowName,
+      queueName: deployQueue,
+      executorIds,
+      store: this.opts.store,
+      logger: this.opts.logger,
+    });
+    if (requeued.length > 0) void this.queues.wake(deployQueue);
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */
