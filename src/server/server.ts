@@ -1,3 +1,4 @@
+import { version as manentVersion } from "../version.js";
 import { PgUploadStore } from "../storage/pg-upload-store.js";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,7 +16,7 @@ import { PgAuditLog } from "../storage/pg-audit-log.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { PgEventHub } from "../storage/pg-event-hub.js";
 import { migrate } from "../storage/schema.js";
-import { reconcileDeploys } from "../storage/reconcile-deploys.js";
+import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { createAuthenticator } from "./auth.js";
@@ -91,6 +92,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const uploads = new PgUploadStore(db);
     engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl, uploads });
     await reconcileDeploys(db, logger);
+    await requeueOtherVersions(db, manentVersion, logger);
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {

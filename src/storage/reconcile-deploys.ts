@@ -44,3 +44,23 @@ export async function reconcileDeploys(pool: pg.Pool, logger: Logger): Promise<v
   for (const { id } of orphans.rows) logger.warn("deploy without a workflow marked failed", { deploy: id });
   for (const { id, status } of ended.rows) logger.warn("deploy whose workflow had ended marked as such", { deploy: id, status });
 }
+
+/**
+ * Deploys queued by a server of another manent version, which DBOS's queue would never give to
+ * this one: nothing of them ran, so they are stamped with this version and run here as submitted,
+ * in their place in the queue. One conditional update: a deploy an old server takes at the same
+ * moment is no longer queued and is left to it.
+ */
+export async function requeueOtherVersions(pool: pg.Pool, version: string, logger: Logger): Promise<void> {
+  const moved = await pool.query<{ id: string; was: string }>(
+    `update ${dbosSchema}.workflow_status w set application_version = $1
+     from (select workflow_uuid, application_version as was from ${dbosSchema}.workflow_status
+           where status = 'ENQUEUED' and name = 'manent.deploy' and application_version <> $1
+           for update) old
+     where w.workflow_uuid = old.workflow_uuid and w.status = 'ENQUEUED'
+     returning w.workflow_uuid as id, old.was`,
+    [version],
+  );
+  for (const { id, was } of moved.rows)
+    logger.warn("deploy queued by another manent version queued under this one", { deploy: id, was_version: was });
+}

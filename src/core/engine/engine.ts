@@ -226,17 +226,15 @@ export class Engine {
     return recovered;
   }
 
-  /** Deploys of another manent version: queued ones run here, started ones of `executorIds` end (see version-upgrade.ts). */
+  /** Started deploys of another manent version on `executorIds` end honestly (see version-upgrade.ts). */
   private async settleOtherVersions(executorIds: string[]): Promise<void> {
-    const { requeued } = await settleOtherVersions({
+    await settleOtherVersions({
       version: manentVersion,
       workflowName: deployWorkflowName,
-      queueName: deployQueue,
       executorIds,
       store: this.opts.store,
       logger: this.opts.logger,
     });
-    if (requeued.length > 0) void this.queues.wake(deployQueue);
   }
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */

@@ -8,8 +8,8 @@ import type { DeployStore } from "./deploy-store.js";
  * after an upgrade, a deploy that was in flight when the old server stopped would stay pending
  * forever and hold its application's place in the queue, and one still queued would never start.
  *
- * - A queued one has run nothing: it is stamped with this version and queued again, same id and
- *   same place in its partition, so it runs here as submitted.
+ * - A queued one has run nothing: storage/reconcile-deploys.ts stamps it with this version where
+ *   it waits (one conditional update, so an old server cannot take it at the same time).
  * - A started one is not replayed: it is cancelled in DBOS (freeing its partition) and its record
  *   ends `failed`, saying its targets may be partly deployed and what to do. Only the started
  *   deploys of `executorIds` are touched (this server's own past, or a dead peer's): a live server
@@ -18,32 +18,16 @@ import type { DeployStore } from "./deploy-store.js";
 export async function settleOtherVersions(o: {
   version: string;
   workflowName: string;
-  queueName: string;
   executorIds: string[];
   store: DeployStore;
   logger: Logger;
-}): Promise<{ requeued: string[]; ended: string[] }> {
-  const others = (await DBOS.listWorkflows({ workflowName: o.workflowName, status: ["ENQUEUED", "PENDING"] })).filter(
+}): Promise<{ ended: string[] }> {
+  const others = (await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds })).filter(
     (w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version,
   );
-  const requeued: string[] = [];
   const ended: string[] = [];
   for (const w of others) {
-    if (w.status === "ENQUEUED") {
-      await DBOS.cancelWorkflow(w.workflowID);
-      await DBOS.rewindWorkflow(w.workflowID, {
-        startStep: 0,
-        applicationVersion: o.version,
-        queueName: o.queueName,
-        ...(w.queuePartitionKey && { queuePartitionKey: w.queuePartitionKey }),
-      });
-      requeued.push(w.workflowID);
-      o.logger.warn("queued deploy of another manent version queued again under this one", {
-        deploy: w.workflowID,
-        was_version: w.applicationVersion,
-        version: o.version,
-      });
-    } else if (w.executorId !== undefined && o.executorIds.includes(w.executorId)) {
+    if (w.status === "PENDING" && w.executorId !== undefined && o.executorIds.includes(w.executorId)) {
       await DBOS.cancelWorkflow(w.workflowID);
       await o.store.setStatus(w.workflowID, "failed", {
         error: {
@@ -58,5 +42,5 @@ export async function settleOtherVersions(o: {
       o.logger.warn("deploy started by another manent version ended", { deploy: w.workflowID, was_version: w.applicationVersion });
     }
   }
-  return { requeued, ended };
+  return { ended };
 }
