@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test file under test/ with Node's test runner (TypeScript through tsx), after
-# compiling src/ into dist/ when a source changed since the last build (the binaries run dist/).
+# compiling src/ into dist/ when a source changed since the last build (the binaries run dist/)
+# and bundling the web UI into dist/ui.
 # Usage: scripts/test.sh [path-filter]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +9,6 @@ mapfile -t files < <(find test -name '*.test.ts' | sort | grep -- "${1:-}")
 if [ "${#files[@]}" -eq 0 ]; then echo "no test files match '${1:-}'" >&2; exit 1; fi
 # The tests spawn bin/manent.js and bin/manent-server.js, which run dist/: compile what changed under src/.
 node scripts/build-js.mjs --if-stale
+# The browser tests load dist/ui: bundled again each run (about 0.1 s), so an edit under ui/ is what they test.
+node scripts/build-ui.mjs >/dev/null
 exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"

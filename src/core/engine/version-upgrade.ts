@@ -21,26 +21,22 @@ export async function settleOtherVersions(o: {
   executorIds: string[];
   store: DeployStore;
   logger: Logger;
-}): Promise<{ ended: string[] }> {
+}): Promise<void> {
   const others = (await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds })).filter(
     (w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version,
   );
-  const ended: string[] = [];
   for (const w of others) {
-    if (w.status === "PENDING" && w.executorId !== undefined && o.executorIds.includes(w.executorId)) {
-      await DBOS.cancelWorkflow(w.workflowID);
-      await o.store.setStatus(w.workflowID, "failed", {
-        error: {
-          code: "aborted",
-          message:
-            `manent was upgraded from ${w.applicationVersion} to ${o.version} while this deploy ran, and a deploy is resumed only by ` +
-            `the version that started it: it was stopped, and its targets may be partly deployed. Check them with manent status, ` +
-            `then deploy again or roll back`,
-        },
-      });
-      ended.push(w.workflowID);
-      o.logger.warn("deploy started by another manent version ended", { deploy: w.workflowID, was_version: w.applicationVersion });
-    }
+    // The record first: a crash before the cancel leaves the workflow pending, so the next start does both again.
+    await o.store.setStatus(w.workflowID, "failed", {
+      error: {
+        code: "aborted",
+        message:
+          `manent was upgraded from ${w.applicationVersion} to ${o.version} while this deploy ran, and a deploy is resumed only by ` +
+          `the version that started it: it was stopped, and its targets may be partly deployed. Check them with manent status, ` +
+          `then deploy again or roll back`,
+      },
+    });
+    await DBOS.cancelWorkflow(w.workflowID);
+    o.logger.warn("deploy started by another manent version ended", { deploy: w.workflowID, was_version: w.applicationVersion });
   }
-  return { ended };
 }

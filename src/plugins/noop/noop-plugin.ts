@@ -21,7 +21,7 @@ import {
   type Rollbacker,
   type TargetRelease,
   type TargetOutcome,
-  type Capability,
+  Capability,
   type SlotDeployer,
   type SlotScaler,
   type TesterRouter,
@@ -297,20 +297,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-const capabilityNames = [
-  "dry_run",
-  "current_release",
-  "rollback",
-  "slots",
-  "traffic_router",
-  "testers",
-  "scale",
-  "parallel_targets",
-] as const;
 export const configSchema = z.strictObject({
   artifact_types: z.array(z.string()).default(["noop"]).describe("Artifact types the plugin accepts"),
   without: z
-    .array(z.enum(capabilityNames))
+    .array(z.enum(Capability))
     .default([])
     .describe("Optional interfaces to leave out, so drills and tests can act as a plugin without them (e.g. [slots])."),
 });

@@ -2,18 +2,7 @@ import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
 import type { Session } from "../main.js";
-
-interface Entry {
-  id: number;
-  at: string;
-  actor: string | null;
-  tenant: string | null;
-  action: string;
-  deploy_id: string | null;
-  outcome: string;
-  message: string | null;
-  client_address: string | null;
-}
+import type { AuditEntry as Entry } from "../../../src/storage/pg-audit-log.js";
 
 export function AuditPage({ session }: { session: Session }) {
   const [filters, setFilters] = useState({ action: "", actor: "", outcome: "" });
