@@ -1,0 +1,3 @@
+export * from "./grants.js";
+export * from "./policy.js";
+export type { Principal, PrincipalKind } from "./principal.js";

@@ -1,0 +1,25 @@
+/**
+ * Who calls the API, once authenticated: a person signed in with OpenID Connect, an API token (from
+ * manent.yml or managed in Postgres), or nobody on an open loopback API. Every check of what a
+ * caller may do (policy.ts) and every audit entry reads this one shape.
+ */
+import type { Grant } from "./grants.js";
+
+export type PrincipalKind = "user" | "token" | "anonymous";
+
+export interface Principal {
+  kind: PrincipalKind;
+  /**
+   * One identity per person or token, never shared by two: `user:<sub>` for a person (the OIDC
+   * subject), `token:<name>` for an API token, `anonymous` on an open API. Separation of duties
+   * compares these, never display names.
+   */
+  id: string;
+  /** Shown in messages, the audit log and on deploys: a person's e-mail (else the subject), a token's name. */
+  name: string;
+  email?: string;
+  /** A person's groups from the provider's groups claim; empty for a token. */
+  groups: readonly string[];
+  /** What the caller may do where: the roles bound to it (policy.ts decides with them). */
+  grants: readonly Grant[];
+}
