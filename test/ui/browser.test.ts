@@ -181,6 +181,40 @@ describe("web UI", () => {
     await page.close();
   });
 
+  it("shows the deploy the URL names after Back, Forward and an edited URL, never the previous one's state", async () => {
+    const api = new ApiClient(server.url, teamA);
+    const shop = (await api.list({ application: "shop" })).deploys.find((d) => d.status === "succeeded")!;
+    const cana = (await api.list({ application: "cana" })).deploys[0]!;
+    const page = await open(teamA);
+    // Each deploy's page as a reader checks it: title, and only its own targets.
+    const shows = async (expected: typeof shop, other: typeof shop): Promise<void> => {
+      await page
+        .getByRole("heading", { name: new RegExp(`of ${expected.application} ${expected.version.replace(/\./g, "\\.")} `) })
+        .waitFor();
+      await page.locator(`tr[data-target^="${expected.application}-"]`).first().waitFor();
+      assert.equal(
+        await page.locator(`tr[data-target^="${other.application}-"]`).count(),
+        0,
+        `${other.application}'s targets under ${expected.id}`,
+      );
+      assert.equal(await page.getByRole("heading", { name: new RegExp(`of ${other.application} `) }).count(), 0);
+    };
+    await page.goto(`${server.url}/#/deploys/${shop.id}`);
+    await shows(shop, cana);
+    await page.goto(`${server.url}/#/deploys/${cana.id}`);
+    await shows(cana, shop);
+    for (let round = 0; round < 3; round++) {
+      await page.goBack();
+      await shows(shop, cana);
+      await page.goForward();
+      await shows(cana, shop);
+    }
+    // An edited URL (the hash typed over) rather than a navigation the page made.
+    await page.evaluate((id) => (location.hash = `#/deploys/${id}`), shop.id);
+    await shows(shop, cana);
+    await page.close();
+  });
+
   it("never shows a tenant's token another tenant's deploys", async () => {
     const bank = await new ApiClient(server.url, adminToken).submit({
       descriptor: { ...descriptor("bank", "test", artifact, "1.0.0"), tenant: "team-b" },

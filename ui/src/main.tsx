@@ -1,17 +1,13 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Api, forgetToken, saveToken, savedToken, type Me } from "./api.js";
+import type { Session } from "./session.js";
 import { useHashRoute } from "./hooks.js";
 import { AuditPage } from "./pages/audit.js";
 import { DeployPage } from "./pages/deploy.js";
 import { DeploysPage } from "./pages/deploys.js";
 import { HistoryPage } from "./pages/history.js";
 import { PluginsPage } from "./pages/plugins.js";
-
-export interface Session {
-  api: Api;
-  me: Me;
-}
 
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   const [token, setToken] = useState("");
@@ -100,9 +96,17 @@ function App() {
       </header>
       <main>
         {page === "deploys" && rest[0] ? (
-          <DeployPage session={session} id={rest[0]} />
+          // Keyed by id: another deploy is a new page, never the previous one's state under the new URL.
+          <DeployPage key={rest[0]} session={session} id={rest[0]} />
         ) : page === "history" && rest.length === 4 ? (
-          <HistoryPage session={session} tenant={rest[0]!} application={rest[1]!} artifact={rest[2]!} environment={rest[3]!} />
+          <HistoryPage
+            key={rest.join("/")}
+            session={session}
+            tenant={rest[0]!}
+            application={rest[1]!}
+            artifact={rest[2]!}
+            environment={rest[3]!}
+          />
         ) : page === "plugins" ? (
           <PluginsPage session={session} />
         ) : page === "audit" ? (

@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
-import type { Session } from "../main.js";
+import type { Session } from "../session.js";
 import type { AuditEntry as Entry } from "../../../src/storage/pg-audit-log.js";
 
 export function AuditPage({ session }: { session: Session }) {

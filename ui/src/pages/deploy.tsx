@@ -3,7 +3,7 @@ import { applyEvent, type DeployEvent, type DeployView } from "../../../src/core
 import { terminalStatuses, type DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Duration, Status, Time } from "../components/common.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
-import type { Session } from "../main.js";
+import type { Session } from "../session.js";
 import { historyHref } from "./deploys.js";
 
 interface Attempt {

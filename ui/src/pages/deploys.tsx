@@ -2,7 +2,7 @@ import { useState } from "preact/hooks";
 import type { DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Status, Time } from "../components/common.js";
 import { useEventStream, useLoad } from "../hooks.js";
-import type { Session } from "../main.js";
+import type { Session } from "../session.js";
 
 export type Summary = Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">;
 const statuses = ["", "queued", "running", "succeeded", "failed", "rolled_back", "cancelled"];

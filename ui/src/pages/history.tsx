@@ -2,7 +2,7 @@ import { useState } from "preact/hooks";
 import type { DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Status, Time } from "../components/common.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
-import type { Session } from "../main.js";
+import type { Session } from "../session.js";
 import type { Summary } from "./deploys.js";
 
 /** An application's environment: its releases, newest first, each a click from being rolled back to. */

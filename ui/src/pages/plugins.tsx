@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
-import type { Session } from "../main.js";
+import type { Session } from "../session.js";
 
 interface Plugin {
   name: string;
