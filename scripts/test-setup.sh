@@ -4,6 +4,7 @@
 # Go modules and the Go binaries of the interop tests, helm for the chart tests, Prometheus for the
 # analysis tests, HAProxy for the percentage rollouts of remote-copy, and the real Kubernetes
 # control plane (etcd, kube-apiserver, kube-controller-manager) the kubernetes plugin's tests run on.
+# systemd-analyze, buildah and debootstrap: the packaging tests (unit, container image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # jq and curl: the CLI tests and the tutorials' doc tests (test/docs) run them as the pages show.
@@ -18,6 +19,7 @@ fi
 # manent-server serves at / (quick; both also built by npm ci's prepare).
 node scripts/build-js.mjs
 node scripts/build-ui.mjs
+bash scripts/ci/packaging.sh
 bash scripts/ci/remote-copy.sh
 bash scripts/ci/haproxy.sh
 bash scripts/ci/external-plugins.sh
