@@ -210,7 +210,7 @@ describe("web UI", () => {
       await shows(cana, shop);
     }
     // An edited URL (the hash typed over) rather than a navigation the page made.
-    await page.evaluate((id) => (location.hash = `#/deploys/${id}`), shop.id);
+    await page.evaluate(`location.hash = "#/deploys/${shop.id}"`);
     await shows(shop, cana);
     await page.close();
   });
