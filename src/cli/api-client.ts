@@ -5,6 +5,7 @@ import { createParser } from "eventsource-parser";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
+import type { Action, Grant, Principal } from "../core/identity/index.js";
 export type { AuditEntry } from "../storage/pg-audit-log.js";
 import type { AuditEntry } from "../storage/pg-audit-log.js";
 
@@ -68,9 +69,15 @@ export class ApiClient {
     return this.request("PUT", uploadPath(tenant, sha256), { raw: body, type: "application/octet-stream", length: size });
   }
 
-  /** The token's name and the tenant it may see ("*" for all). */
-  whoami(): Promise<{ name: string; tenant: string }> {
+  /** Who the caller is (kind, id, name, e-mail, groups) and its grants. */
+  whoami(): Promise<Principal> {
     return this.request("GET", "/api/v1/whoami");
+  }
+
+  /** Whether the caller may take an action there, and why; a scope field left out means any value. */
+  canI(query: { action: Action; tenant?: string; application?: string; environment?: string }): Promise<CanIAnswer> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/auth/can-i?${q.toString()}`);
   }
 
   /** Any route of the API, for callers (the web UI) that need one this client has no method for. */
@@ -212,6 +219,13 @@ function uploadPath(tenant: string, sha256: string): string {
 }
 
 /** A plugin as GET /api/v1/plugins lists it. */
+/** GET /api/v1/auth/can-i: the answer and its reason (the grant that allows it, or the permission missing). */
+export interface CanIAnswer {
+  allowed: boolean;
+  reason: string;
+  grant?: Grant;
+}
+
 export interface PluginView {
   name: string;
   kind: string;

@@ -60,7 +60,13 @@ export const deploySummarySchema = z
     plugin: z.string().nullable(),
     status: deployStatus,
     error: errorJsonSchema.nullable(),
-    submitted_by: z.string().nullable(),
+    submitted_by: z.string().nullable().describe("who submitted it: a person's e-mail (or subject) or a token's name"),
+    submitted_by_id: z
+      .string()
+      .nullable()
+      .describe(
+        'the submitter\'s identity: "user:<subject>", "token:<name>" or "anonymous" (null for deploys recorded before it was kept)',
+      ),
     created_at: z.string(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),

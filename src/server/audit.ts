@@ -1,11 +1,14 @@
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { codeName, ManentError } from "../core/errors.js";
+import type { Principal } from "../core/identity/index.js";
 import type { ApiEnv } from "./http-api.js";
 
-/** What a route changes: the audit action name, the tenant acted on, and the deploy when known before acting. */
+/** What a route changes: the tenant (application, environment) acted on, and the deploy when known before acting. */
 export interface AuditTarget {
   tenant: string | null;
+  application?: string;
+  environment?: string;
   deployId?: string;
   /** What was acted on when it is not a deploy (e.g. "plugin sample"); kept as the entry's message. */
   subject?: string;
@@ -38,19 +41,32 @@ export async function audited<T>(c: Context<ApiEnv>, action: string, target: Aud
   }
 }
 
-/** Appends one entry; a failure to write is logged, never turned into the action's failure (it has happened). */
+/** Who an entry names: the request's caller, or (for a sign-in) who tried, as far as known. */
+export type AuditActor = Pick<Principal, "kind" | "id" | "name" | "email" | "groups">;
+
+/**
+ * Appends one entry naming the caller (or `actor`, for a sign-in, where there is no caller yet); a
+ * failure to write is logged, never turned into the action's failure (it has happened).
+ */
 export async function record(
   c: Context<ApiEnv>,
   action: string,
   target: AuditTarget,
   outcome: string,
   message: string | null,
+  actor: AuditActor | undefined = c.get("caller"),
 ): Promise<void> {
   const { audit, logger } = c.get("services");
   await audit
     .append({
-      actor: c.get("caller")?.name ?? null,
+      actor: actor?.name ?? null,
+      actor_kind: actor?.kind ?? null,
+      actor_id: actor?.id ?? null,
+      actor_email: actor?.email ?? null,
+      actor_groups: actor ? [...actor.groups] : null,
       tenant: target.tenant,
+      application: target.application ?? null,
+      environment: target.environment ?? null,
       action,
       deploy_id: target.deployId ?? null,
       outcome,

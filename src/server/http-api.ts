@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
+import { getCookie } from "hono/cookie";
 import { HTTPException } from "hono/http-exception";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
@@ -10,10 +11,11 @@ import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
+import type { Principal } from "../core/identity/index.js";
 import type { PgAuditLog } from "../storage/pg-audit-log.js";
 import type { PgEventHub } from "../storage/pg-event-hub.js";
 import { clientAddress, record } from "./audit.js";
-import type { Authenticator, Caller } from "./auth.js";
+import type { Authenticator } from "./identity/index.js";
 import { httpStatus } from "./http-status.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from "../storage/database-health.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
@@ -41,7 +43,7 @@ export interface ApiDeps {
 
 /** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
 export interface ApiEnv {
-  Variables: { caller: Caller; services: { audit: PgAuditLog; logger: Logger } };
+  Variables: { caller: Principal; services: { audit: PgAuditLog; logger: Logger } };
 }
 export type ApiApp = OpenAPIHono<ApiEnv>;
 
@@ -103,7 +105,7 @@ export function createApiApp(deps: ApiDeps): ApiApp {
   app.use("/api/v1/*", async (c, next) => {
     if (c.req.path !== openApiPath) {
       try {
-        c.set("caller", deps.auth.authenticate(c.req.header("authorization")));
+        c.set("caller", await deps.auth.authenticate({ authorization: c.req.header("authorization"), cookies: getCookie(c) }));
       } catch (err) {
         const address = clientAddress(c);
         const decision = refusals.take(address);

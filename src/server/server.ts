@@ -19,7 +19,7 @@ import { migrate } from "../storage/schema.js";
 import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
-import { createAuthenticator } from "./auth.js";
+import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
 import { createApiHandler } from "./http-api.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
@@ -45,7 +45,10 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const { logger } = opts;
   const loaded = await loadManentConfig(configFile);
   const config: LoadedConfig = opts.listen ? { ...loaded, listen: opts.listen } : loaded;
-  const auth = await createAuthenticator(config);
+  // The ways to sign in, asked in order; with none configured the API is open (on loopback only).
+  const open = config.auth.tokens.length === 0;
+  assertOpenOnLoopbackOnly(config, open);
+  const auth = createAuthenticator([await staticTokenCheck(config)], { open });
   const metrics = createMetrics();
   // The port is taken first: a server that cannot listen exits before it starts anything else.
   const startup = new StartupHandler();

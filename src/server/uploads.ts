@@ -1,7 +1,8 @@
 import type { Readable } from "node:stream";
 import { tooLarge, type UploadResult, type UploadStore } from "../core/artifacts/upload-store.js";
 import { Code, ManentError } from "../core/errors.js";
-import { authorize, type Caller } from "./auth.js";
+import { canSomewhereIn, rolesAllowing, type Action, type Principal } from "../core/identity/index.js";
+import { onlyTenant } from "./identity/index.js";
 
 export const sha256Pattern = /^[0-9a-f]{64}$/;
 export const tenantPattern = /^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/;
@@ -12,15 +13,27 @@ export interface UploadDeps {
   maxSize: number;
 }
 
-/** The tenant an upload belongs to: the one named, else the caller's own, else "untenanted". */
-export function uploadTenant(caller: Caller, named: string | undefined): string {
-  const tenant = named ?? (caller.tenant === "*" ? "untenanted" : caller.tenant);
+/**
+ * The tenant an upload belongs to: the one named, else the one tenant of the caller's grants, else
+ * "untenanted". Uploads are per tenant, not per application: storing one takes `submit` or `dry_run`
+ * somewhere in the tenant, asking about one `read` there.
+ */
+export function uploadTenant(caller: Principal, named: string | undefined, use: "store" | "read"): string {
+  const tenant = named ?? onlyTenant(caller) ?? "untenanted";
   if (tenant.length > 63 || !tenantPattern.test(tenant)) {
     throw new ManentError(Code.InvalidArgument, "query: tenant: must be lower-case letters, digits, '.', '_' or '-' (at most 63)", {
       details: { field: "tenant" },
     });
   }
-  authorize(caller, tenant);
+  const needs: Action[] = use === "store" ? ["submit", "dry_run"] : ["read"];
+  if (!needs.some((action) => canSomewhereIn(caller, action, tenant))) {
+    const roles = [...new Set(needs.flatMap(rolesAllowing))];
+    throw new ManentError(
+      Code.PermissionDenied,
+      `${caller.name} may not ${use === "store" ? "upload artifacts to" : "read the uploads of"} tenant ${tenant}: needs the ${needs.join(" or ")} permission somewhere in it (role ${roles.join(" or ")})`,
+      { details: { action: needs[0]!, tenant } },
+    );
+  }
   return tenant;
 }
 

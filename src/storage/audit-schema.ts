@@ -1,6 +1,7 @@
 /**
  * The audit log: one row per action that changes something (submit, rollback, cancel, approve,
- * promote, abort) and per refused sign-in. Append-only: the API has no route to change it, and
+ * promote, abort, plugin restart) and per refused sign-in, naming who acted (kind, id, name,
+ * e-mail and groups of the principal). Append-only: the API has no route to change it, and
  * triggers refuse UPDATE, DELETE and TRUNCATE to anyone, so a bug or a SQL injection cannot rewrite it.
  */
 export const auditStatements = [
@@ -16,6 +17,14 @@ export const auditStatements = [
      client_address text
    )`,
   `create index if not exists audit_tenant on manent.audit (tenant, id desc)`,
+  // Who acted, as a principal (issue 19), and where: added columns, so rows written before keep their
+  // actor name and read as null here.
+  `alter table manent.audit add column if not exists actor_kind text`,
+  `alter table manent.audit add column if not exists actor_id text`,
+  `alter table manent.audit add column if not exists actor_email text`,
+  `alter table manent.audit add column if not exists actor_groups jsonb`,
+  `alter table manent.audit add column if not exists application text`,
+  `alter table manent.audit add column if not exists environment text`,
   `create index if not exists audit_deploy on manent.audit (deploy_id)`,
   `create or replace function manent.audit_append_only() returns trigger language plpgsql as $$
    begin

@@ -14,19 +14,31 @@ import {
   type TargetProgress,
 } from "../core/engine/deploy-store.js";
 import type { ErrorJSON } from "../core/errors.js";
+import { scopeCondition } from "./scope-sql.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
-  submitted_by, created_at, started_at, finished_at`;
+  submitted_by, submitted_by_id, created_at, started_at, finished_at`;
 
 export class PgDeployStore implements DeployStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async createDeploy(d: NewDeploy): Promise<void> {
     await this.pool.query(
-      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by)
-       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9) on conflict (id) do nothing`,
-      [d.id, d.kind, d.tenant, d.application, d.artifact, d.environment, d.version, JSON.stringify(d.request), d.submittedBy ?? null],
+      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id)
+       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10) on conflict (id) do nothing`,
+      [
+        d.id,
+        d.kind,
+        d.tenant,
+        d.application,
+        d.artifact,
+        d.environment,
+        d.version,
+        JSON.stringify(d.request),
+        d.submittedBy ?? null,
+        d.submittedById ?? null,
+      ],
     );
   }
 
@@ -127,12 +139,23 @@ export class PgDeployStore implements DeployStore {
   async startRun(id: string, d?: NewDeploy): Promise<DeployStatus | undefined> {
     const started = d
       ? await this.pool.query<{ status: DeployStatus }>(
-          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, started_at)
-           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, now())
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, started_at)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, now())
            on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
              where manent.deploys.status in ('queued', 'running')
            returning status`,
-          [d.id, d.kind, d.tenant, d.application, d.artifact, d.environment, d.version, JSON.stringify(d.request), d.submittedBy ?? null],
+          [
+            d.id,
+            d.kind,
+            d.tenant,
+            d.application,
+            d.artifact,
+            d.environment,
+            d.version,
+            JSON.stringify(d.request),
+            d.submittedBy ?? null,
+            d.submittedById ?? null,
+          ],
         )
       : await this.pool.query<{ status: DeployStatus }>(
           `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
@@ -237,6 +260,8 @@ export class PgDeployStore implements DeployStore {
         where.push(`${key} = $${args.length}`);
       }
     }
+    const visible = f.scopes && scopeCondition(f.scopes, args);
+    if (visible) where.push(visible);
     args.push(f.limit ?? 50);
     const rows = await this.pool.query(
       `select ${deployColumns} from manent.deploys ${where.length ? `where ${where.join(" and ")}` : ""}
@@ -304,6 +329,7 @@ function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "tar
     status: r.status as DeployStatus,
     error: (r.error as ErrorJSON | null) ?? null,
     submitted_by: (r.submitted_by as string | null) ?? null,
+    submitted_by_id: (r.submitted_by_id as string | null) ?? null,
     created_at: iso(r.created_at)!,
     started_at: iso(r.started_at),
     finished_at: iso(r.finished_at),

@@ -1,12 +1,23 @@
 import pg from "pg";
 import type { Logger } from "../core/contract/index.js";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
+import { matchesPattern, type ScopePattern } from "../core/identity/index.js";
 import { eventsChannel } from "./events-schema.js";
+import { scopeCondition } from "./scope-sql.js";
 
 /** Which events a reader wants: one deploy's, or one tenant's ("*" or absent: all tenants). */
 export interface EventFilter {
   deployId?: string;
   tenant?: string;
+  /** Only events of deploys within these scopes (what the caller may read); absent: all. */
+  scopes?: readonly ScopePattern[];
+}
+
+/** An event with where its deploy is, so a subscriber's scopes can be matched without a query per event. */
+interface PlacedEvent {
+  event: DeployEvent;
+  application: string | null;
+  environment: string | null;
 }
 
 type Listener = (event: DeployEvent) => void;
@@ -44,15 +55,29 @@ export class PgEventHub {
 
   /** Events after `afterId` that match, oldest first (at most `limit`). */
   async read(afterId: number, filter: EventFilter, limit = pageSize): Promise<DeployEvent[]> {
-    const where = ["id > $1"];
+    return (await this.readPlaced(afterId, filter, limit)).map((p) => p.event);
+  }
+
+  private async readPlaced(afterId: number, filter: EventFilter, limit = pageSize): Promise<PlacedEvent[]> {
+    const where = ["e.id > $1"];
     const args: unknown[] = [afterId];
-    if (filter.deployId !== undefined) where.push(`deploy_id = $${args.push(filter.deployId)}`);
-    if (filter.tenant !== undefined && filter.tenant !== "*") where.push(`tenant = $${args.push(filter.tenant)}`);
+    if (filter.deployId !== undefined) where.push(`e.deploy_id = $${args.push(filter.deployId)}`);
+    if (filter.tenant !== undefined && filter.tenant !== "*") where.push(`e.tenant = $${args.push(filter.tenant)}`);
+    const visible =
+      filter.scopes &&
+      scopeCondition(filter.scopes, args, { tenant: "e.tenant", application: "d.application", environment: "d.environment" });
+    if (visible) where.push(visible);
     const rows = await this.pool.query(
-      `select id, at, tenant, deploy_id, type, data from manent.events where ${where.join(" and ")} order by id limit $${args.push(limit)}`,
+      `select e.id, e.at, e.tenant, e.deploy_id, e.type, e.data, d.application, d.environment
+       from manent.events e left join manent.deploys d on d.id = e.deploy_id
+       where ${where.join(" and ")} order by e.id limit $${args.push(limit)}`,
       args,
     );
-    return rows.rows.map(toEvent);
+    return rows.rows.map((r: Record<string, unknown>) => ({
+      event: toEvent(r),
+      application: (r.application as string | null) ?? null,
+      environment: (r.environment as string | null) ?? null,
+    }));
   }
 
   /** The newest event id (0 for none): where a live-only stream starts. */
@@ -131,9 +156,9 @@ export class PgEventHub {
       do {
         this.again = false;
         for (;;) {
-          const events = await this.read(this.lastId, {});
+          const events = await this.readPlaced(this.lastId, {});
           for (const e of events) this.deliver(e);
-          if (events.length > 0) this.lastId = events[events.length - 1]!.id;
+          if (events.length > 0) this.lastId = events[events.length - 1]!.event.id;
           if (events.length < pageSize) break;
         }
       } while (this.again && !this.closed);
@@ -145,10 +170,11 @@ export class PgEventHub {
       });
   }
 
-  private deliver(e: DeployEvent): void {
+  private deliver({ event: e, application, environment }: PlacedEvent): void {
     for (const { filter, fn } of this.listeners) {
       if (filter.deployId !== undefined && filter.deployId !== e.deploy_id) continue;
       if (filter.tenant !== undefined && filter.tenant !== "*" && filter.tenant !== e.tenant) continue;
+      if (filter.scopes && !filter.scopes.some((s) => inScope(s, e.tenant, application, environment))) continue;
       try {
         fn(e);
       } catch (err) {
@@ -156,6 +182,12 @@ export class PgEventHub {
       }
     }
   }
+}
+
+/** The SQL condition of `scopeCondition`, in memory: a pattern of `*` matches anything, a missing value only `*`. */
+function inScope(scope: ScopePattern, tenant: string, application: string | null, environment: string | null): boolean {
+  const field = (pattern: string, value: string | null) => pattern === "*" || (value !== null && matchesPattern(pattern, value));
+  return field(scope.tenant, tenant) && field(scope.application, application) && field(scope.environment, environment);
 }
 
 function toEvent(r: Record<string, unknown>): DeployEvent {

@@ -70,6 +70,8 @@ const statements = [
   `alter table manent.deploys add column if not exists deploy_started_at timestamptz`,
   `alter table manent.deploys add column if not exists no_rollback_reason text`,
   `alter table manent.deploys add column if not exists committed_at timestamptz`,
+  // Who submitted, as the principal id separation of duties compares (submitted_by is the name shown).
+  `alter table manent.deploys add column if not exists submitted_by_id text`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

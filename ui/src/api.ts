@@ -1,5 +1,6 @@
 import { createParser } from "eventsource-parser";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
+import type { Principal } from "../../src/core/identity/principal.js";
 
 /** The browser's client of the API: same routes and error shape as the CLI's, the token in this tab's session storage. */
 export class Api {
@@ -52,9 +53,21 @@ export class Api {
   }
 }
 
-export interface Me {
-  name: string;
-  tenant: string;
+/** The caller, as GET /api/v1/whoami answers (a Principal). */
+export type Me = Principal;
+
+/** The one tenant the caller's grants name, if they name exactly one without a pattern (a tenant's token). */
+export function oneTenant(me: Me): string | undefined {
+  const tenants = new Set(me.grants.map((g) => g.scope.tenant));
+  const [only] = tenants;
+  return tenants.size === 1 && only !== undefined && !only.includes("*") ? only : undefined;
+}
+
+/** What the caller's grants reach, for the header: "all tenants", or the tenant patterns. */
+export function reach(me: Me): string {
+  const tenants = [...new Set(me.grants.map((g) => g.scope.tenant))];
+  if (tenants.includes("*")) return "all tenants";
+  return tenants.length === 0 ? "no access" : `tenant ${tenants.join(", ")}`;
 }
 
 const key = "manent.token";

@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Api, forgetToken, saveToken, savedToken, type Me } from "./api.js";
+import { Api, forgetToken, reach, saveToken, savedToken, type Me } from "./api.js";
 import type { Session } from "./session.js";
 import { useHashRoute } from "./hooks.js";
 import { AuditPage } from "./pages/audit.js";
@@ -81,7 +81,7 @@ function App() {
             Audit
           </a>
           <span class="who">
-            {session.me.name} · {session.me.tenant === "*" ? "all tenants" : `tenant ${session.me.tenant}`}
+            {session.me.name} · {reach(session.me)}
           </span>
           <button
             class="link"

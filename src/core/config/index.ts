@@ -8,3 +8,4 @@ export * from "./load-manent-config.js";
 export * from "./envconfig-provider.js";
 export * from "./artifacts-config.js";
 export * from "./safe-text.js";
+export * from "./auth-config.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { artifactsConfigSchema } from "./artifacts-config.js";
+import { authConfigSchema } from "./auth-config.js";
 import { durationMs } from "./duration.js";
-import { secretRefSchema } from "./secret-ref.js";
 
 const databaseUrl = z.string().superRefine((url, ctx) => {
   if (/^postgres(ql)?:\/\//.test(url)) return;
@@ -87,25 +87,6 @@ const fileProvider = z.strictObject({
     .describe("The file provider's settings"),
 });
 
-const token = z
-  .strictObject({
-    name: z
-      .string()
-      .min(1)
-      .meta({ description: "The token's name, for logs", examples: ["ci"] }),
-    tenant: z
-      .string()
-      .min(1)
-      .meta({ description: 'The tenant this token may see, or "*" for every tenant', examples: ["team-a", "*"] }),
-    token: secretRefSchema.optional().meta({ description: "Where the token's value is read", examples: ["env:MANENT_CI_TOKEN"] }),
-    sha256: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/)
-      .optional()
-      .describe("Hex sha256 of the token, when the value itself is not kept on the server"),
-  })
-  .refine((t) => (t.token === undefined) !== (t.sha256 === undefined), { message: "give exactly one of token or sha256" });
-
 /** The server's configuration (`manent.yml`). */
 export const manentConfigSchema = z.strictObject({
   // `dbos:` written with no value (as the tutorial does) means the defaults: the embedded Postgres.
@@ -167,10 +148,7 @@ export const manentConfigSchema = z.strictObject({
     })
     .default({ required: true, providers: [] })
     .describe("Where each deploy's envconfig comes from"),
-  auth: z
-    .strictObject({ tokens: z.array(token).default([]).describe("API tokens; none: the API is open") })
-    .default({ tokens: [] })
-    .describe("Who may call the API"),
+  auth: authConfigSchema,
   artifacts: artifactsConfigSchema,
   concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
   shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),

@@ -1,5 +1,6 @@
 import type { Capability, TargetResult } from "../contract/index.js";
 import type { ErrorJSON } from "../errors.js";
+import type { ScopePattern } from "../identity/index.js";
 import type { CommandRecord, RolloutState, RolloutView } from "../rollout/rollout-state.js";
 
 export type DeployKind = "deploy" | "dry_run" | "rollback";
@@ -20,7 +21,9 @@ export interface NewDeploy extends DeployKey {
   version: string;
   /** What was submitted (descriptor, overrides, file names); never secret values. */
   request: Record<string, unknown>;
+  /** Who submitted it: a name to show, and the principal id (`user:<sub>`, `token:<name>`) separation of duties compares. */
   submittedBy?: string;
+  submittedById?: string;
 }
 
 export interface StepRecord {
@@ -52,6 +55,8 @@ export interface DeployRecord extends DeployKey {
   request: Record<string, unknown>;
   error: ErrorJSON | null;
   submitted_by: string | null;
+  /** The submitter's principal id (`user:<sub>`, `token:<name>`, `anonymous`); null for deploys from before it was recorded. */
+  submitted_by_id: string | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -62,6 +67,8 @@ export interface DeployRecord extends DeployKey {
 }
 
 export interface ListFilter {
+  /** Only deploys within one of these scopes (what the caller may read); absent: all. */
+  scopes?: readonly ScopePattern[];
   tenant?: string;
   application?: string;
   environment?: string;

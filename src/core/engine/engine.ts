@@ -119,7 +119,7 @@ export class Engine {
    * Validates a submission and starts its workflow. Bad input throws `invalid_argument` and records
    * nothing; once recorded, a deploy is never lost: if its workflow cannot start it is marked failed.
    */
-  async submit(submission: Submission, submittedBy?: string): Promise<{ id: string; queued_behind?: string }> {
+  async submit(submission: Submission, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
     const { config, plugins, store } = this.opts;
     const r = await resolveSubmission(config, plugins, submission, this.opts.uploads);
     if (r.kind === "rollback") {
@@ -136,7 +136,7 @@ export class Engine {
       ...key,
       version: r.kind === "rollback" ? r.to! : r.artifact.version,
       request: { ...submission },
-      ...(submittedBy !== undefined && { submittedBy }),
+      ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
     };
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record

@@ -22,6 +22,11 @@ export function can(principal: Principal, action: Action, scope: Scope): boolean
   return principal.grants.some((g) => grantCovers(g, action, scope));
 }
 
+/** The first of the caller's grants that allows `action` at `scope` (what `manent auth can-i` shows as the reason), if any. */
+export function allowingGrant(principal: Principal, action: Action, scope: Scope): Grant | undefined {
+  return principal.grants.find((g) => grantCovers(g, action, scope));
+}
+
 /** True when the caller may take `action` somewhere in `tenant` (for lists, which then filter row by row with `can`). */
 export function canSomewhereIn(principal: Principal, action: Action, tenant: string): boolean {
   return principal.grants.some((g) => roleActions[g.role].includes(action) && matchesPattern(g.scope.tenant, tenant));
@@ -49,9 +54,13 @@ function describeScope(scope: Scope): string {
 
 /** Throws `permission_denied` (HTTP 403) naming the caller, the action, where, and the roles that would allow it. */
 export function authorize(principal: Principal, action: Action, scope: Scope): void {
-  if (can(principal, action, scope)) return;
+  if (!can(principal, action, scope)) throw refusal(principal, action, scope);
+}
+
+/** The `permission_denied` error `authorize` throws, for a caller that reports it rather than throws it (`manent auth can-i`). */
+export function refusal(principal: Principal, action: Action, scope: Scope): ManentError {
   const roles = rolesAllowing(action);
-  throw new ManentError(
+  return new ManentError(
     Code.PermissionDenied,
     `${principal.name} may not ${action} in ${describeScope(scope)}: needs the ${action} permission (role ${roles.join(" or ")})`,
     {
@@ -63,4 +72,9 @@ export function authorize(principal: Principal, action: Action, scope: Scope): v
       },
     },
   );
+}
+
+/** A grant as people read it: "role deployer in tenant team-a, application *, environment dev*". */
+export function describeGrant(grant: Grant): string {
+  return `role ${grant.role} in tenant ${grant.scope.tenant}, application ${grant.scope.application}, environment ${grant.scope.environment}`;
 }

@@ -14,7 +14,8 @@ import {
   submittedSchema,
 } from "../api-schemas.js";
 import { audited } from "../audit.js";
-import { authorize, type Caller } from "../auth.js";
+import { authorize, mayRead, type Principal } from "../../core/identity/index.js";
+import { deployScope, descriptorScope, scopesFor } from "../identity/index.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
 
 const json = <S extends z.ZodType>(schema: S, description: string) => ({ description, content: { "application/json": { schema } } });
@@ -51,7 +52,7 @@ export const nameQuery = z
   .regex(/^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/, "must be lower-case letters, digits, '.', '_' or '-'")
   .optional();
 const listQuery = z.object({
-  tenant: nameQuery.describe("ignored for a tenant's token, which sees its own tenant only"),
+  tenant: nameQuery.describe("only this tenant (a caller sees only what its grants let it read, whatever it asks)"),
   application: nameQuery,
   environment: nameQuery,
   artifact: nameQuery,
@@ -96,7 +97,7 @@ const cancel = createRoute({
   request: { params: deployIdParams },
   responses: {
     200: json(cancelledSchema, "the deploy, and what the cancel does"),
-    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound, Code.FailedPrecondition),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.FailedPrecondition),
   },
 });
 
@@ -104,16 +105,17 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(submit, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
-    const tenant = tenantOf(body.descriptor);
+    const scope = descriptorScope(body.descriptor);
+    const action = body.dry_run ? "dry_run" : "submit";
     const submission: Submission = {
       kind: body.dry_run ? "dry_run" : "deploy",
       descriptor: body.descriptor,
       descriptorFile: body.descriptor_file,
       overrides: dropUndefined(body.overrides),
     };
-    const out = await audited(c, body.dry_run ? "dry_run" : "submit", { tenant }, async () => {
-      authorize(caller, tenant);
-      return deps.engine.submit(submission, caller.name);
+    const out = await audited(c, action, { ...scope }, async () => {
+      authorize(caller, action, scope);
+      return deps.engine.submit(submission, submitter(caller));
     });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
@@ -121,26 +123,25 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(rollback, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
-    const tenant = tenantOf(body.descriptor);
+    const scope = descriptorScope(body.descriptor);
     const submission: Submission = {
       kind: "rollback",
       descriptor: body.descriptor,
       descriptorFile: body.descriptor_file,
       ...(body.to !== undefined && { to: body.to }),
     };
-    const out = await audited(c, "rollback", { tenant }, async () => {
-      authorize(caller, tenant);
-      return deps.engine.submit(submission, caller.name);
+    const out = await audited(c, "rollback", { ...scope }, async () => {
+      authorize(caller, "rollback", scope);
+      return deps.engine.submit(submission, submitter(caller));
     });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
 
   app.openapi(list, async (c) => {
     const q = c.req.valid("query");
-    const caller = c.get("caller");
-    const tenant = caller.tenant === "*" ? q.tenant : caller.tenant;
     const deploys = await deps.store.listDeploys({
-      ...(tenant !== undefined && { tenant }),
+      scopes: scopesFor(c.get("caller"), "read"),
+      ...(q.tenant !== undefined && { tenant: q.tenant }),
       ...(q.application !== undefined && { application: q.application }),
       ...(q.environment !== undefined && { environment: q.environment }),
       ...(q.artifact !== undefined && { artifact: q.artifact }),
@@ -162,8 +163,12 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
 
   app.openapi(cancel, async (c) => {
     const { id } = c.req.valid("param");
-    const deploy = await visibleDeploy(deps, c.get("caller"), id);
-    const cancel = await audited(c, "cancel", { tenant: deploy.tenant, deployId: id }, () => deps.engine.cancel(id, c.get("caller").name));
+    const caller = c.get("caller");
+    const deploy = await visibleDeploy(deps, caller, id);
+    const cancel = await audited(c, "cancel", { ...deployScope(deploy), deployId: id }, async () => {
+      authorize(caller, "cancel", deployScope(deploy));
+      return deps.engine.cancel(id, caller.name);
+    });
     return c.json({ ...(await deps.store.getDeploy(id))!, cancel }, 200);
   });
 }
@@ -192,15 +197,16 @@ async function waitForEnd(deps: ApiDeps, id: string, ms: number, signal: AbortSi
   }
 }
 
-/** A deploy the caller may see; another tenant's is reported as missing, not forbidden: its existence is not the caller's business. */
-export async function visibleDeploy(deps: ApiDeps, caller: Caller, id: string) {
+/** A deploy the caller may read; one it may not is reported as missing, not forbidden: its existence is not the caller's business. */
+export async function visibleDeploy(deps: ApiDeps, caller: Principal, id: string) {
   const deploy = await deps.store.getDeploy(id);
-  if (!deploy || (caller.tenant !== "*" && caller.tenant !== deploy.tenant)) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+  if (!deploy || !mayRead(caller, deployScope(deploy))) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
   return deploy;
 }
 
-function tenantOf(descriptor: Record<string, unknown>): string {
-  return typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
+/** Who a deploy records as its submitter: the name people read and the id separation of duties compares. */
+function submitter(caller: Principal): { name: string; id: string } {
+  return { name: caller.name, id: caller.id };
 }
 
 function dropUndefined<T extends object>(o: T): T {

@@ -7,6 +7,7 @@ import type { EventFilter } from "../../storage/pg-event-hub.js";
 import { deployIdParams, errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
 import { nameQuery, visibleDeploy } from "./deploys.js";
+import { scopesFor } from "../identity/index.js";
 
 /** Comment lines that keep idle streams open through proxies; they carry no data. */
 const keepAliveMs = 15_000;
@@ -43,12 +44,12 @@ const deployEvents = createRoute({
 const tenantEvents = createRoute({
   method: "get",
   path: "/api/v1/events",
-  summary: "Server-sent events of every deploy the token may see: live, or from Last-Event-ID / after",
+  summary: "Server-sent events of every deploy the caller may read: live, or from Last-Event-ID / after",
   tags: ["events"],
   request: {
     headers: resumeHeaders,
     query: z.object({
-      tenant: nameQuery.describe("only this tenant (a tenant's token always gets its own tenant only)"),
+      tenant: nameQuery.describe("only this tenant (a caller gets only the deploys it may read, whatever it asks)"),
       after: z.coerce.number().int().min(0).optional().describe("start after this event id (default: only new events)"),
     }),
   },
@@ -64,11 +65,10 @@ export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
   });
 
   app.openapi(tenantEvents, async (c) => {
-    const caller = c.get("caller");
     const q = c.req.valid("query");
-    const tenant = caller.tenant === "*" ? (q.tenant ?? "*") : caller.tenant;
+    const scopes = scopesFor(c.get("caller"), "read");
     const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? (await deps.events.maxId());
-    return stream(c, deps, { tenant }, after) as never;
+    return stream(c, deps, { tenant: q.tenant ?? "*", scopes }, after) as never;
   });
 }
 

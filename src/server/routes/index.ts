@@ -9,15 +9,18 @@
  *      using zod schemas (shared ones in ../api-schemas.ts; give fields `.describe()`), and list its
  *      error statuses with `...errorResponses(Code.NotFound, …)`.
  *   2. Register it with `app.openapi(route, async (c) => …)`: read the validated input with
- *      `c.req.valid("json" | "query" | "param")`, the caller with `c.get("caller")` (set for every
- *      `/api/v1/` route by the bearer-token middleware), and answer `c.json(body, status)`.
+ *      `c.req.valid("json" | "query" | "param")`, the caller with `c.get("caller")` (a Principal of
+ *      src/core/identity, set for every `/api/v1/` route by the authenticator chain of ../identity/),
+ *      and answer `c.json(body, status)`.
  *   3. Fail by throwing a ManentError (src/core/errors.ts): the error handler turns it into
  *      `{"error": {code, message, details}}` with its HTTP status. Bad input never reaches the
  *      handler: the schemas refuse it with `invalid_argument` naming the field.
  *   4. An action that changes something goes through `audited(c, "action", { tenant, deployId }, () => …)`
  *      (../audit.ts), which appends it with its outcome to the audit log.
- *   5. Scope by tenant: `authorize(caller, tenant)` before acting; report another tenant's
- *      resources as not found (see visibleDeploy in deploys.ts).
+ *   5. Authorize: find what the caller may read first, and report what it may not as not found (see
+ *      visibleDeploy in deploys.ts); then `authorize(caller, action, {tenant, application, environment})`
+ *      before acting (403 naming the missing permission). Lists filter in their query with
+ *      `scopesFor(caller, "read")` (../identity/access.ts), so their limits count what is shown.
  *   6. Run `npm run docs` and commit docs/reference/ (test/docs checks it is up to date).
  */
 import type { ApiApp, ApiDeps } from "../http-api.js";

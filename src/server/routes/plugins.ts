@@ -4,6 +4,8 @@ import { Code, ManentError } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
+import { authorize } from "../../core/identity/index.js";
+import { scopesFor } from "../identity/index.js";
 
 const pluginSchema = z
   .object({
@@ -27,7 +29,7 @@ const list = createRoute({
   tags: ["plugins"],
   responses: {
     200: { description: "plugins", content: { "application/json": { schema: z.object({ plugins: z.array(pluginSchema) }) } } },
-    ...errorResponses(Code.Unauthenticated),
+    ...errorResponses(Code.Unauthenticated, Code.PermissionDenied),
   },
 });
 
@@ -37,7 +39,7 @@ const restart = createRoute({
   summary:
     "Restart an external plugin on this server: out of the gave-up state with a fresh restart budget, or a running process replaced " +
     "(its calls in flight fail as retryable and their steps retry). Answers once the new process has started. " +
-    'Plugins serve every tenant, so only a token for all tenants (tenant "*") may; audited as plugin_restart',
+    'Plugins serve every tenant, so it needs the plugin_restart permission everywhere (tenant, application and environment "*"); audited as plugin_restart',
   tags: ["plugins"],
   request: {
     params: z.object({
@@ -63,18 +65,18 @@ const restart = createRoute({
 });
 
 export function pluginRoutes(app: ApiApp, deps: ApiDeps): void {
-  app.openapi(list, async (c) => c.json({ plugins: await listPlugins(deps) }, 200));
+  app.openapi(list, async (c) => {
+    // Plugins belong to no tenant: anyone who may read something may list them.
+    if (scopesFor(c.get("caller"), "read").length === 0) authorize(c.get("caller"), "read", { tenant: "*" });
+    return c.json({ plugins: await listPlugins(deps) }, 200);
+  });
 
   app.openapi(restart, async (c) => {
     const { name } = c.req.valid("param");
     const caller = c.get("caller");
     await audited(c, "plugin_restart", { tenant: null, subject: `plugin ${name}` }, async () => {
-      // Server-wide: a plugin's process serves every tenant's deploys, so a tenant's token may not stop it.
-      if (caller.tenant !== "*")
-        throw new ManentError(
-          Code.PermissionDenied,
-          `token ${caller.name} may not restart plugins: they serve every tenant; use a token with tenant "*"`,
-        );
+      // Server-wide: a plugin's process serves every tenant's deploys, so only a grant over all of them allows it.
+      authorize(caller, "plugin_restart", { tenant: "*", application: "*", environment: "*" });
       const plugin = deps.plugins.get(name);
       if (!plugin)
         throw new ManentError(Code.NotFound, `no plugin ${name} (configured: ${deps.plugins.names().join(", ") || "none"})`, {

@@ -7,6 +7,8 @@ import { audited } from "../audit.js";
 import { deployIdParams, deploySchema, errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
 import { visibleDeploy } from "./deploys.js";
+import { authorize } from "../../core/identity/index.js";
+import { deployScope } from "../identity/index.js";
 
 const promoteBody = z
   .strictObject({ full: z.boolean().default(false).describe("skip every remaining step and gate, and promote now") })
@@ -21,7 +23,7 @@ const commandRoute = (name: CommandName, summary: string) =>
     request: { params: deployIdParams },
     responses: {
       200: { description: "the deploy, with the command recorded", content: { "application/json": { schema: deploySchema } } },
-      ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound, Code.FailedPrecondition),
+      ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.FailedPrecondition),
     },
   });
 
@@ -32,14 +34,15 @@ const promote = createRoute({
   request: { params: deployIdParams, body: { required: false, content: { "application/json": { schema: promoteBody } } } },
 });
 
-/** Operator commands on a running rollout, tenant-scoped, recorded on the deploy with the caller's name and the time. */
+/** Operator commands on a running rollout, each its own permission where the deploy is, recorded on the deploy with the caller's name and the time. */
 export function rolloutRoutes(app: ApiApp, deps: ApiDeps): void {
   const run = async (c: Context<ApiEnv>, id: string, command: CommandName, full = false) => {
     const caller = c.get("caller");
     const deploy = await visibleDeploy(deps, caller, id);
-    await audited(c, command, { tenant: deploy.tenant, deployId: id }, () =>
-      sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name }),
-    );
+    await audited(c, command, { ...deployScope(deploy), deployId: id }, async () => {
+      authorize(caller, command, deployScope(deploy));
+      await sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name });
+    });
     return (await deps.store.getDeploy(id))!;
   };
   app.openapi(approve, async (c) => c.json(await run(c, c.req.valid("param").id, "approve"), 200));

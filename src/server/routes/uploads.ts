@@ -21,7 +21,7 @@ const query = z.object({
     .max(63)
     .regex(tenantPattern, "must be lower-case letters, digits, '.', '_' or '-'")
     .optional()
-    .describe("the tenant the upload belongs to (default: the token's own; untenanted for a token of every tenant)"),
+    .describe("the tenant the upload belongs to (default: the caller's one tenant, if its grants name one; else untenanted)"),
 });
 const uploadSchema = z
   .object({
@@ -68,7 +68,7 @@ const get = createRoute({
 export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(put, async (c) => {
     const { sha256 } = c.req.valid("param");
-    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant);
+    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant, "store");
     const raw = c.req.raw.body;
     const body = raw ? Readable.fromWeb(raw as ReadableStream<Uint8Array>) : Readable.from([]);
     const stored = await receiveUpload(deps.uploads, tenant, sha256, body, c.req.header("content-length"));
@@ -76,7 +76,7 @@ export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
   });
   app.openapi(get, async (c) => {
     const { sha256 } = c.req.valid("param");
-    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant);
+    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant, "read");
     return c.json(await describeUpload(deps.uploads, tenant, sha256), 200);
   });
 }

@@ -2,6 +2,7 @@ import { useState } from "preact/hooks";
 import type { DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Status, Time } from "../components/common.js";
 import { useEventStream, useLoad } from "../hooks.js";
+import { oneTenant } from "../api.js";
 import type { Session } from "../session.js";
 
 export type Summary = Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">;
@@ -53,7 +54,7 @@ export function DeploysPage({ session }: { session: Session }) {
     <>
       <h1>Deploys</h1>
       <form class="filters" aria-label="filters" onSubmit={(e) => e.preventDefault()}>
-        {session.me.tenant === "*" && field("tenant", "Tenant")}
+        {oneTenant(session.me) === undefined && field("tenant", "Tenant")}
         {field("application", "Application")}
         {field("environment", "Environment")}
         <label>

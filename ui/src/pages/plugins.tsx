@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
+import { can } from "../../../src/core/identity/policy.js";
 import type { Session } from "../session.js";
 
 interface Plugin {
@@ -20,8 +21,8 @@ export function PluginsPage({ session }: { session: Session }) {
   );
   const [busy, setBusy] = useState<string>();
   const [failure, setFailure] = useState<string>();
-  // Plugins serve every tenant: only a token for all tenants may restart one (the server checks it too).
-  const mayRestart = session.me.tenant === "*";
+  // Plugins serve every tenant: only a grant over all of them allows a restart (the server checks it too).
+  const mayRestart = can(session.me, "plugin_restart", { tenant: "*" });
   const restart = async (p: Plugin) => {
     const running = p.status === "up" ? " Its calls in flight fail and their steps retry on the new process." : "";
     if (!confirm(`Restart plugin ${p.name}?${running}`)) return;
