@@ -12,7 +12,8 @@ export async function main(argv: string[]): Promise<void> {
     .command("serve")
     .description("run the deploy engine and its HTTP API")
     .option("--listen <host:port>", "override listen from manent.yml")
-    .action(async (opts: { listen?: string }) => {
+    .option("--executor-id <id>", "override dbos.executor_id from manent.yml (each server of a fleet has its own, e.g. its pod's name)")
+    .action(async (opts: { listen?: string; executorId?: string }) => {
       // Imported here, so `--help` and `--version` do not load the whole server (DBOS, pg, gRPC, hono).
       const [{ createLogger }, { isDatabaseUnavailable }, { serve }, { externalPluginFactory }] = await Promise.all([
         import("./logger.js"),
@@ -27,6 +28,7 @@ export async function main(argv: string[]): Promise<void> {
           logger,
           external: externalPluginFactory,
           ...(opts.listen !== undefined && { listen: opts.listen }),
+          ...(opts.executorId !== undefined && { executorId: opts.executorId }),
         });
       } catch (err) {
         const e = ManentError.from(err);

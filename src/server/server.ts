@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
-import { loadManentConfig, type LoadedConfig } from "../core/config/index.js";
+import { loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
 import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { Engine } from "../core/engine/engine.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
@@ -36,6 +36,8 @@ export interface ServeOptions {
   logger: Logger;
   /** Overrides `listen` from manent.yml (e.g. 127.0.0.1:0 in tests). */
   listen?: string;
+  /** Overrides `dbos.executor_id` from manent.yml (e.g. a pod's name, which one shared manent.yml cannot hold). */
+  executorId?: string;
   /** Hosts external plugins; given the server's metrics registry. */
   external?: (registry: Registry) => ExternalPluginFactory;
 }
@@ -44,7 +46,13 @@ export interface ServeOptions {
 export async function serve(configFile: string, opts: ServeOptions): Promise<RunningServer> {
   const { logger } = opts;
   const loaded = await loadManentConfig(configFile);
-  const config: LoadedConfig = opts.listen ? { ...loaded, listen: opts.listen } : loaded;
+  const config: LoadedConfig = {
+    ...loaded,
+    ...(opts.listen && { listen: opts.listen }),
+    ...(opts.executorId && { dbos: { ...loaded.dbos, executor_id: opts.executorId } }),
+  };
+  // Read first (an env: or file: reference), so a missing secret fails the start before anything runs.
+  const externalDatabaseUrl = config.dbos.database_url ? await resolveDatabaseUrl(config.dbos.database_url) : undefined;
   // The ways to sign in, asked in order; with none configured the API is open (on loopback only).
   const open = config.auth.tokens.length === 0;
   assertOpenOnLoopbackOnly(config, open);
@@ -82,8 +90,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   try {
     plugins = await PluginRegistry.fromConfig(config, builtinPlugins, logger, opts.external?.(metrics.registry));
     await prepareWorkdir(config.workdirPath);
-    embedded = config.dbos.database_url ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
-    const databaseUrl = config.dbos.database_url ?? embedded!.url;
+    embedded = externalDatabaseUrl ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
+    const databaseUrl = externalDatabaseUrl ?? embedded!.url;
     // A connection that cannot be made in 5 s is an unavailable database, not a request left hanging.
     pool = new pg.Pool({ connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 });
     pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));

@@ -9,3 +9,4 @@ export * from "./envconfig-provider.js";
 export * from "./artifacts-config.js";
 export * from "./safe-text.js";
 export * from "./auth-config.js";
+export * from "./database-url.js";

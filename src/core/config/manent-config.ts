@@ -1,19 +1,8 @@
 import { z } from "zod";
 import { artifactsConfigSchema } from "./artifacts-config.js";
 import { authConfigSchema } from "./auth-config.js";
+import { databaseUrlSchema } from "./database-url.js";
 import { durationMs } from "./duration.js";
-
-const databaseUrl = z.string().superRefine((url, ctx) => {
-  if (/^postgres(ql)?:\/\//.test(url)) return;
-  const scheme = /^([a-z0-9+.-]+):/i.exec(url)?.[1] ?? url;
-  ctx.addIssue({
-    code: "custom",
-    message:
-      `"${scheme}" is not supported: manent stores deploys with DBOS Transact on Postgres. ` +
-      `Write database_url: postgres://user:password@host:5432/dbname for an existing server, ` +
-      `or remove database_url to use the embedded Postgres under workdir`,
-  });
-});
 
 export const externalSchema = z.strictObject({
   command: z
@@ -94,9 +83,10 @@ export const manentConfigSchema = z.strictObject({
     (v) => (v === null ? undefined : v),
     z
       .strictObject({
-        database_url: databaseUrl.optional().meta({
-          description: "The Postgres that keeps deploys and workflows; absent: an embedded Postgres under workdir",
-          examples: ["postgres://manent:secret@db:5432/manent"],
+        database_url: databaseUrlSchema.optional().meta({
+          description:
+            "The Postgres that keeps deploys and workflows, or where its URL is kept (env:NAME, file:/path); absent: an embedded Postgres under workdir",
+          examples: ["postgres://manent:secret@db:5432/manent", "env:MANENT_DATABASE_URL"],
         }),
         executor_id: z
           .string()
