@@ -40,7 +40,7 @@ export const stepSchema = z
 export const targetSchema = z
   .object({
     phase: z.string(),
-    host: z.string(),
+    host: z.string().describe("the target, by its identity: its envconfig name, else its host"),
     status: z.string(),
     duration_ms: z.number().nullable(),
     error: z.string().nullable(),

@@ -6,7 +6,7 @@ const waveSchema = z.object({
   index: z.number().int().describe("1-based"),
   name: z.string().describe('the label values of its targets, e.g. "region=eu-west az=a", or "all targets"'),
   labels: z.record(z.string(), z.string()),
-  hosts: z.array(z.string()),
+  hosts: z.array(z.string()).describe("the wave's targets, by identity (envconfig name, else host)"),
   status: z.enum(["pending", "running", "succeeded", "failed", "rolled_back", "skipped"]),
 });
 

@@ -120,6 +120,7 @@ describe("plugin protocol conformance", () => {
                 secretsBrokerId: 0,
                 parallelism: 1,
                 traffic: {},
+                rollout: undefined,
               },
               cb,
             ),

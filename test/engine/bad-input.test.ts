@@ -103,6 +103,29 @@ describe("bad input", () => {
     withEnvconfig({ ...goodEnvconfig(), callbacks: [{ url: "ftp://hooks.example/x" }] }, /callbacks\.0\.url: must be an http\(s\) URL/));
   it("20. duplicate key in YAML", () =>
     refused("apiVersion: manent/v1\napplication: shop\napplication: shop\n", /malformed YAML: Map keys must be unique/));
+  it("20a. two targets on one host (different ports) without names: refused naming both entries", () =>
+    withEnvconfig(
+      {
+        ...goodEnvconfig(),
+        targets: [
+          { host: "127.0.0.1", port: 6443 },
+          { host: "127.0.0.1", port: 6444 },
+        ],
+      },
+      /envconfig\/untenanted\/shop\/shop\/test\.yml: targets\.1: same identity as targets\.0 \(host 127\.0\.0\.1\): give each a distinct name/,
+    ));
+  it("20b. two targets with one name, and a name equal to another target's host: refused", async () => {
+    await withEnvconfig(
+      { ...goodEnvconfig(), targets: [{ host: "a", name: "eu" }, { host: "b" }, { host: "c", name: "eu" }] },
+      /test\.yml: targets\.2: same identity as targets\.0 \(name eu\): give each a distinct name/,
+    );
+    await withEnvconfig(
+      { ...goodEnvconfig(), targets: [{ host: "web-1" }, { host: "10.0.0.2", name: "web-1" }] },
+      /test\.yml: targets\.1: same identity as targets\.0 \(identity web-1\): give each a distinct name/,
+    );
+  });
+  it("20c. a target name that is not a simple name", () =>
+    withEnvconfig({ ...goodEnvconfig(), targets: [{ host: "a", name: "../x" }] }, /test\.yml: targets\.0\.name: must be letters, digits/));
   it("21. --version override that is not a version", () => refused(shop(), /artifact\.version: must be letters/, ["--version", "../etc"]));
 
   it("22. a sha256 that is not the uploaded file's is refused before anything is recorded", async () => {

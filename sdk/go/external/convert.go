@@ -26,7 +26,11 @@ func ArtifactToProto(a plugin.Artifact) *pb.Artifact {
 func RequestFromProto(r *pb.DeployRequest) *plugin.Request {
 	targets := make([]plugin.Target, len(r.GetTargets()))
 	for i, t := range r.GetTargets() {
-		targets[i] = plugin.Target{Host: t.GetHost(), Port: int(t.GetPort()), Labels: orEmpty(t.GetLabels())}
+		targets[i] = plugin.Target{Host: t.GetHost(), Port: int(t.GetPort()), Labels: orEmpty(t.GetLabels()), Name: t.GetName()}
+	}
+	var rollout *plugin.RolloutPlan
+	if p := r.GetRollout(); p != nil {
+		rollout = &plugin.RolloutPlan{Weights: p.GetWeights(), Testers: p.GetTesters()}
 	}
 	return &plugin.Request{
 		DeploymentID: r.GetDeploymentId(),
@@ -38,6 +42,7 @@ func RequestFromProto(r *pb.DeployRequest) *plugin.Request {
 		Params:       orEmpty(r.GetParams()),
 		Parallelism:  max(1, int(r.GetParallelism())),
 		Traffic:      r.GetTraffic(),
+		Rollout:      rollout,
 	}
 }
 
@@ -45,7 +50,11 @@ func RequestFromProto(r *pb.DeployRequest) *plugin.Request {
 func RequestToProto(r *plugin.Request) *pb.DeployRequest {
 	targets := make([]*pb.Target, len(r.Targets))
 	for i, t := range r.Targets {
-		targets[i] = &pb.Target{Host: t.Host, Port: int32(t.Port), Labels: t.Labels}
+		targets[i] = &pb.Target{Host: t.Host, Port: int32(t.Port), Labels: t.Labels, Name: t.Name}
+	}
+	var rollout *pb.RolloutPlan
+	if r.Rollout != nil {
+		rollout = &pb.RolloutPlan{Weights: r.Rollout.Weights, Testers: r.Rollout.Testers}
 	}
 	return &pb.DeployRequest{
 		DeploymentId: r.DeploymentID,
@@ -57,6 +66,7 @@ func RequestToProto(r *plugin.Request) *pb.DeployRequest {
 		Params:       r.Params,
 		Parallelism:  int32(r.Parallelism),
 		Traffic:      r.Traffic,
+		Rollout:      rollout,
 	}
 }
 

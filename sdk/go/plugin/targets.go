@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TargetFunc works on one target. The returned result's Host defaults to the target's and its
+// TargetFunc works on one target. The returned result's Host defaults to the target's ID and its
 // Status to StatusDeployed; on error the target is reported failed with the error's message.
 // It runs on several goroutines at once when Request.Parallelism > 1.
 type TargetFunc func(ctx context.Context, t Target) (TargetResult, error)
@@ -63,7 +63,7 @@ func runTargets(ctx context.Context, req *Request, fn TargetFunc, stopOnError bo
 				r, err := callTarget(ctx, fn, t)
 				r.DurationMS = time.Since(begin).Milliseconds()
 				if r.Host == "" {
-					r.Host = t.Host
+					r.Host = t.ID()
 				}
 				if err != nil {
 					r.Status, r.Error = StatusFailed, err.Error()
@@ -89,7 +89,7 @@ func runTargets(ctx context.Context, req *Request, fn TargetFunc, stopOnError bo
 	skipped := false
 	for i, t := range targets {
 		if !started[i] {
-			results[i] = TargetResult{Host: t.Host, Status: StatusSkipped}
+			results[i] = TargetResult{Host: t.ID(), Status: StatusSkipped}
 			skipped = true
 		}
 		if errs[i] != nil {
@@ -107,7 +107,7 @@ func runTargets(ctx context.Context, req *Request, fn TargetFunc, stopOnError bo
 func callTarget(ctx context.Context, fn TargetFunc, t Target) (r TargetResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r, err = TargetResult{}, &Error{Code: CodeInternal, Message: fmt.Sprintf("target %s: panic: %v", t.Host, p)}
+			r, err = TargetResult{}, &Error{Code: CodeInternal, Message: fmt.Sprintf("target %s: panic: %v", t.ID(), p)}
 		}
 	}()
 	return fn(ctx, t)

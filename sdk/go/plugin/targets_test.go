@@ -67,6 +67,33 @@ func TestForEachTargetKeepsOrderAndDefaults(t *testing.T) {
 	}
 }
 
+// Two clusters on one host are two targets: each result names its target by its ID, never by the shared host.
+func TestForEachTargetNamesResultsByTargetID(t *testing.T) {
+	req := &Request{Targets: []Target{
+		{Host: "127.0.0.1", Port: 6443, Name: "kube-a", Labels: map[string]string{}},
+		{Host: "127.0.0.1", Port: 6444, Name: "kube-b", Labels: map[string]string{}},
+		{Host: "web-1", Labels: map[string]string{}},
+	}, Parallelism: 1}
+	got, err := ForAllTargets(testCtx(t), req, func(_ context.Context, tg Target) (TargetResult, error) {
+		if tg.Port == 6444 {
+			return TargetResult{}, errors.New("broken")
+		}
+		return TargetResult{}, nil
+	})
+	if err == nil {
+		t.Fatal("want the failure of kube-b")
+	}
+	for i, id := range []string{"kube-a", "kube-b", "web-1"} {
+		if got[i].Host != id {
+			t.Fatalf("result %d names %q, want %q", i, got[i].Host, id)
+		}
+	}
+	equalStatuses(t, got, StatusDeployed, StatusFailed, StatusDeployed)
+	if got[1].Error != "broken" {
+		t.Fatalf("kube-b's error is %q", got[1].Error)
+	}
+}
+
 func TestForEachTargetStopsAfterFirstErrorAndSkipsTheRest(t *testing.T) {
 	req := &Request{Targets: targetsOf("a", "b", "c", "d"), Parallelism: 1}
 	var calls atomic.Int32

@@ -24,6 +24,18 @@ type Target struct {
 	Host   string            `json:"host"`
 	Port   int               `json:"port,omitempty"`
 	Labels map[string]string `json:"labels"`
+	// Name is the target's identity in the deploy: the envconfig's name, else its host. manent
+	// refuses two targets with one identity, so results and releases name their target by it.
+	Name string `json:"name,omitempty"`
+}
+
+// ID is the target's identity: its Name, or its Host when the host sent none (earlier manent).
+// TargetResult.Host and TargetRelease.Host carry it.
+func (t Target) ID() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.Host
 }
 
 // Secrets gives access to the secrets named in the envconfig. It works only while the call
@@ -48,9 +60,20 @@ type Request struct {
 	Parallelism int `json:"parallelism"`
 	// Traffic is the percentage-rollout state recorded by PrepareSlots.
 	Traffic map[string]string `json:"traffic,omitempty"`
+	// Rollout is set on every call of a deploy that runs a canary, a dry-run's too: what the
+	// rollout will ask of the plugin, so Validate can refuse a setting it lacks up front.
+	Rollout *RolloutPlan `json:"rollout,omitempty"`
 	// Progress, when set, is called as each target finishes (by ForEachTarget and
 	// ForAllTargets), for live progress. It may be called from several goroutines at once.
 	Progress func(TargetResult) `json:"-"`
+}
+
+// RolloutPlan is what a canary will ask of the plugin: slots always, and these.
+type RolloutPlan struct {
+	// Weights: some step sets a weight (SetCandidateWeight, or ScaleCandidate with the scale capability).
+	Weights bool `json:"weights"`
+	// Testers: testers: true, so RouteTesters will be called.
+	Testers bool `json:"testers"`
 }
 
 // Status is the outcome of one target.
@@ -68,6 +91,7 @@ const (
 
 // TargetResult is the outcome of one target.
 type TargetResult struct {
+	// Host names the target the result is about: its ID (its name, which is its host unless the envconfig names it).
 	Host    string            `json:"host"`
 	Status  Status            `json:"status"`
 	Details map[string]string `json:"details,omitempty"`
@@ -85,6 +109,7 @@ type Result struct {
 
 // TargetRelease is the release a target runs; Version is "" when nothing is deployed.
 type TargetRelease struct {
+	// Host names the target: its ID, as in TargetResult.
 	Host    string            `json:"host"`
 	Version string            `json:"version"`
 	Details map[string]string `json:"details,omitempty"`

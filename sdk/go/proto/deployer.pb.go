@@ -244,10 +244,13 @@ func (x *Artifact) GetPath() string {
 }
 
 type Target struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Host   string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Port   int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Labels map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The target's identity in the deploy: its declared name, else its host (unique among the
+	// deploy's targets). Results and releases name their target by it; "" from hosts before names.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +304,13 @@ func (x *Target) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Target) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 type SupportsRequest struct {
@@ -405,7 +415,10 @@ type DeployRequest struct {
 	// How many targets the plugin may work on at once; 0 from earlier hosts means 1.
 	Parallelism int32 `protobuf:"varint,9,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	// Percentage-rollout state recorded by PrepareSlots.
-	Traffic       map[string]string `protobuf:"bytes,10,rep,name=traffic,proto3" json:"traffic,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Traffic map[string]string `protobuf:"bytes,10,rep,name=traffic,proto3" json:"traffic,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set on every call of a deploy that runs a canary (a dry-run's too): what the rollout will ask
+	// of the plugin, so Validate can refuse a setting it lacks before anything changes.
+	Rollout       *RolloutPlan `protobuf:"bytes,11,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,9 +523,71 @@ func (x *DeployRequest) GetTraffic() map[string]string {
 	return nil
 }
 
+func (x *DeployRequest) GetRollout() *RolloutPlan {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+type RolloutPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Some step sets a weight (SetCandidateWeight, or ScaleCandidate with the scale capability).
+	Weights bool `protobuf:"varint,1,opt,name=weights,proto3" json:"weights,omitempty"`
+	// testers: true, so RouteTesters will be called.
+	Testers       bool `protobuf:"varint,2,opt,name=testers,proto3" json:"testers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutPlan) Reset() {
+	*x = RolloutPlan{}
+	mi := &file_deployer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutPlan) ProtoMessage() {}
+
+func (x *RolloutPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_deployer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutPlan.ProtoReflect.Descriptor instead.
+func (*RolloutPlan) Descriptor() ([]byte, []int) {
+	return file_deployer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RolloutPlan) GetWeights() bool {
+	if x != nil {
+		return x.Weights
+	}
+	return false
+}
+
+func (x *RolloutPlan) GetTesters() bool {
+	if x != nil {
+		return x.Testers
+	}
+	return false
+}
+
 type TargetResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// The target this result is about: its name (Target.name, which is its host unless the envconfig names it).
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
 	// deployed, ready, failed, skipped, rolled_back, unchanged.
 	Status        string            `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	Details       map[string]string `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -524,7 +599,7 @@ type TargetResult struct {
 
 func (x *TargetResult) Reset() {
 	*x = TargetResult{}
-	mi := &file_deployer_proto_msgTypes[8]
+	mi := &file_deployer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +611,7 @@ func (x *TargetResult) String() string {
 func (*TargetResult) ProtoMessage() {}
 
 func (x *TargetResult) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[8]
+	mi := &file_deployer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +624,7 @@ func (x *TargetResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetResult.ProtoReflect.Descriptor instead.
 func (*TargetResult) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{8}
+	return file_deployer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TargetResult) GetHost() string {
@@ -598,7 +673,7 @@ type DeployResponse struct {
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_deployer_proto_msgTypes[9]
+	mi := &file_deployer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +685,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[9]
+	mi := &file_deployer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +698,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{9}
+	return file_deployer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeployResponse) GetPlugin() string {
@@ -649,7 +724,8 @@ func (x *DeployResponse) GetDetails() map[string]string {
 
 type TargetRelease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// The target: its name (Target.name), as in TargetResult.host.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
 	// "" when the target runs no release.
 	Version       string            `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Details       map[string]string `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -659,7 +735,7 @@ type TargetRelease struct {
 
 func (x *TargetRelease) Reset() {
 	*x = TargetRelease{}
-	mi := &file_deployer_proto_msgTypes[10]
+	mi := &file_deployer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +747,7 @@ func (x *TargetRelease) String() string {
 func (*TargetRelease) ProtoMessage() {}
 
 func (x *TargetRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[10]
+	mi := &file_deployer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +760,7 @@ func (x *TargetRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetRelease.ProtoReflect.Descriptor instead.
 func (*TargetRelease) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{10}
+	return file_deployer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TargetRelease) GetHost() string {
@@ -717,7 +793,7 @@ type CurrentReleaseResponse struct {
 
 func (x *CurrentReleaseResponse) Reset() {
 	*x = CurrentReleaseResponse{}
-	mi := &file_deployer_proto_msgTypes[11]
+	mi := &file_deployer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +805,7 @@ func (x *CurrentReleaseResponse) String() string {
 func (*CurrentReleaseResponse) ProtoMessage() {}
 
 func (x *CurrentReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[11]
+	mi := &file_deployer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +818,7 @@ func (x *CurrentReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentReleaseResponse.ProtoReflect.Descriptor instead.
 func (*CurrentReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{11}
+	return file_deployer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CurrentReleaseResponse) GetReleases() []*TargetRelease {
@@ -763,7 +839,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_deployer_proto_msgTypes[12]
+	mi := &file_deployer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +851,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[12]
+	mi := &file_deployer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +864,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{12}
+	return file_deployer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RollbackRequest) GetRequest() *DeployRequest {
@@ -814,7 +890,7 @@ type StateResponse struct {
 
 func (x *StateResponse) Reset() {
 	*x = StateResponse{}
-	mi := &file_deployer_proto_msgTypes[13]
+	mi := &file_deployer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +902,7 @@ func (x *StateResponse) String() string {
 func (*StateResponse) ProtoMessage() {}
 
 func (x *StateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[13]
+	mi := &file_deployer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +915,7 @@ func (x *StateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateResponse.ProtoReflect.Descriptor instead.
 func (*StateResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{13}
+	return file_deployer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateResponse) GetState() map[string]string {
@@ -859,7 +935,7 @@ type WeightRequest struct {
 
 func (x *WeightRequest) Reset() {
 	*x = WeightRequest{}
-	mi := &file_deployer_proto_msgTypes[14]
+	mi := &file_deployer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +947,7 @@ func (x *WeightRequest) String() string {
 func (*WeightRequest) ProtoMessage() {}
 
 func (x *WeightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[14]
+	mi := &file_deployer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +960,7 @@ func (x *WeightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightRequest.ProtoReflect.Descriptor instead.
 func (*WeightRequest) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{14}
+	return file_deployer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WeightRequest) GetRequest() *DeployRequest {
@@ -910,7 +986,7 @@ type WeightResponse struct {
 
 func (x *WeightResponse) Reset() {
 	*x = WeightResponse{}
-	mi := &file_deployer_proto_msgTypes[15]
+	mi := &file_deployer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +998,7 @@ func (x *WeightResponse) String() string {
 func (*WeightResponse) ProtoMessage() {}
 
 func (x *WeightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[15]
+	mi := &file_deployer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1011,7 @@ func (x *WeightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightResponse.ProtoReflect.Descriptor instead.
 func (*WeightResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{15}
+	return file_deployer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WeightResponse) GetWeight() int32 {
@@ -954,7 +1030,7 @@ type DetailsResponse struct {
 
 func (x *DetailsResponse) Reset() {
 	*x = DetailsResponse{}
-	mi := &file_deployer_proto_msgTypes[16]
+	mi := &file_deployer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1042,7 @@ func (x *DetailsResponse) String() string {
 func (*DetailsResponse) ProtoMessage() {}
 
 func (x *DetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[16]
+	mi := &file_deployer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1055,7 @@ func (x *DetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetailsResponse.ProtoReflect.Descriptor instead.
 func (*DetailsResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{16}
+	return file_deployer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DetailsResponse) GetDetails() map[string]string {
@@ -1003,7 +1079,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_deployer_proto_msgTypes[17]
+	mi := &file_deployer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1091,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[17]
+	mi := &file_deployer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1104,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{17}
+	return file_deployer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -1068,7 +1144,7 @@ type SecretRequest struct {
 
 func (x *SecretRequest) Reset() {
 	*x = SecretRequest{}
-	mi := &file_deployer_proto_msgTypes[18]
+	mi := &file_deployer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1156,7 @@ func (x *SecretRequest) String() string {
 func (*SecretRequest) ProtoMessage() {}
 
 func (x *SecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[18]
+	mi := &file_deployer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1169,7 @@ func (x *SecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRequest.ProtoReflect.Descriptor instead.
 func (*SecretRequest) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{18}
+	return file_deployer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecretRequest) GetName() string {
@@ -1112,7 +1188,7 @@ type SecretResponse struct {
 
 func (x *SecretResponse) Reset() {
 	*x = SecretResponse{}
-	mi := &file_deployer_proto_msgTypes[19]
+	mi := &file_deployer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1200,7 @@ func (x *SecretResponse) String() string {
 func (*SecretResponse) ProtoMessage() {}
 
 func (x *SecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[19]
+	mi := &file_deployer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1213,7 @@ func (x *SecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResponse.ProtoReflect.Descriptor instead.
 func (*SecretResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{19}
+	return file_deployer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecretResponse) GetValue() string {
@@ -1165,18 +1241,19 @@ const file_deployer_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\x12\x16\n" +
 	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x12\n" +
-	"\x04path\x18\x06 \x01(\tR\x04path\"\xa9\x01\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\"\xbd\x01\n" +
 	"\x06Target\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12<\n" +
-	"\x06labels\x18\x03 \x03(\v2$.manent.plugin.v1.Target.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x03 \x03(\v2$.manent.plugin.v1.Target.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
 	"\x0fSupportsRequest\x126\n" +
 	"\bartifact\x18\x01 \x01(\v2\x1a.manent.plugin.v1.ArtifactR\bartifact\"0\n" +
 	"\x10SupportsResponse\x12\x1c\n" +
-	"\tsupported\x18\x01 \x01(\bR\tsupported\"\xce\x04\n" +
+	"\tsupported\x18\x01 \x01(\bR\tsupported\"\x87\x05\n" +
 	"\rDeployRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12 \n" +
@@ -1188,13 +1265,17 @@ const file_deployer_proto_rawDesc = "" +
 	"\x11secrets_broker_id\x18\b \x01(\rR\x0fsecretsBrokerId\x12 \n" +
 	"\vparallelism\x18\t \x01(\x05R\vparallelism\x12F\n" +
 	"\atraffic\x18\n" +
-	" \x03(\v2,.manent.plugin.v1.DeployRequest.TrafficEntryR\atraffic\x1a9\n" +
+	" \x03(\v2,.manent.plugin.v1.DeployRequest.TrafficEntryR\atraffic\x127\n" +
+	"\arollout\x18\v \x01(\v2\x1d.manent.plugin.v1.RolloutPlanR\arollout\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fTrafficEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf4\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\vRolloutPlan\x12\x18\n" +
+	"\aweights\x18\x01 \x01(\bR\aweights\x12\x18\n" +
+	"\atesters\x18\x02 \x01(\bR\atesters\"\xf4\x01\n" +
 	"\fTargetResult\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12E\n" +
@@ -1285,7 +1366,7 @@ func file_deployer_proto_rawDescGZIP() []byte {
 	return file_deployer_proto_rawDescData
 }
 
-var file_deployer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_deployer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_deployer_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: manent.plugin.v1.Empty
 	(*ConfigureRequest)(nil),       // 1: manent.plugin.v1.ConfigureRequest
@@ -1295,86 +1376,88 @@ var file_deployer_proto_goTypes = []any{
 	(*SupportsRequest)(nil),        // 5: manent.plugin.v1.SupportsRequest
 	(*SupportsResponse)(nil),       // 6: manent.plugin.v1.SupportsResponse
 	(*DeployRequest)(nil),          // 7: manent.plugin.v1.DeployRequest
-	(*TargetResult)(nil),           // 8: manent.plugin.v1.TargetResult
-	(*DeployResponse)(nil),         // 9: manent.plugin.v1.DeployResponse
-	(*TargetRelease)(nil),          // 10: manent.plugin.v1.TargetRelease
-	(*CurrentReleaseResponse)(nil), // 11: manent.plugin.v1.CurrentReleaseResponse
-	(*RollbackRequest)(nil),        // 12: manent.plugin.v1.RollbackRequest
-	(*StateResponse)(nil),          // 13: manent.plugin.v1.StateResponse
-	(*WeightRequest)(nil),          // 14: manent.plugin.v1.WeightRequest
-	(*WeightResponse)(nil),         // 15: manent.plugin.v1.WeightResponse
-	(*DetailsResponse)(nil),        // 16: manent.plugin.v1.DetailsResponse
-	(*ErrorDetail)(nil),            // 17: manent.plugin.v1.ErrorDetail
-	(*SecretRequest)(nil),          // 18: manent.plugin.v1.SecretRequest
-	(*SecretResponse)(nil),         // 19: manent.plugin.v1.SecretResponse
-	nil,                            // 20: manent.plugin.v1.Target.LabelsEntry
-	nil,                            // 21: manent.plugin.v1.DeployRequest.ParamsEntry
-	nil,                            // 22: manent.plugin.v1.DeployRequest.TrafficEntry
-	nil,                            // 23: manent.plugin.v1.TargetResult.DetailsEntry
-	nil,                            // 24: manent.plugin.v1.DeployResponse.DetailsEntry
-	nil,                            // 25: manent.plugin.v1.TargetRelease.DetailsEntry
-	nil,                            // 26: manent.plugin.v1.StateResponse.StateEntry
-	nil,                            // 27: manent.plugin.v1.DetailsResponse.DetailsEntry
-	nil,                            // 28: manent.plugin.v1.ErrorDetail.DetailsEntry
+	(*RolloutPlan)(nil),            // 8: manent.plugin.v1.RolloutPlan
+	(*TargetResult)(nil),           // 9: manent.plugin.v1.TargetResult
+	(*DeployResponse)(nil),         // 10: manent.plugin.v1.DeployResponse
+	(*TargetRelease)(nil),          // 11: manent.plugin.v1.TargetRelease
+	(*CurrentReleaseResponse)(nil), // 12: manent.plugin.v1.CurrentReleaseResponse
+	(*RollbackRequest)(nil),        // 13: manent.plugin.v1.RollbackRequest
+	(*StateResponse)(nil),          // 14: manent.plugin.v1.StateResponse
+	(*WeightRequest)(nil),          // 15: manent.plugin.v1.WeightRequest
+	(*WeightResponse)(nil),         // 16: manent.plugin.v1.WeightResponse
+	(*DetailsResponse)(nil),        // 17: manent.plugin.v1.DetailsResponse
+	(*ErrorDetail)(nil),            // 18: manent.plugin.v1.ErrorDetail
+	(*SecretRequest)(nil),          // 19: manent.plugin.v1.SecretRequest
+	(*SecretResponse)(nil),         // 20: manent.plugin.v1.SecretResponse
+	nil,                            // 21: manent.plugin.v1.Target.LabelsEntry
+	nil,                            // 22: manent.plugin.v1.DeployRequest.ParamsEntry
+	nil,                            // 23: manent.plugin.v1.DeployRequest.TrafficEntry
+	nil,                            // 24: manent.plugin.v1.TargetResult.DetailsEntry
+	nil,                            // 25: manent.plugin.v1.DeployResponse.DetailsEntry
+	nil,                            // 26: manent.plugin.v1.TargetRelease.DetailsEntry
+	nil,                            // 27: manent.plugin.v1.StateResponse.StateEntry
+	nil,                            // 28: manent.plugin.v1.DetailsResponse.DetailsEntry
+	nil,                            // 29: manent.plugin.v1.ErrorDetail.DetailsEntry
 }
 var file_deployer_proto_depIdxs = []int32{
-	20, // 0: manent.plugin.v1.Target.labels:type_name -> manent.plugin.v1.Target.LabelsEntry
+	21, // 0: manent.plugin.v1.Target.labels:type_name -> manent.plugin.v1.Target.LabelsEntry
 	3,  // 1: manent.plugin.v1.SupportsRequest.artifact:type_name -> manent.plugin.v1.Artifact
 	3,  // 2: manent.plugin.v1.DeployRequest.artifact:type_name -> manent.plugin.v1.Artifact
 	4,  // 3: manent.plugin.v1.DeployRequest.targets:type_name -> manent.plugin.v1.Target
-	21, // 4: manent.plugin.v1.DeployRequest.params:type_name -> manent.plugin.v1.DeployRequest.ParamsEntry
-	22, // 5: manent.plugin.v1.DeployRequest.traffic:type_name -> manent.plugin.v1.DeployRequest.TrafficEntry
-	23, // 6: manent.plugin.v1.TargetResult.details:type_name -> manent.plugin.v1.TargetResult.DetailsEntry
-	8,  // 7: manent.plugin.v1.DeployResponse.targets:type_name -> manent.plugin.v1.TargetResult
-	24, // 8: manent.plugin.v1.DeployResponse.details:type_name -> manent.plugin.v1.DeployResponse.DetailsEntry
-	25, // 9: manent.plugin.v1.TargetRelease.details:type_name -> manent.plugin.v1.TargetRelease.DetailsEntry
-	10, // 10: manent.plugin.v1.CurrentReleaseResponse.releases:type_name -> manent.plugin.v1.TargetRelease
-	7,  // 11: manent.plugin.v1.RollbackRequest.request:type_name -> manent.plugin.v1.DeployRequest
-	10, // 12: manent.plugin.v1.RollbackRequest.releases:type_name -> manent.plugin.v1.TargetRelease
-	26, // 13: manent.plugin.v1.StateResponse.state:type_name -> manent.plugin.v1.StateResponse.StateEntry
-	7,  // 14: manent.plugin.v1.WeightRequest.request:type_name -> manent.plugin.v1.DeployRequest
-	27, // 15: manent.plugin.v1.DetailsResponse.details:type_name -> manent.plugin.v1.DetailsResponse.DetailsEntry
-	28, // 16: manent.plugin.v1.ErrorDetail.details:type_name -> manent.plugin.v1.ErrorDetail.DetailsEntry
-	9,  // 17: manent.plugin.v1.ErrorDetail.partial_result:type_name -> manent.plugin.v1.DeployResponse
-	1,  // 18: manent.plugin.v1.Deployer.Configure:input_type -> manent.plugin.v1.ConfigureRequest
-	5,  // 19: manent.plugin.v1.Deployer.Supports:input_type -> manent.plugin.v1.SupportsRequest
-	7,  // 20: manent.plugin.v1.Deployer.Validate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 21: manent.plugin.v1.Deployer.Deploy:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 22: manent.plugin.v1.Deployer.DryRun:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 23: manent.plugin.v1.Deployer.CurrentRelease:input_type -> manent.plugin.v1.DeployRequest
-	12, // 24: manent.plugin.v1.Deployer.Rollback:input_type -> manent.plugin.v1.RollbackRequest
-	7,  // 25: manent.plugin.v1.Deployer.PrepareSlots:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 26: manent.plugin.v1.Deployer.DeployCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 27: manent.plugin.v1.Deployer.PromoteCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 28: manent.plugin.v1.Deployer.RevertCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 29: manent.plugin.v1.Deployer.RetirePrevious:input_type -> manent.plugin.v1.DeployRequest
-	14, // 30: manent.plugin.v1.Deployer.SetCandidateWeight:input_type -> manent.plugin.v1.WeightRequest
-	7,  // 31: manent.plugin.v1.Deployer.CandidateWeight:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 32: manent.plugin.v1.Deployer.RouteTesters:input_type -> manent.plugin.v1.DeployRequest
-	14, // 33: manent.plugin.v1.Deployer.ScaleCandidate:input_type -> manent.plugin.v1.WeightRequest
-	18, // 34: manent.plugin.v1.Secrets.Secret:input_type -> manent.plugin.v1.SecretRequest
-	2,  // 35: manent.plugin.v1.Deployer.Configure:output_type -> manent.plugin.v1.ConfigureResponse
-	6,  // 36: manent.plugin.v1.Deployer.Supports:output_type -> manent.plugin.v1.SupportsResponse
-	0,  // 37: manent.plugin.v1.Deployer.Validate:output_type -> manent.plugin.v1.Empty
-	9,  // 38: manent.plugin.v1.Deployer.Deploy:output_type -> manent.plugin.v1.DeployResponse
-	9,  // 39: manent.plugin.v1.Deployer.DryRun:output_type -> manent.plugin.v1.DeployResponse
-	11, // 40: manent.plugin.v1.Deployer.CurrentRelease:output_type -> manent.plugin.v1.CurrentReleaseResponse
-	9,  // 41: manent.plugin.v1.Deployer.Rollback:output_type -> manent.plugin.v1.DeployResponse
-	13, // 42: manent.plugin.v1.Deployer.PrepareSlots:output_type -> manent.plugin.v1.StateResponse
-	9,  // 43: manent.plugin.v1.Deployer.DeployCandidate:output_type -> manent.plugin.v1.DeployResponse
-	0,  // 44: manent.plugin.v1.Deployer.PromoteCandidate:output_type -> manent.plugin.v1.Empty
-	0,  // 45: manent.plugin.v1.Deployer.RevertCandidate:output_type -> manent.plugin.v1.Empty
-	0,  // 46: manent.plugin.v1.Deployer.RetirePrevious:output_type -> manent.plugin.v1.Empty
-	0,  // 47: manent.plugin.v1.Deployer.SetCandidateWeight:output_type -> manent.plugin.v1.Empty
-	15, // 48: manent.plugin.v1.Deployer.CandidateWeight:output_type -> manent.plugin.v1.WeightResponse
-	16, // 49: manent.plugin.v1.Deployer.RouteTesters:output_type -> manent.plugin.v1.DetailsResponse
-	0,  // 50: manent.plugin.v1.Deployer.ScaleCandidate:output_type -> manent.plugin.v1.Empty
-	19, // 51: manent.plugin.v1.Secrets.Secret:output_type -> manent.plugin.v1.SecretResponse
-	35, // [35:52] is the sub-list for method output_type
-	18, // [18:35] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	22, // 4: manent.plugin.v1.DeployRequest.params:type_name -> manent.plugin.v1.DeployRequest.ParamsEntry
+	23, // 5: manent.plugin.v1.DeployRequest.traffic:type_name -> manent.plugin.v1.DeployRequest.TrafficEntry
+	8,  // 6: manent.plugin.v1.DeployRequest.rollout:type_name -> manent.plugin.v1.RolloutPlan
+	24, // 7: manent.plugin.v1.TargetResult.details:type_name -> manent.plugin.v1.TargetResult.DetailsEntry
+	9,  // 8: manent.plugin.v1.DeployResponse.targets:type_name -> manent.plugin.v1.TargetResult
+	25, // 9: manent.plugin.v1.DeployResponse.details:type_name -> manent.plugin.v1.DeployResponse.DetailsEntry
+	26, // 10: manent.plugin.v1.TargetRelease.details:type_name -> manent.plugin.v1.TargetRelease.DetailsEntry
+	11, // 11: manent.plugin.v1.CurrentReleaseResponse.releases:type_name -> manent.plugin.v1.TargetRelease
+	7,  // 12: manent.plugin.v1.RollbackRequest.request:type_name -> manent.plugin.v1.DeployRequest
+	11, // 13: manent.plugin.v1.RollbackRequest.releases:type_name -> manent.plugin.v1.TargetRelease
+	27, // 14: manent.plugin.v1.StateResponse.state:type_name -> manent.plugin.v1.StateResponse.StateEntry
+	7,  // 15: manent.plugin.v1.WeightRequest.request:type_name -> manent.plugin.v1.DeployRequest
+	28, // 16: manent.plugin.v1.DetailsResponse.details:type_name -> manent.plugin.v1.DetailsResponse.DetailsEntry
+	29, // 17: manent.plugin.v1.ErrorDetail.details:type_name -> manent.plugin.v1.ErrorDetail.DetailsEntry
+	10, // 18: manent.plugin.v1.ErrorDetail.partial_result:type_name -> manent.plugin.v1.DeployResponse
+	1,  // 19: manent.plugin.v1.Deployer.Configure:input_type -> manent.plugin.v1.ConfigureRequest
+	5,  // 20: manent.plugin.v1.Deployer.Supports:input_type -> manent.plugin.v1.SupportsRequest
+	7,  // 21: manent.plugin.v1.Deployer.Validate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 22: manent.plugin.v1.Deployer.Deploy:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 23: manent.plugin.v1.Deployer.DryRun:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 24: manent.plugin.v1.Deployer.CurrentRelease:input_type -> manent.plugin.v1.DeployRequest
+	13, // 25: manent.plugin.v1.Deployer.Rollback:input_type -> manent.plugin.v1.RollbackRequest
+	7,  // 26: manent.plugin.v1.Deployer.PrepareSlots:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 27: manent.plugin.v1.Deployer.DeployCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 28: manent.plugin.v1.Deployer.PromoteCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 29: manent.plugin.v1.Deployer.RevertCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 30: manent.plugin.v1.Deployer.RetirePrevious:input_type -> manent.plugin.v1.DeployRequest
+	15, // 31: manent.plugin.v1.Deployer.SetCandidateWeight:input_type -> manent.plugin.v1.WeightRequest
+	7,  // 32: manent.plugin.v1.Deployer.CandidateWeight:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 33: manent.plugin.v1.Deployer.RouteTesters:input_type -> manent.plugin.v1.DeployRequest
+	15, // 34: manent.plugin.v1.Deployer.ScaleCandidate:input_type -> manent.plugin.v1.WeightRequest
+	19, // 35: manent.plugin.v1.Secrets.Secret:input_type -> manent.plugin.v1.SecretRequest
+	2,  // 36: manent.plugin.v1.Deployer.Configure:output_type -> manent.plugin.v1.ConfigureResponse
+	6,  // 37: manent.plugin.v1.Deployer.Supports:output_type -> manent.plugin.v1.SupportsResponse
+	0,  // 38: manent.plugin.v1.Deployer.Validate:output_type -> manent.plugin.v1.Empty
+	10, // 39: manent.plugin.v1.Deployer.Deploy:output_type -> manent.plugin.v1.DeployResponse
+	10, // 40: manent.plugin.v1.Deployer.DryRun:output_type -> manent.plugin.v1.DeployResponse
+	12, // 41: manent.plugin.v1.Deployer.CurrentRelease:output_type -> manent.plugin.v1.CurrentReleaseResponse
+	10, // 42: manent.plugin.v1.Deployer.Rollback:output_type -> manent.plugin.v1.DeployResponse
+	14, // 43: manent.plugin.v1.Deployer.PrepareSlots:output_type -> manent.plugin.v1.StateResponse
+	10, // 44: manent.plugin.v1.Deployer.DeployCandidate:output_type -> manent.plugin.v1.DeployResponse
+	0,  // 45: manent.plugin.v1.Deployer.PromoteCandidate:output_type -> manent.plugin.v1.Empty
+	0,  // 46: manent.plugin.v1.Deployer.RevertCandidate:output_type -> manent.plugin.v1.Empty
+	0,  // 47: manent.plugin.v1.Deployer.RetirePrevious:output_type -> manent.plugin.v1.Empty
+	0,  // 48: manent.plugin.v1.Deployer.SetCandidateWeight:output_type -> manent.plugin.v1.Empty
+	16, // 49: manent.plugin.v1.Deployer.CandidateWeight:output_type -> manent.plugin.v1.WeightResponse
+	17, // 50: manent.plugin.v1.Deployer.RouteTesters:output_type -> manent.plugin.v1.DetailsResponse
+	0,  // 51: manent.plugin.v1.Deployer.ScaleCandidate:output_type -> manent.plugin.v1.Empty
+	20, // 52: manent.plugin.v1.Secrets.Secret:output_type -> manent.plugin.v1.SecretResponse
+	36, // [36:53] is the sub-list for method output_type
+	19, // [19:36] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_deployer_proto_init() }
@@ -1388,7 +1471,7 @@ func file_deployer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deployer_proto_rawDesc), len(file_deployer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

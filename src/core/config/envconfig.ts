@@ -33,6 +33,34 @@ const callbackSchema = z.strictObject({
   timeout: durationMs.default(10_000).describe("Longest time one call may take"),
 });
 
+/**
+ * Two targets with one identity (the name, else the host) would be one target to the engine: its
+ * results, resume and rollback are keyed by it, so the second would be skipped. Refused, naming both.
+ */
+function refuseSharedIdentity(targets: { name?: string | undefined; host: string }[], ctx: z.RefinementCtx): void {
+  const seen = new Map<string, number>();
+  for (const [i, t] of targets.entries()) {
+    const id = t.name ?? t.host;
+    const first = seen.get(id);
+    if (first === undefined) {
+      seen.set(id, i);
+      continue;
+    }
+    const other = targets[first]!;
+    const what =
+      t.name !== undefined && other.name !== undefined
+        ? `name ${id}`
+        : t.name === undefined && other.name === undefined
+          ? `host ${id}`
+          : `identity ${id}`;
+    ctx.addIssue({
+      code: "custom",
+      path: [i],
+      message: `same identity as targets.${first} (${what}): give each a distinct name`,
+    });
+  }
+}
+
 /** How to deploy in one environment (`envconfig/{tenant}/{application}/{artifact}/{environment}.yml`). */
 export const envconfigSchema = z.strictObject({
   plugin: z
@@ -46,6 +74,18 @@ export const envconfigSchema = z.strictObject({
   targets: z
     .array(
       z.strictObject({
+        name: z
+          .string()
+          .regex(
+            /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/,
+            "must be letters, digits, '.', '_' or '-' (at most 253), starting with a letter or digit",
+          )
+          .optional()
+          .meta({
+            description:
+              "The target's identity in this environment (default: its host): results, resume, waves and rollbacks name the target by it. Needed when two targets share a host (two clusters on one address with different ports)",
+            examples: ["cluster-eu-1"],
+          }),
         host: z
           .string()
           .min(1)
@@ -64,7 +104,10 @@ export const envconfigSchema = z.strictObject({
       }),
     )
     .default([])
-    .describe("Where to deploy: each target is a host, a cluster… as the plugin understands it"),
+    .superRefine(refuseSharedIdentity)
+    .describe(
+      "Where to deploy: each target is a host, a cluster… as the plugin understands it. Each has one identity, its `name` or else its host, unique in the list",
+    ),
   params: z
     .record(z.string(), paramValue)
     .default({})

@@ -1,7 +1,7 @@
 import { Code, ManentError } from "../errors.js";
-import { TargetStatus, type Request, type Target, type TargetResult } from "./types.js";
+import { TargetStatus, targetId, type Request, type Target, type TargetResult } from "./types.js";
 
-/** What the per-target function returns; `host` defaults to the target's, `status` to `deployed`. */
+/** What the per-target function returns; `host` defaults to the target's identity ({@link targetId}), `status` to `deployed`. */
 export type TargetOutcome = Partial<TargetResult>;
 export type TargetFn = (target: Target, signal: AbortSignal) => Promise<TargetOutcome>;
 
@@ -51,7 +51,7 @@ async function runTargets(
         const outcome = await fn(target, req.signal);
         results[index] = {
           ...outcome,
-          host: outcome.host ?? target.host,
+          host: outcome.host ?? targetId(target),
           status: outcome.status ?? TargetStatus.Deployed,
           duration_ms: Math.round(performance.now() - started),
         };
@@ -60,7 +60,7 @@ async function runTargets(
         const e = ManentError.from(err);
         errors.push(e);
         results[index] = {
-          host: target.host,
+          host: targetId(target),
           status: TargetStatus.Failed,
           error: e.message,
           duration_ms: Math.round(performance.now() - started),
@@ -75,7 +75,7 @@ async function runTargets(
   await Promise.all(Array.from({ length: width }, worker));
 
   // Array.from, not map: map skips the holes that never-started targets leave.
-  const out: TargetResult[] = Array.from(results, (r, i) => r ?? { host: targets[i]!.host, status: TargetStatus.Skipped });
+  const out: TargetResult[] = Array.from(results, (r, i) => r ?? { host: targetId(targets[i]!), status: TargetStatus.Skipped });
   if (errors.length === 0 && req.signal.aborted && out.some((r) => r.status === TargetStatus.Skipped)) {
     return { targets: out, error: new ManentError(Code.Canceled, "deploy cancelled before every target was started") };
   }
@@ -88,4 +88,23 @@ function combine(errors: ManentError[]): ManentError {
   const first = errors[0]!.code;
   const code = errors.every((e) => e.code === first) || errors.every((e) => e.permanent) ? first : Code.Unavailable;
   return new ManentError(code, `${errors.length} targets failed: ${errors.map((e) => e.message).join("; ")}`);
+}
+
+/**
+ * Names each item (a result, a release) by its target's identity, for plugins that name them by
+ * host (built before target names): an item whose `host` is no target's identity but some
+ * targets' host goes to the first of those targets not named yet, in order. Items already named
+ * by identity, and ones that match nothing, are kept as they are.
+ */
+export function byTargetId<T extends { host: string }>(targets: readonly Target[], items: T[]): T[] {
+  const ids = new Set(targets.map(targetId));
+  if (items.every((i) => ids.has(i.host))) return items;
+  const claimed = new Set(items.filter((i) => ids.has(i.host)).map((i) => i.host));
+  return items.map((item) => {
+    if (ids.has(item.host)) return item;
+    const t = targets.find((x) => x.host === item.host && !claimed.has(targetId(x)));
+    if (!t) return item;
+    claimed.add(targetId(t));
+    return { ...item, host: targetId(t) };
+  });
 }

@@ -18,6 +18,17 @@ export interface Target {
   host: string;
   port?: number;
   labels: Record<string, string>;
+  /**
+   * The target's identity in the deploy: the envconfig's `name`, else its host. manent refuses two
+   * targets with one identity and sets it on every target it sends; results and releases name
+   * their target by it ({@link targetId}).
+   */
+  name?: string;
+}
+
+/** A target's identity: its name, or its host when it has none. `TargetResult.host` and `TargetRelease.host` carry it. */
+export function targetId(t: Pick<Target, "host" | "name">): string {
+  return t.name || t.host;
 }
 
 /** Structured logger handed to plugins; attributes are key/value pairs. */
@@ -53,8 +64,21 @@ export interface Request {
   signal: AbortSignal;
   /** Percentage-rollout state recorded by `prepareSlots`, passed to every later call. */
   traffic?: Record<string, string>;
+  /**
+   * Set on every call of a deploy that runs a canary, a dry-run's too: what the rollout will ask of
+   * the plugin, so `validate` refuses a setting the rollout needs (slots, a router) before anything changes.
+   */
+  rollout?: RolloutPlan;
   /** Called as each target finishes (by forEachTarget/forAllTargets), for live progress. */
   progress?: (result: TargetResult) => void;
+}
+
+/** What a canary will ask of the plugin: slots always, and these. */
+export interface RolloutPlan {
+  /** Some step sets a weight: `setCandidateWeight`, or `scaleCandidate` for a plugin with the scale capability. */
+  weights: boolean;
+  /** `testers: true`: `routeTesters` will be called. */
+  testers: boolean;
 }
 
 /** Target outcomes. `ready` is what a dry-run reports for a target that would deploy. */
@@ -69,6 +93,7 @@ export const TargetStatus = {
 export type TargetStatus = (typeof TargetStatus)[keyof typeof TargetStatus];
 
 export interface TargetResult {
+  /** The target the result is about, by its identity ({@link targetId}): its name, which is its host unless the envconfig names it. */
   host: string;
   status: TargetStatus;
   details?: Record<string, string>;
@@ -84,6 +109,7 @@ export interface Result {
 
 /** The release a target runs, as the plugin can tell it. `version` is "" when nothing is deployed. */
 export interface TargetRelease {
+  /** The target, by its identity ({@link targetId}), as in {@link TargetResult}. */
   host: string;
   version: string;
   details?: Record<string, string>;

@@ -6,12 +6,13 @@ import type {
   Logger,
   Request,
   Result,
+  RolloutPlan,
   SecretsAccessor,
   Target,
   TargetRelease,
   TargetResult,
 } from "../contract/index.js";
-import { isDryRunner, isReleaseInspector, isRollbacker, ResultError } from "../contract/index.js";
+import { isDryRunner, isReleaseInspector, isRollbacker, ResultError, targetId } from "../contract/index.js";
 import { secretRefSchema, type CallbackEvent, type LoadedConfig, type SecretRef } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact } from "./artifact-fetch.js";
@@ -24,6 +25,7 @@ import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submissio
 import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
 import { runRollout } from "../rollout/rollout-runner.js";
+import type { RolloutSettings } from "../rollout/rollout-config.js";
 import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
 import { TargetRecorder } from "./target-recorder.js";
 import { mergeResults, pendingTargets } from "./target-resume.js";
@@ -312,7 +314,7 @@ export class DeployWorkflow {
       resolved,
       plugin,
       caps,
-      r.targets.map((t) => ({ host: t.host, version: to })),
+      r.targets.map((t) => ({ host: targetId(t), version: to })),
     );
     return { status: "succeeded" };
   }
@@ -385,6 +387,7 @@ export class DeployWorkflow {
       artifact: r.artifact,
       targets: scope?.targets ?? r.targets,
       ...(scope?.traffic && { traffic: scope.traffic }),
+      ...(r.rollout?.canary && { rollout: rolloutPlan(r.rollout.canary) }),
       params: r.params,
       secrets: secrets?.accessor ?? (noSecrets(phase) satisfies SecretsAccessor),
       parallelism: caps.includes("parallel_targets") ? r.parallel : 1,
@@ -467,6 +470,11 @@ function cancelledBefore(kind: ResolvedDeploy["kind"]): ManentError {
       ? "cancelled by a user; a dry run changes nothing"
       : "cancelled by a user before the deploy step: the targets were not changed";
   return new ManentError(Code.Canceled, what, { details: { cancelled_by: "user" } });
+}
+
+/** What the canary will ask of the plugin, sent with every call (validate and dry-run included) so the plugin can check it first. */
+function rolloutPlan(canary: NonNullable<RolloutSettings["canary"]>): RolloutPlan {
+  return { weights: canary.steps.some((s) => "set_weight" in s), testers: canary.testers };
 }
 
 function isResult(v: unknown): v is Result {

@@ -1,6 +1,7 @@
 import {
   TargetStatus,
   forEachTarget,
+  targetId,
   resultOrThrow,
   type Deployer,
   type Request,
@@ -24,8 +25,8 @@ export async function deployPerTarget(deployer: Deployer, req: Request): Promise
     const r = await deployer.deploy({ ...req, targets: [target], parallelism: 1, signal, progress: undefined });
     plugin = r.plugin || plugin;
     if (r.details) details = { ...details, ...r.details };
-    const own = r.targets.find((t) => t.host === target.host) ?? r.targets[0];
-    return own ? { ...own, host: target.host } : { status: TargetStatus.Deployed };
+    const own = r.targets.find((t) => t.host === targetId(target)) ?? r.targets[0];
+    return own ? { ...own, host: targetId(target) } : { status: TargetStatus.Deployed };
   });
   return resultOrThrow({ plugin, targets: out.targets, ...(details && { details }) }, out.error);
 }

@@ -134,7 +134,13 @@ export async function resolveSubmission(
     environment: descriptor.environment,
     artifact,
     plugin: plugin.name,
-    targets: envconfig.targets.map((t) => ({ host: t.host, ...(t.port !== undefined && { port: t.port }), labels: t.labels })),
+    // Every target carries its identity (unique: the envconfig schema refuses two alike), so plugins name results by it.
+    targets: envconfig.targets.map((t) => ({
+      host: t.host,
+      ...(t.port !== undefined && { port: t.port }),
+      labels: t.labels,
+      name: t.name ?? t.host,
+    })),
     params: envconfig.params,
     secrets: envconfig.secrets.map((x) => ({ name: x.name, ref: formatSecretRef(x.ref) })),
     rollbackEnabled: envconfig.rollback.enabled,

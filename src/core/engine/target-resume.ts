@@ -1,4 +1,4 @@
-import { TargetStatus, type Result, type Target, type TargetResult } from "../contract/index.js";
+import { TargetStatus, targetId, type Result, type Target, type TargetResult } from "../contract/index.js";
 import type { DeployStore } from "./deploy-store.js";
 
 /** What is left of a call on `targets` after earlier runs of the same step. */
@@ -25,11 +25,12 @@ const doneStatuses: ReadonlySet<string> = new Set([TargetStatus.Deployed, Target
 export async function pendingTargets(store: DeployStore, deployId: string, phase: string, targets: Target[]): Promise<PendingTargets> {
   const recorded = await store.doneTargets(deployId, phase);
   if (recorded.length === 0) return { done: [], todo: targets };
-  const byHost = new Map(recorded.filter((r) => doneStatuses.has(r.status)).map((r) => [r.host, r]));
+  // Results name their target by its identity (TargetResult.host), so two targets on one host are two entries.
+  const byId = new Map(recorded.filter((r) => doneStatuses.has(r.status)).map((r) => [r.host, r]));
   const done: TargetResult[] = [];
   const todo: Target[] = [];
   for (const t of targets) {
-    const r = byHost.get(t.host);
+    const r = byId.get(targetId(t));
     if (r) done.push(r);
     else todo.push(t);
   }
@@ -39,8 +40,8 @@ export async function pendingTargets(store: DeployStore, deployId: string, phase
 /** The step's result over all its targets: the recorded results of the done ones with the call's, in the order of `targets`. */
 export function mergeResults(targets: Target[], done: TargetResult[], call: Result): Result {
   if (done.length === 0) return call;
-  const byHost = new Map<string, TargetResult>(done.map((r) => [r.host, r]));
-  for (const r of call.targets) byHost.set(r.host, r);
-  const merged = targets.map((t) => byHost.get(t.host) ?? { host: t.host, status: TargetStatus.Skipped });
+  const byId = new Map<string, TargetResult>(done.map((r) => [r.host, r]));
+  for (const r of call.targets) byId.set(r.host, r);
+  const merged = targets.map((t) => byId.get(targetId(t)) ?? { host: targetId(t), status: TargetStatus.Skipped });
   return { ...call, targets: merged };
 }

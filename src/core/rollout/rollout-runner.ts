@@ -1,5 +1,5 @@
 import { DBOS } from "@dbos-inc/dbos-sdk";
-import { TargetStatus, type Result, type TargetRelease, type TargetResult } from "../contract/index.js";
+import { TargetStatus, targetId, type Result, type TargetRelease, type TargetResult } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import type { DeployStatus } from "../engine/deploy-store.js";
 import { isCancellation } from "../engine/step-runner.js";
@@ -40,7 +40,7 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
   const waves = planWaves(host.r.targets, settings.waves);
   const rec = new RolloutRecorder(host.store, host.metrics, host.id, host.r);
   rec.state.waves = withWaves
-    ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map((t) => t.host), status: "pending" }))
+    ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map(targetId), status: "pending" }))
     : [];
   await rec.save();
   const inbox = new CommandInbox();
@@ -123,7 +123,8 @@ async function stop(
   if (running) {
     setStatus(rec, running, canaryFailure?.reverted ? "rolled_back" : "failed");
     const reverted = canaryFailure?.reverted ? TargetStatus.RolledBack : TargetStatus.Failed;
-    for (const t of waves[running - 1]!.targets) if (!results.has(t.host)) results.set(t.host, { host: t.host, status: reverted });
+    for (const t of waves[running - 1]!.targets)
+      if (!results.has(targetId(t))) results.set(targetId(t), { host: targetId(t), status: reverted });
   }
 
   let rolledBack = canaryFailure ? canaryFailure.reverted : true;
@@ -135,14 +136,14 @@ async function stop(
       rolledBack = false;
     } else {
       const targets = toRollBack.flatMap((w) => w.targets);
-      const hosts = new Set(targets.map((t) => t.host));
+      const ids = new Set(targets.map(targetId));
       try {
         await host.rollbackTargets(
           targets,
-          checkpoint.releases.filter((r) => hosts.has(r.host)),
+          checkpoint.releases.filter((r) => ids.has(r.host)),
         );
         for (const w of toRollBack) setStatus(rec, w.index, "rolled_back");
-        for (const t of targets) results.set(t.host, { host: t.host, status: TargetStatus.RolledBack });
+        for (const t of targets) results.set(targetId(t), { host: targetId(t), status: TargetStatus.RolledBack });
         parts.push(withWaves ? `${range} rolled back` : "rollback completed");
       } catch (rollbackErr) {
         if (isCancellation(rollbackErr)) throw rollbackErr;
@@ -174,7 +175,9 @@ async function summarize(
   results: Map<string, TargetResult>,
   status: "succeeded" | "failed",
 ): Promise<void> {
-  const targets = waves.flatMap((w) => w.targets).map((t) => results.get(t.host) ?? { host: t.host, status: TargetStatus.Skipped });
+  const targets = waves
+    .flatMap((w) => w.targets)
+    .map((t) => results.get(targetId(t)) ?? { host: targetId(t), status: TargetStatus.Skipped });
   const summary: Result = { plugin: host.plugin.name, targets };
   await DBOS.runStep(() => host.store.stepFinished(host.id, summaryStep, status, summary), { name: `${summaryStep}:end` });
 }

@@ -11,6 +11,7 @@ export interface WaveState {
   /** "region=eu-west az=a", or "all targets". */
   name: string;
   labels: Record<string, string>;
+  /** The wave's targets, by identity (targetId: the envconfig name, else the host). */
   hosts: string[];
   status: WaveStatus;
 }

@@ -54,6 +54,11 @@ export interface Target {
   host: string;
   port: number;
   labels: { [key: string]: string };
+  /**
+   * The target's identity in the deploy: its declared name, else its host (unique among the
+   * deploy's targets). Results and releases name their target by it; "" from hosts before names.
+   */
+  name: string;
 }
 
 export interface Target_LabelsEntry {
@@ -83,6 +88,11 @@ export interface DeployRequest {
   parallelism: number;
   /** Percentage-rollout state recorded by PrepareSlots. */
   traffic: { [key: string]: string };
+  /**
+   * Set on every call of a deploy that runs a canary (a dry-run's too): what the rollout will ask
+   * of the plugin, so Validate can refuse a setting it lacks before anything changes.
+   */
+  rollout: RolloutPlan | undefined;
 }
 
 export interface DeployRequest_ParamsEntry {
@@ -95,7 +105,15 @@ export interface DeployRequest_TrafficEntry {
   value: string;
 }
 
+export interface RolloutPlan {
+  /** Some step sets a weight (SetCandidateWeight, or ScaleCandidate with the scale capability). */
+  weights: boolean;
+  /** testers: true, so RouteTesters will be called. */
+  testers: boolean;
+}
+
 export interface TargetResult {
+  /** The target this result is about: its name (Target.name, which is its host unless the envconfig names it). */
   host: string;
   /** deployed, ready, failed, skipped, rolled_back, unchanged. */
   status: string;
@@ -121,6 +139,7 @@ export interface DeployResponse_DetailsEntry {
 }
 
 export interface TargetRelease {
+  /** The target: its name (Target.name), as in TargetResult.host. */
   host: string;
   /** "" when the target runs no release. */
   version: string;
@@ -557,7 +576,7 @@ export const Artifact: MessageFns<Artifact> = {
 };
 
 function createBaseTarget(): Target {
-  return { host: "", port: 0, labels: {} };
+  return { host: "", port: 0, labels: {}, name: "" };
 }
 
 export const Target: MessageFns<Target> = {
@@ -571,6 +590,9 @@ export const Target: MessageFns<Target> = {
     globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
       Target_LabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
+    if (message.name !== "") {
+      writer.uint32(34).string(message.name);
+    }
     return writer;
   },
 
@@ -614,6 +636,14 @@ export const Target: MessageFns<Target> = {
             }
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -644,6 +674,7 @@ export const Target: MessageFns<Target> = {
           {},
         )
         : {},
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
     };
   },
 
@@ -664,6 +695,9 @@ export const Target: MessageFns<Target> = {
         });
       }
     }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
     return obj;
   },
 
@@ -683,6 +717,7 @@ export const Target: MessageFns<Target> = {
       },
       {},
     );
+    message.name = object.name ?? "";
     return message;
   },
 };
@@ -920,6 +955,7 @@ function createBaseDeployRequest(): DeployRequest {
     secretsBrokerId: 0,
     parallelism: 0,
     traffic: {},
+    rollout: undefined,
   };
 }
 
@@ -955,6 +991,9 @@ export const DeployRequest: MessageFns<DeployRequest> = {
     globalThis.Object.entries(message.traffic).forEach(([key, value]: [string, string]) => {
       DeployRequest_TrafficEntry.encode({ key: key as any, value }, writer.uint32(82).fork()).join();
     });
+    if (message.rollout !== undefined) {
+      RolloutPlan.encode(message.rollout, writer.uint32(90).fork()).join();
+    }
     return writer;
   },
 
@@ -1057,6 +1096,14 @@ export const DeployRequest: MessageFns<DeployRequest> = {
             }
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.rollout = RolloutPlan.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1115,6 +1162,7 @@ export const DeployRequest: MessageFns<DeployRequest> = {
           {},
         )
         : {},
+      rollout: isSet(object.rollout) ? RolloutPlan.fromJSON(object.rollout) : undefined,
     };
   },
 
@@ -1162,6 +1210,9 @@ export const DeployRequest: MessageFns<DeployRequest> = {
         });
       }
     }
+    if (message.rollout !== undefined) {
+      obj.rollout = RolloutPlan.toJSON(message.rollout);
+    }
     return obj;
   },
 
@@ -1198,6 +1249,9 @@ export const DeployRequest: MessageFns<DeployRequest> = {
       },
       {},
     );
+    message.rollout = (object.rollout !== undefined && object.rollout !== null)
+      ? RolloutPlan.fromPartial(object.rollout)
+      : undefined;
     return message;
   },
 };
@@ -1368,6 +1422,91 @@ export const DeployRequest_TrafficEntry: MessageFns<DeployRequest_TrafficEntry> 
     const message = createBaseDeployRequest_TrafficEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseRolloutPlan(): RolloutPlan {
+  return { weights: false, testers: false };
+}
+
+export const RolloutPlan: MessageFns<RolloutPlan> = {
+  encode(message: RolloutPlan, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.weights !== false) {
+      writer.uint32(8).bool(message.weights);
+    }
+    if (message.testers !== false) {
+      writer.uint32(16).bool(message.testers);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RolloutPlan {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRolloutPlan();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.weights = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.testers = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RolloutPlan {
+    return {
+      weights: isSet(object.weights) ? globalThis.Boolean(object.weights) : false,
+      testers: isSet(object.testers) ? globalThis.Boolean(object.testers) : false,
+    };
+  },
+
+  toJSON(message: RolloutPlan): unknown {
+    const obj: any = {};
+    if (message.weights !== false) {
+      obj.weights = message.weights;
+    }
+    if (message.testers !== false) {
+      obj.testers = message.testers;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RolloutPlan>, I>>(base?: I): RolloutPlan {
+    return RolloutPlan.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RolloutPlan>, I>>(object: I): RolloutPlan {
+    const message = createBaseRolloutPlan();
+    message.weights = object.weights ?? false;
+    message.testers = object.testers ?? false;
     return message;
   },
 };

@@ -10,6 +10,7 @@ import {
   type TargetRelease,
 } from "../../core/contract/types.js";
 import { ResultError } from "../../core/contract/result-error.js";
+import { byTargetId } from "../../core/contract/targets.js";
 import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
 import type { PluginProcess } from "./plugin-process.js";
@@ -86,7 +87,10 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
   if (caps.includes(Capability.CurrentRelease) || caps.includes(Capability.Rollback)) {
     d.currentRelease = (req: Request): Promise<TargetRelease[]> =>
       withSecrets("CurrentRelease", req, async (p, w) =>
-        (await direct("CurrentRelease", p, (q) => q.deployer.currentRelease, w, req.signal)).releases.map(releaseFromProto),
+        byTargetId(
+          req.targets,
+          (await direct("CurrentRelease", p, (q) => q.deployer.currentRelease, w, req.signal)).releases.map(releaseFromProto),
+        ),
       );
   }
   if (caps.includes(Capability.Rollback)) {
@@ -147,19 +151,24 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
 /**
  * Reports each finished target to `req.progress` once the call is back (the protocol has no
  * per-target stream), as forEachTarget does in process: every target that ran, success or not.
+ * Results are named by target identity first (a plugin built before target names sends hosts).
  */
 async function reported(req: Request, call: Promise<Result>): Promise<Result> {
+  const named = (r: Result): Result => ({ ...r, targets: byTargetId(req.targets, r.targets) });
   const report = (r: Result) => {
     if (req.progress) for (const t of r.targets) if (t.status !== TargetStatus.Skipped) req.progress(t);
   };
+  let r: Result;
   try {
-    const r = await call;
-    report(r);
-    return r;
+    r = named(await call);
   } catch (err) {
-    if (err instanceof ResultError) report(err.result);
-    throw err;
+    if (!(err instanceof ResultError)) throw err;
+    const e = new ResultError(err, named(err.result));
+    report(e.result);
+    throw e;
   }
+  report(r);
+  return r;
 }
 
 /**

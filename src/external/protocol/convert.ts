@@ -23,12 +23,13 @@ export function artifactFromProto(a: pb.Artifact | undefined): Artifact {
 }
 
 function targetToProto(t: Target): pb.Target {
-  return { host: t.host, port: t.port ?? 0, labels: { ...t.labels } };
+  return { host: t.host, port: t.port ?? 0, labels: { ...t.labels }, name: t.name ?? "" };
 }
 
 function targetFromProto(t: pb.Target): Target {
   const out: Target = { host: t.host, labels: { ...t.labels } };
   if (t.port) out.port = t.port;
+  if (t.name) out.name = t.name;
   return out;
 }
 
@@ -47,6 +48,7 @@ export function requestToProto(r: WireRequest, secretsBrokerId: number): pb.Depl
     secretsBrokerId,
     parallelism: r.parallelism,
     traffic: { ...(r.traffic ?? {}) },
+    rollout: r.rollout ? { weights: r.rollout.weights, testers: r.rollout.testers } : undefined,
   };
 }
 
@@ -63,6 +65,7 @@ export function requestFromProto(r: pb.DeployRequest | undefined): WireRequest {
     parallelism: r?.parallelism || 1,
   };
   if (r && Object.keys(r.traffic).length > 0) out.traffic = { ...r.traffic };
+  if (r?.rollout) out.rollout = { weights: r.rollout.weights, testers: r.rollout.testers };
   return out;
 }
 

@@ -19,7 +19,7 @@ const concurrency = 8;
  * a 403 the permission the token lacks; conflicts and missing permissions are permanent.
  */
 export function objectError(client: ClusterClient, ref: ObjectRef, action: string, err: unknown): ManentError {
-  const where = `cluster ${client.target.host}: ${describeRef(ref)}`;
+  const where = `cluster ${client.name}: ${describeRef(ref)}`;
   if (!(err instanceof KubeApiError)) {
     const e = ManentError.from(err);
     return e.message.startsWith("cluster ")

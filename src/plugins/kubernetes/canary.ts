@@ -171,7 +171,7 @@ export async function readRoute(
   if (!route) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `cluster ${client.target.host}: HTTPRoute ${namespace}/${name} (param traffic_route) does not exist`,
+      `cluster ${client.name}: HTTPRoute ${namespace}/${name} (param traffic_route) does not exist`,
       {
         details: { param: "traffic_route" },
       },

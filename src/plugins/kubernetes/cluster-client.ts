@@ -1,7 +1,7 @@
 import https from "node:https";
 import { KubeConfig, PatchStrategy, VersionApi } from "@kubernetes/client-node";
 import { Code, ManentError } from "../../core/errors.js";
-import type { Target } from "../../core/contract/index.js";
+import { targetId, type Target } from "../../core/contract/index.js";
 import { KubeApiError, type KubeStatus } from "./kube-api-error.js";
 import type { KubeObject } from "./objects.js";
 
@@ -29,6 +29,8 @@ export interface RequestOptions {
  */
 export class ClusterClient {
   readonly server: string;
+  /** The cluster in messages: the target's identity (its name, else its host). */
+  readonly name: string;
   private readonly kc: KubeConfig;
   private httpsOptions: Promise<https.RequestOptions> | undefined;
   private agent: https.Agent | undefined;
@@ -41,6 +43,7 @@ export class ClusterClient {
     ca: string | undefined,
   ) {
     this.server = `https://${formatHost(target.host)}:${target.port ?? 443}`;
+    this.name = targetId(target);
     this.hasCa = ca !== undefined && ca !== "";
     this.kc = new KubeConfig();
     this.kc.loadFromOptions({
@@ -129,7 +132,7 @@ export class ClusterClient {
   async pathOf(apiVersion: string, kind: string, namespace: string | undefined, name?: string): Promise<string> {
     const res = await this.resourceFor(apiVersion, kind);
     if (!res) {
-      throw new ManentError(Code.FailedPrecondition, `cluster ${this.target.host}: the API server does not serve ${kind} in ${apiVersion}`);
+      throw new ManentError(Code.FailedPrecondition, `cluster ${this.name}: the API server does not serve ${kind} in ${apiVersion}`);
     }
     const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
     const ns = res.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : "";
@@ -260,11 +263,11 @@ export class ClusterClient {
       // A certificate that does not verify today will not verify on a retry: say what to set.
       return new ManentError(
         Code.FailedPrecondition,
-        `cluster ${this.target.host}: ${what}: cannot verify the API server's certificate (${tls}): ${this.hasCa ? "the CA in ca_secret did not sign it; put the cluster's CA (the token Secret's ca.crt) in that secret" : "set param ca_secret (or the target's label ca_secret) to a secret holding the cluster's CA, the token Secret's ca.crt"}`,
+        `cluster ${this.name}: ${what}: cannot verify the API server's certificate (${tls}): ${this.hasCa ? "the CA in ca_secret did not sign it; put the cluster's CA (the token Secret's ca.crt) in that secret" : "set param ca_secret (or the target's label ca_secret) to a secret holding the cluster's CA, the token Secret's ca.crt"}`,
         { cause: err, details: { tls_error: tls } },
       );
     }
-    return new ManentError(Code.Unavailable, `cluster ${this.target.host}: ${what}: ${e.message}`, { cause: err });
+    return new ManentError(Code.Unavailable, `cluster ${this.name}: ${what}: ${e.message}`, { cause: err });
   }
 }
 

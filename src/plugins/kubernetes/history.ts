@@ -210,7 +210,7 @@ export async function readRelease(
   if (!cm) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `kubernetes: cluster ${client.target.host}: release ConfigMap ${ctx.namespace}/${entry.configmap} (version ${entry.version}) is gone from the history`,
+      `kubernetes: cluster ${client.name}: release ConfigMap ${ctx.namespace}/${entry.configmap} (version ${entry.version}) is gone from the history`,
     );
   }
   const data = (cm.data ?? {}) as Record<string, string>;
@@ -227,7 +227,7 @@ export async function readRelease(
       if (chunk === undefined) {
         throw new ManentError(
           Code.DataLoss,
-          `kubernetes: cluster ${client.target.host}: history ConfigMap ${ctx.namespace}/${entry.configmap}-part-${i} is missing`,
+          `kubernetes: cluster ${client.name}: history ConfigMap ${ctx.namespace}/${entry.configmap}-part-${i} is missing`,
         );
       }
       chunks.push(chunk);

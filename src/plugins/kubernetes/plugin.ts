@@ -2,6 +2,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import {
   forAllTargets,
   forEachTarget,
+  targetId,
   resultOrThrow,
   TargetStatus,
   type Artifact,
@@ -88,6 +89,14 @@ export class KubernetesDeployer
 
   async validate(req: Request): Promise<void> {
     const params = parseParams(req.params);
+    // A canary with testers needs the route RouteTesters adds its match to: refused here, so a dry-run says so.
+    if (req.rollout?.testers && !params.traffic_route) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        "kubernetes: param traffic_route: the envconfig's rollout.canary.testers routes testers to the candidate through a Gateway API HTTPRoute: set param traffic_route",
+        { details: { plugin: pluginName, param: "traffic_route" } },
+      );
+    }
     // Plain manifests can be checked completely here; a chart needs the cluster to render.
     if (req.artifact.path) {
       const content = await loadArtifact(req.artifact.path);
@@ -116,7 +125,7 @@ export class KubernetesDeployer
         const index = await readIndex(client, ctx, req.signal);
         const cur = index.current;
         releases[req.targets.indexOf(t)] = {
-          host: t.host,
+          host: targetId(t),
           version: cur?.version ?? "",
           ...(cur ? { details: { configmap: cur.configmap, namespace: ctx.namespace, artifact: cur.artifact } } : {}),
         };
@@ -160,7 +169,7 @@ export class KubernetesDeployer
       withClient(req, prep.params, t, async (client) => {
         const cands = await this.candidates(req, prep, client, 0);
         req.logger.info("kubernetes: candidate applied, waiting for it", {
-          cluster: t.host,
+          cluster: targetId(t),
           objects: cands.map((o) => `${o.kind}/${o.metadata.name}`),
         });
         return {
@@ -195,7 +204,7 @@ export class KubernetesDeployer
         const current = await readRoute(client, prep.params.namespace, route, req.signal);
         const rules = routeRules(current.spec?.rules ?? [], services, weight, { keepCandidate: true, testers: undefined });
         await writeRouteRules(client, prep.params.namespace, route, rules, { signal: req.signal });
-        req.logger.info("kubernetes: route weights set", { cluster: t.host, route, candidate_weight: weight });
+        req.logger.info("kubernetes: route weights set", { cluster: targetId(t), route, candidate_weight: weight });
         return {};
       }),
     );
@@ -312,7 +321,7 @@ export class KubernetesDeployer
       await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });
     }
     await deleteAll(client, sortForDelete(cands.map(refOf)), req.signal);
-    req.logger.info("kubernetes: candidate removed", { cluster: client.target.host, objects: cands.length });
+    req.logger.info("kubernetes: candidate removed", { cluster: client.name, objects: cands.length });
   }
 
   private async prepare(req: Request): Promise<Prepared> {
@@ -370,7 +379,7 @@ export class KubernetesDeployer
     }
     throwFirst(await applyAll(client, rest, applyOpts));
     req.logger.info("kubernetes: objects applied, waiting for rollouts", {
-      cluster: t.host,
+      cluster: targetId(t),
       objects: r.objects.length,
       release: entry.configmap,
     });
@@ -384,7 +393,7 @@ export class KubernetesDeployer
     }
     const { deleted: pruned } = await deleteOwned(client, dropped(before, refs), ownerLabels(ctx), req.signal);
     await this.commitHistory(client, ctx, params, index, entry, req.signal);
-    req.logger.info("kubernetes: release in service", { cluster: t.host, release: entry.configmap, pruned });
+    req.logger.info("kubernetes: release in service", { cluster: targetId(t), release: entry.configmap, pruned });
     return {
       status: TargetStatus.Deployed,
       details: {
@@ -418,14 +427,12 @@ export class KubernetesDeployer
     // Release ConfigMaps no index entry names any more (a failed release's, a stale pending one).
     const orphans = await deleteOrphanReleases(client, ctx, kept, signal);
     if (orphans.error)
-      this.logger.warn("kubernetes: could not sweep orphaned history ConfigMaps", { cluster: client.target.host, error: orphans.error });
+      this.logger.warn("kubernetes: could not sweep orphaned history ConfigMaps", { cluster: client.name, error: orphans.error });
   }
 
   private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
-    // Releases come in target order (the engine records currentRelease's answer); two clusters
-    // may share a host name on different ports, so the position decides and the host confirms.
-    const atIndex = req.releases[req.targets.indexOf(t)];
-    const recorded = atIndex?.host === t.host ? atIndex : req.releases.find((r) => r.host === t.host);
+    // Releases name their cluster by its identity (targetId): two clusters on one host have distinct names.
+    const recorded = req.releases.find((r) => r.host === targetId(t));
     if (!recorded) {
       return { status: TargetStatus.Skipped, details: { reason: "no release recorded for this cluster" } };
     }
@@ -445,12 +452,12 @@ export class KubernetesDeployer
     if (recorded.version !== "" && !target) {
       throw new ManentError(
         Code.FailedPrecondition,
-        `cluster ${t.host}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`,
+        `cluster ${targetId(t)}: cannot roll back to ${recorded.version}: no such release in the history ConfigMap ${ctx.namespace}/manent-${ctx.application}-${ctx.environment}`,
       );
     }
     if (!target && !index.current && !index.pending && index.releases.length === 0) {
       // No history at all: the failed deploy was refused before it recorded anything.
-      req.logger.info("kubernetes: nothing to roll back", { cluster: t.host });
+      req.logger.info("kubernetes: nothing to roll back", { cluster: targetId(t) });
       return { status: TargetStatus.RolledBack, details: { version: "", release: "", objects_removed: "0" } };
     }
     // The release that failed: the one being deployed, or the one in service if it got that far.
@@ -478,7 +485,7 @@ export class KubernetesDeployer
     if (namespaceGone) {
       // The failed release had created the environment's namespace: the history went with it.
       req.logger.info("kubernetes: rolled back", {
-        cluster: t.host,
+        cluster: targetId(t),
         version: recorded.version,
         release: "",
         removed,
@@ -501,7 +508,12 @@ export class KubernetesDeployer
     if (pending && pending.configmap !== target?.configmap && !releases.some((e) => e.configmap === pending.configmap)) {
       await deleteRelease(client, ctx, pending, req.signal);
     }
-    req.logger.info("kubernetes: rolled back", { cluster: t.host, version: recorded.version, release: target?.configmap ?? "", removed });
+    req.logger.info("kubernetes: rolled back", {
+      cluster: targetId(t),
+      version: recorded.version,
+      release: target?.configmap ?? "",
+      removed,
+    });
     return {
       status: TargetStatus.RolledBack,
       details: { version: recorded.version, release: target?.configmap ?? "", objects_removed: String(removed) },
@@ -585,7 +597,7 @@ async function withClient<T>(req: Request, params: KubernetesParams, t: Target, 
   if (token === "") {
     throw new ManentError(
       Code.FailedPrecondition,
-      `kubernetes: cluster ${t.host}: secret "${tokenSecret}" (the service account token) is empty: put the token Secret's token in it`,
+      `kubernetes: cluster ${targetId(t)}: secret "${tokenSecret}" (the service account token) is empty: put the token Secret's token in it`,
       {
         details: { secret: tokenSecret },
       },
@@ -600,7 +612,7 @@ async function withClient<T>(req: Request, params: KubernetesParams, t: Target, 
       // 401: the server knows no such token. A retry sends the same token.
       throw new ManentError(
         Code.Unauthenticated,
-        `kubernetes: cluster ${t.host}: the API server refused the token in secret "${tokenSecret}" (401 Unauthorized): it is wrong, expired, revoked or another cluster's`,
+        `kubernetes: cluster ${targetId(t)}: the API server refused the token in secret "${tokenSecret}" (401 Unauthorized): it is wrong, expired, revoked or another cluster's`,
         {
           cause: err,
           details: { secret: tokenSecret },

@@ -100,7 +100,7 @@ export async function renderForCluster(
       if (namespaced === undefined) {
         throw new ManentError(
           Code.FailedPrecondition,
-          `cluster ${client.target.host}: ${describeRef(refOf(o))}: the cluster does not serve kind ${o.kind} in ${o.apiVersion}`,
+          `cluster ${client.name}: ${describeRef(refOf(o))}: the cluster does not serve kind ${o.kind} in ${o.apiVersion}`,
         );
       }
       pendingCrdKinds.add(`${o.apiVersion}|${o.kind}`);

@@ -66,7 +66,7 @@ export async function waitForRollouts(client: ClusterClient, objs: KubeObject[],
   let pending = objs.filter((o) => rolloutKinds.has(o.kind));
   if (pending.length === 0 || timeoutMs === 0) return;
   const deadline = Date.now() + timeoutMs;
-  const host = client.target.host;
+  const host = client.name;
   const last = new Map<KubeObject, string>();
   let delay = 50;
   for (;;) {
@@ -119,7 +119,7 @@ export async function waitForCrds(client: ClusterClient, crds: KubeObject[], tim
       const conds = (live?.status as { conditions?: Condition[] } | undefined)?.conditions ?? [];
       if (conds.some((c) => c.type === "Established" && c.status === "True")) break;
       if (Date.now() + delay > deadline) {
-        throw new ManentError(Code.DeadlineExceeded, `cluster ${client.target.host}: ${describeRef(refOf(crd))}: not Established in time`);
+        throw new ManentError(Code.DeadlineExceeded, `cluster ${client.name}: ${describeRef(refOf(crd))}: not Established in time`);
       }
       await sleep(delay, undefined, { signal });
       delay = Math.min(Math.round(delay * 1.5), 1000);

@@ -9,6 +9,7 @@ import {
   forEachTarget,
   permanent,
   resultOrThrow,
+  targetId,
   type Artifact,
   type Deployer,
   type DryRunner,
@@ -45,7 +46,9 @@ export const paramsSchema = z.looseObject({
     .string()
     .min(1)
     .optional()
-    .describe("File where every call appends one JSON line (call, deployment, version, hosts); a deploy also its end (`deploy_end`)."),
+    .describe(
+      "File where every call appends one JSON line (call, deployment, version, hosts: the targets by name, else host); a deploy also its end (`deploy_end`).",
+    ),
   journal_targets: z
     .stringbool()
     .default(false)
@@ -53,7 +56,9 @@ export const paramsSchema = z.looseObject({
   fail_hosts: z
     .string()
     .optional()
-    .describe("Hosts (comma-separated) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only."),
+    .describe(
+      "Targets (comma-separated, by name, else host) whose deploy fails; with `fail_at` or `fail_at_weight`, the calls on them only.",
+    ),
   fail_mode: z
     .enum(["permanent", "transient", "unimplemented"])
     .default("permanent")
@@ -117,7 +122,7 @@ class NoopDeployer
 
   async currentRelease(req: Request): Promise<TargetRelease[]> {
     const p = params(req);
-    return Promise.all(req.targets.map(async (t) => ({ host: t.host, version: await this.read(p, t.host) })));
+    return Promise.all(req.targets.map(async (t) => ({ host: targetId(t), version: await this.read(p, targetId(t)) })));
   }
 
   async deploy(req: Request): Promise<Result> {
@@ -128,15 +133,15 @@ class NoopDeployer
     const call = failing.size ? this.calls.increment(req.deploymentId) : 0;
     const out = await forEachTarget(req, async (t, signal): Promise<TargetOutcome> => {
       if (p.delay) await sleep(p.delay, signal);
-      if (failing.has(t.host) && (p.fail_times === undefined || call <= p.fail_times)) {
-        throw failure(p, `target ${t.host}: failing as configured (call ${call})`);
+      if (failing.has(targetId(t)) && (p.fail_times === undefined || call <= p.fail_times)) {
+        throw failure(p, `target ${targetId(t)}: failing as configured (call ${call})`);
       }
       const secret: Record<string, string> = p.read_secret
         ? { secret_length: String((await req.secrets.secret(p.read_secret)).length) }
         : {};
-      const previous = await this.read(p, t.host);
+      const previous = await this.read(p, targetId(t));
       if (previous === req.artifact.version) return { status: TargetStatus.Unchanged, details: { version: previous, ...secret } };
-      await this.write(p, t.host, req.artifact.version);
+      await this.write(p, targetId(t), req.artifact.version);
       // The target's effect, as it happens: a test can tell which targets a resumed deploy did again.
       if (p.journal_targets) await journal(p, "deploy_target", { ...req, targets: [t] });
       return { details: { version: req.artifact.version, previous_version: previous, ...secret } };
@@ -150,9 +155,9 @@ class NoopDeployer
     const p = params(req);
     await journal(p, "rollback", req, req.releases.map((r) => `${r.host}=${r.version}`).join(","));
     const out = await forAllTargets(req, async (t) => {
-      const to = req.releases.find((r) => r.host === t.host)?.version ?? "";
-      await this.write(p, t.host, to);
-      await this.write(p, t.host, "", "candidate");
+      const to = req.releases.find((r) => r.host === targetId(t))?.version ?? "";
+      await this.write(p, targetId(t), to);
+      await this.write(p, targetId(t), "", "candidate");
       return { status: TargetStatus.RolledBack, details: { version: to } };
     });
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
@@ -163,7 +168,7 @@ class NoopDeployer
 
   async prepareSlots(req: Request): Promise<Record<string, string>> {
     const p = await this.slotCall(req, "prepare_slots", undefined, false);
-    const previous = req.targets.length ? await this.read(p, req.targets[0]!.host) : "";
+    const previous = req.targets.length ? await this.read(p, targetId(req.targets[0]!)) : "";
     return { deployment: req.deploymentId, candidate_slot: "candidate", previous_version: previous };
   }
 
@@ -171,8 +176,8 @@ class NoopDeployer
     const p = await this.slotCall(req, "deploy_candidate");
     const out = await forEachTarget(req, async (t, signal): Promise<TargetOutcome> => {
       if (p.delay) await sleep(p.delay, signal);
-      await this.write(p, t.host, req.artifact.version, "candidate");
-      await this.write(p, t.host, "0", "weight");
+      await this.write(p, targetId(t), req.artifact.version, "candidate");
+      await this.write(p, targetId(t), "0", "weight");
       return { details: { version: req.artifact.version, slot: "candidate" } };
     });
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
@@ -186,12 +191,12 @@ class NoopDeployer
   async setCandidateWeight(req: Request, weight: number): Promise<void> {
     const p = await this.slotCall(req, "set_candidate_weight", `weight=${weight}`);
     if (p.fail_at_weight === weight && onFailingHosts(p, req)) throw failure(p, `weight ${weight}: failing as configured (fail_at_weight)`);
-    for (const t of req.targets) await this.write(p, t.host, String(weight), "weight");
+    for (const t of req.targets) await this.write(p, targetId(t), String(weight), "weight");
   }
 
   async candidateWeight(req: Request): Promise<number> {
     const p = await this.slotCall(req, "candidate_weight");
-    return Number((req.targets.length && (await this.read(p, req.targets[0]!.host, "weight"))) || 0);
+    return Number((req.targets.length && (await this.read(p, targetId(req.targets[0]!), "weight"))) || 0);
   }
 
   async scaleCandidate(req: Request, weight: number): Promise<void> {
@@ -201,21 +206,21 @@ class NoopDeployer
   async promoteCandidate(req: Request): Promise<void> {
     const p = await this.slotCall(req, "promote_candidate");
     for (const t of req.targets) {
-      const candidate = await this.read(p, t.host, "candidate");
+      const candidate = await this.read(p, targetId(t), "candidate");
       // Promoted already (a call repeated after a crash): nothing left to do.
-      if (!candidate && (await this.read(p, t.host)) === req.artifact.version) continue;
-      if (!candidate) throw permanent(new ManentError(Code.FailedPrecondition, `target ${t.host}: no candidate to promote`));
-      await this.write(p, t.host, candidate);
-      await this.write(p, t.host, "", "candidate");
-      await this.write(p, t.host, "0", "weight");
+      if (!candidate && (await this.read(p, targetId(t))) === req.artifact.version) continue;
+      if (!candidate) throw permanent(new ManentError(Code.FailedPrecondition, `target ${targetId(t)}: no candidate to promote`));
+      await this.write(p, targetId(t), candidate);
+      await this.write(p, targetId(t), "", "candidate");
+      await this.write(p, targetId(t), "0", "weight");
     }
   }
 
   async revertCandidate(req: Request): Promise<void> {
     const p = await this.slotCall(req, "revert_candidate");
     for (const t of req.targets) {
-      await this.write(p, t.host, "", "candidate");
-      await this.write(p, t.host, "0", "weight");
+      await this.write(p, targetId(t), "", "candidate");
+      await this.write(p, targetId(t), "0", "weight");
     }
   }
 
@@ -236,6 +241,7 @@ class NoopDeployer
     return p;
   }
 
+  /** State is kept per target identity (its name, else its host): two targets on one host are two records. */
   private async read(p: Params, host: string, kind: StateKind = "release"): Promise<string> {
     if (!p.state_dir) return this.memory.get(`${host}.${kind}`) ?? "";
     return readFile(join(p.state_dir, `${host}.${kind}`), "utf8").catch(() => "");
@@ -257,7 +263,7 @@ type StateKind = "release" | "candidate" | "weight";
 /** Without fail_hosts, every call fails as configured; with them, only calls on one of them. */
 function onFailingHosts(p: Params, req: Request): boolean {
   const failing = new Set((p.fail_hosts ?? "").split(",").filter(Boolean));
-  return failing.size === 0 || req.targets.some((t) => failing.has(t.host));
+  return failing.size === 0 || req.targets.some((t) => failing.has(targetId(t)));
 }
 
 function failure(p: Params, message: string): ManentError {
@@ -276,7 +282,7 @@ async function journal(p: Params, call: string, req: Request, extra?: string): P
     call,
     deployment: req.deploymentId,
     version: req.artifact.version,
-    hosts: req.targets.map((t) => t.host),
+    hosts: req.targets.map(targetId),
     ...(extra && { extra }),
     ...(req.traffic && { traffic: req.traffic }),
   };

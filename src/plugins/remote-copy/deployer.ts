@@ -2,6 +2,7 @@ import {
   forAllTargets,
   forEachTarget,
   resultOrThrow,
+  targetId,
   TargetStatus,
   type Artifact,
   type Deployer,
@@ -15,6 +16,7 @@ import {
   type SlotDeployer,
   type TesterRouter,
   type TrafficRouter,
+  type Target,
   type TargetOutcome,
   type TargetRelease,
   type TargetsOutcome,
@@ -78,23 +80,76 @@ export class RemoteCopyDeployer
   async validate(req: Request): Promise<void> {
     const params = this.params(req);
     checkVersion(req.artifact.version);
-    if (params.transport === "local" && req.targets.length > 1 && !params.base.includes("{host}")) {
+    this.checkRolloutPlan(req, params);
+    if (params.transport === "local" && req.targets.length > 1 && !params.base.includes("{host}") && !params.base.includes("{name}")) {
       throw new ManentError(
         Code.InvalidArgument,
-        "remote-copy: param base: must contain {host} when transport local has several targets (they would share one dir)",
+        "remote-copy: param base: must contain {host} or {name} when transport local has several targets (they would share one dir)",
         { details: { plugin: pluginName, param: "base" } },
       );
     }
+    // Two targets on one machine (local, or one host and port) with one dir, or with one HAProxy server name, would overwrite each other.
+    const machine = (t: Target): string => (params.transport === "local" ? "local" : `${t.host}:${t.port ?? 22}`);
+    const dirs = new Map<string, Target>();
+    const servers = new Map<string, Target>();
     for (const t of req.targets) {
-      baseFor(params, t.host);
+      const dir = `${machine(t)} ${baseFor(params, t)}`;
+      const other = dirs.get(dir);
+      if (other) {
+        throw new ManentError(
+          Code.InvalidArgument,
+          `remote-copy: param base: targets ${targetId(other)} and ${targetId(t)} would share ${baseFor(params, t)} on one machine: put {name} in base`,
+          { details: { plugin: pluginName, param: "base" } },
+        );
+      }
+      dirs.set(dir, t);
+      if (params.haproxy_socket) {
+        const server = params.haproxy_server.replaceAll("{host}", t.host).replaceAll("{name}", targetId(t));
+        const same = servers.get(server);
+        if (same) {
+          throw new ManentError(
+            Code.InvalidArgument,
+            `remote-copy: param haproxy_server: targets ${targetId(same)} and ${targetId(t)} would have the same HAProxy servers (${server}): put {name} in haproxy_server`,
+            { details: { plugin: pluginName, param: "haproxy_server" } },
+          );
+        }
+        servers.set(server, t);
+      }
       const slots = slotsFor(params.slot_ports, t);
+      if (req.rollout && !slots) {
+        throw new ManentError(
+          Code.InvalidArgument,
+          `remote-copy: param slot_ports: target ${targetId(t)} has no slots (param or label slot_ports, e.g. blue=8081,green=8082), which the envconfig's rollout.canary needs: the candidate runs in the slot beside the live one`,
+          { details: { plugin: pluginName, param: "slot_ports", host: targetId(t) } },
+        );
+      }
       if (params.haproxy_socket && !slots) {
         throw new ManentError(
           Code.InvalidArgument,
-          `remote-copy: param slot_ports: target ${t.host} has no slots (param or label slot_ports), which haproxy_socket needs: its servers are the slots`,
+          `remote-copy: param slot_ports: target ${targetId(t)} has no slots (param or label slot_ports), which haproxy_socket needs: its servers are the slots`,
           { details: { plugin: pluginName, param: "slot_ports", host: t.host } },
         );
       }
+    }
+  }
+
+  /** What the canary will ask (Request.rollout): a router for its weights, a tester backend for its testers. */
+  private checkRolloutPlan(req: Request, params: Params): void {
+    const plan = req.rollout;
+    if (!plan) return;
+    if (plan.weights && (!params.haproxy_socket || !params.haproxy_backend)) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        `remote-copy: param ${params.haproxy_socket ? "haproxy_backend" : "haproxy_socket"}: the envconfig's rollout.canary sets weights, which move traffic through HAProxy: set params haproxy_socket and haproxy_backend`,
+        { details: { plugin: pluginName, param: params.haproxy_socket ? "haproxy_backend" : "haproxy_socket" } },
+      );
+    }
+    if (plan.testers && (!params.haproxy_socket || !params.haproxy_backend || !params.haproxy_tester_backend)) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        "remote-copy: param haproxy_tester_backend: the envconfig's rollout.canary.testers routes testers to the candidate through HAProxy: set params haproxy_socket, haproxy_backend and haproxy_tester_backend",
+        { details: { plugin: pluginName, param: "haproxy_tester_backend" } },
+      );
     }
   }
 
@@ -113,9 +168,9 @@ export class RemoteCopyDeployer
     const routing = await this.checkRouting(call);
     const outcome = await forAllTargets(req, async (target, signal) => {
       const r = await withSite(call, target, signal, (site) => dryRunTarget(call, site, file));
-      const problems = routing.get(target.host) ?? [];
+      const problems = routing.get(targetId(target)) ?? [];
       if (problems.length > 0) {
-        throw new ManentError(Code.FailedPrecondition, `${target.host}: haproxy: ${problems.join("; ")}`, {
+        throw new ManentError(Code.FailedPrecondition, `${targetId(target)}: haproxy: ${problems.join("; ")}`, {
           details: { host: target.host, plugin: pluginName },
         });
       }
@@ -131,8 +186,8 @@ export class RemoteCopyDeployer
       withSite(call, target, signal, async (site) => {
         const { current } = await probe(site, "");
         const release_path = current ? `${site.base}/releases/${current}` : "";
-        releases.set(target.host, {
-          host: target.host,
+        releases.set(targetId(target), {
+          host: targetId(target),
           version: current,
           details: { release_path },
         });
@@ -141,13 +196,13 @@ export class RemoteCopyDeployer
     );
     const error = callFailure(req, outcome.error);
     if (error) throw error;
-    return req.targets.map((t) => releases.get(t.host)!);
+    return req.targets.map((t) => releases.get(targetId(t))!);
   }
 
   async rollback(req: RollbackRequest): Promise<Result> {
     const call = await this.call(req);
     const outcome = await forAllTargets(req, async (target, signal): Promise<TargetOutcome> => {
-      const recorded = req.releases.find((r) => r.host === target.host);
+      const recorded = req.releases.find((r) => r.host === targetId(target));
       if (!recorded) {
         return {
           status: TargetStatus.Skipped,
@@ -168,13 +223,13 @@ export class RemoteCopyDeployer
     const pairs = new Map<string, Awaited<ReturnType<typeof prepareTarget>>>();
     const outcome = await forAllTargets(req, (target, signal) =>
       withSite(call, target, signal, async (site) => {
-        pairs.set(target.host, await prepareTarget(site));
+        pairs.set(targetId(target), await prepareTarget(site));
         return {};
       }),
     );
     const error = callFailure(req, outcome.error);
     if (error) throw error;
-    return slotState(req.targets.map((t) => pairs.get(t.host)!));
+    return slotState(req.targets.map((t) => pairs.get(targetId(t))!));
   }
 
   async deployCandidate(req: Request): Promise<Result> {
@@ -218,13 +273,13 @@ export class RemoteCopyDeployer
     }
     const pairs = pairsOf(req);
     await traffic.testersTo(
-      pairs.map((p) => ({ host: p.host, to: p.candidate, from: p.live })),
+      pairs.map((p) => ({ ...p, to: p.candidate, from: p.live })),
       req.signal,
     );
     return {
       haproxy_backend: traffic.testerBackend,
       ...(call.params.tester_header ? { header: call.params.tester_header } : {}),
-      servers: pairs.map((p) => traffic.serverName(p.host, p.candidate)).join(","),
+      servers: pairs.map((p) => traffic.serverName(p, p.candidate)).join(","),
     };
   }
 
@@ -235,7 +290,7 @@ export class RemoteCopyDeployer
     if (traffic) {
       await traffic.setCandidateWeight(pairs, 100, req.signal);
       await traffic.testersTo(
-        pairs.map((p) => ({ host: p.host, to: p.candidate, from: p.live })),
+        pairs.map((p) => ({ ...p, to: p.candidate, from: p.live })),
         req.signal,
       );
     }
@@ -256,7 +311,7 @@ export class RemoteCopyDeployer
     );
     this.result(req, checked);
     const traffic = trafficOf(call);
-    const previous = pairs.map((p) => ({ host: p.host, slot: p.live }));
+    const previous = pairs.map((p) => ({ ...p, slot: p.live }));
     // Stop a slot only once HAProxy has no connection left on it: no request is cut.
     if (traffic) await traffic.drain(previous, call.params.drain_timeout, req.signal);
     const outcome = await forAllTargets(req, (target, signal) =>
@@ -275,12 +330,12 @@ export class RemoteCopyDeployer
       withSite(call, target, signal, (site) => restoreLiveTarget(call, site, pairOf(req, target))),
     );
     this.result(req, restored);
-    const candidates = pairs.map((p) => ({ host: p.host, slot: p.candidate }));
+    const candidates = pairs.map((p) => ({ ...p, slot: p.candidate }));
     if (traffic) {
-      for (const p of pairs) await traffic.ready(p.host, p.live, req.signal);
+      for (const p of pairs) await traffic.ready(p, p.live, req.signal);
       await traffic.setCandidateWeight(pairs, 0, req.signal);
       await traffic.testersTo(
-        pairs.map((p) => ({ host: p.host, to: p.live, from: p.candidate })),
+        pairs.map((p) => ({ ...p, to: p.live, from: p.candidate })),
         req.signal,
       );
       await traffic.drain(candidates, call.params.drain_timeout, req.signal);
@@ -299,13 +354,13 @@ export class RemoteCopyDeployer
     if (!traffic) return problems;
     const hosts = call.req.targets.flatMap((t) => {
       const slots = slotsFor(call.params.slot_ports, t);
-      return slots ? [{ host: t.host, slots: slots.names }] : [];
+      return slots ? [{ host: t.host, name: targetId(t), slots: slots.names }] : [];
     });
     try {
       return await traffic.check(hosts, call.req.signal);
     } catch (err) {
       const message = ManentError.from(err).message;
-      for (const h of hosts) problems.set(h.host, [message]);
+      for (const h of hosts) problems.set(h.name, [message]);
     }
     return problems;
   }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { parseDuration } from "../../core/config/duration.js";
+import { targetId, type Target } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { haproxyNamePattern, parseRuntimeAddress } from "./haproxy/runtime-api.js";
 import { slotPortsParam } from "./slot-params.js";
@@ -41,7 +42,7 @@ const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
  * - `haproxy_socket`: HAProxy's runtime API (`stats socket … level admin`): a unix socket path
  *   on the manent worker or `host:port`.
  * - `haproxy_backend`: the backend holding one server per host and slot.
- * - `haproxy_server`: the servers' names, `{host}` and `{slot}` replaced (default `{host}_{slot}`).
+ * - `haproxy_server`: the servers' names, `{host}`, `{name}` and `{slot}` replaced (default `{name}_{slot}`).
  * - `haproxy_tester_backend`: the backend testers' requests go to (chosen in haproxy.cfg by a
  *   header or cookie rule); manent keeps only the candidate's servers ready in it.
  * - `tester_header`: how testers reach the candidate (e.g. `X-Canary: always`), reported as is.
@@ -153,8 +154,10 @@ export const paramsSchema = z
     haproxy_server: z
       .string()
       .regex(/^[A-Za-z0-9_.:{}-]{1,100}$/, "must be a server name template such as {host}_{slot}")
-      .default("{host}_{slot}")
-      .describe("Percentage rollouts: the servers' names in the backend, `{host}` and `{slot}` replaced"),
+      .default("{name}_{slot}")
+      .describe(
+        "Percentage rollouts: the servers' names in the backend, `{host}`, `{name}` (the target's name, else its host) and `{slot}` replaced",
+      ),
     haproxy_tester_backend: z
       .string()
       .regex(haproxyNamePattern, "must be an HAProxy backend name")
@@ -227,7 +230,7 @@ export function checkVersion(version: string): void {
   }
 }
 
-/** The target's base dir, `{host}` replaced. */
-export function baseFor(params: Params, host: string): string {
-  return params.base.replaceAll("{host}", host);
+/** The target's base dir, `{host}` and `{name}` (the target's identity) replaced. */
+export function baseFor(params: Params, target: Pick<Target, "host" | "name">): string {
+  return params.base.replaceAll("{host}", target.host).replaceAll("{name}", targetId(target));
 }

@@ -23,6 +23,8 @@ import type { ExecResult, Transport } from "./transport.js";
 export interface TargetSite {
   t: Transport;
   host: string;
+  /** The target's identity (its envconfig name, else its host): the key of its results and slot state. */
+  name: string;
   base: string;
   log: Logger;
   /** The host's two slots when slots are on (param or label slot_ports). */

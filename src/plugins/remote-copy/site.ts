@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { type Logger, type Request, type Target, type TargetOutcome } from "../../core/contract/index.js";
+import { targetId, type Logger, type Request, type Target, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { openTransport, type SshSecrets } from "./connect.js";
 import { baseFor, type Params } from "./params.js";
@@ -28,7 +28,8 @@ export async function withSite(
     return await fn({
       t,
       host: target.host,
-      base: baseFor(call.params, target.host),
+      name: targetId(target),
+      base: baseFor(call.params, target),
       log,
       slots,
     });

@@ -1,4 +1,4 @@
-import { TargetStatus, type Request, type Target, type TargetOutcome } from "../../core/contract/index.js";
+import { TargetStatus, targetId, type Request, type Target, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { ArtifactFile } from "./artifact-file.js";
 import { SlotTraffic, type SlotPair } from "./haproxy/slot-traffic.js";
@@ -9,16 +9,16 @@ import { otherSlot, type Slots } from "./slot-params.js";
 import { linkSlot, probeSlots, setLiveSlot } from "./slot-steps.js";
 
 /**
- * The state PrepareSlots records, passed back in every later call (`Request.traffic`): per host,
+ * The state PrepareSlots records, passed back in every later call (`Request.traffic`): per target,
  * the live slot and the candidate's, and the version live when the rollout began. Keys are
- * `live/<host>`, `candidate/<host>`, `live_version/<host>`.
+ * `live/<target>`, `candidate/<target>`, `live_version/<target>`, the target by its identity (its name, else its host).
  */
 export function slotState(pairs: (SlotPair & { liveVersion: string })[]): Record<string, string> {
   const state: Record<string, string> = {};
   for (const p of pairs) {
-    state[`live/${p.host}`] = p.live;
-    state[`candidate/${p.host}`] = p.candidate;
-    state[`live_version/${p.host}`] = p.liveVersion;
+    state[`live/${p.name}`] = p.live;
+    state[`candidate/${p.name}`] = p.candidate;
+    state[`live_version/${p.name}`] = p.liveVersion;
   }
   return state;
 }
@@ -29,16 +29,17 @@ export function pairsOf(req: Request): SlotPair[] {
 }
 
 export function pairOf(req: Request, target: Target): SlotPair {
-  const live = req.traffic?.[`live/${target.host}`];
-  const candidate = req.traffic?.[`candidate/${target.host}`];
+  const name = targetId(target);
+  const live = req.traffic?.[`live/${name}`];
+  const candidate = req.traffic?.[`candidate/${name}`];
   if (!live || !candidate) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `remote-copy: no slot state for target ${target.host} in the request (PrepareSlots records it and manent passes it in every later call)`,
-      { details: { plugin: "remote-copy", host: target.host } },
+      `remote-copy: no slot state for target ${name} in the request (PrepareSlots records it and manent passes it in every later call)`,
+      { details: { plugin: "remote-copy", host: name } },
     );
   }
-  return { host: target.host, live, candidate, empty: req.traffic?.[`live_version/${target.host}`] === "" };
+  return { host: target.host, name, live, candidate, empty: req.traffic?.[`live_version/${name}`] === "" };
 }
 
 export function needSlots(site: TargetSite): Slots {
@@ -85,7 +86,7 @@ export async function prepareTarget(site: TargetSite): Promise<SlotPair & { live
     if (probe.current) await linkSlot(site, live, probe.current);
     await setLiveSlot(site, live);
   }
-  return { host: site.host, live, candidate: otherSlot(slots, live), liveVersion: probe.current };
+  return { host: site.host, name: site.name, live, candidate: otherSlot(slots, live), liveVersion: probe.current };
 }
 
 /**
@@ -118,8 +119,8 @@ export async function deployCandidateTarget(
     bytes_sent: "0",
   };
   if (traffic) {
-    await traffic.quiesce(site.host, pair.candidate, call.req.signal);
-    await traffic.drain([{ host: site.host, slot: pair.candidate }], call.params.drain_timeout, call.req.signal);
+    await traffic.quiesce(pair, pair.candidate, call.req.signal);
+    await traffic.drain([{ ...pair, slot: pair.candidate }], call.params.drain_timeout, call.req.signal);
   }
   const before = await steps.probe(site, version);
   if (!before.exists) {
@@ -129,7 +130,7 @@ export async function deployCandidateTarget(
   }
   await linkSlot(site, pair.candidate, version);
   await activateRelease(call, site, version, pair.candidate);
-  if (traffic) await traffic.ready(site.host, pair.candidate, call.req.signal);
+  if (traffic) await traffic.ready(pair, pair.candidate, call.req.signal);
   site.log.info("candidate started", { host: site.host, version, slot: pair.candidate });
   return { status: TargetStatus.Deployed, details };
 }

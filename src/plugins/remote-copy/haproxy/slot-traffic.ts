@@ -2,9 +2,14 @@ import { Code, ManentError } from "../../../core/errors.js";
 import type { Logger } from "../../../core/contract/index.js";
 import { HaproxyRuntime, haproxyNamePattern, parseRuntimeAddress } from "./runtime-api.js";
 
-/** One host's pair of slots during a rollout. */
-export interface SlotPair {
+/** A target's servers in HAProxy: `{host}` and `{name}` (its identity) of the server name template. */
+export interface SlotHost {
   host: string;
+  name: string;
+}
+
+/** One target's pair of slots during a rollout. */
+export interface SlotPair extends SlotHost {
   live: string;
   candidate: string;
   /** The live slot ran nothing when the rollout began (a first deploy): nothing to share traffic with. */
@@ -14,7 +19,7 @@ export interface SlotPair {
 export interface SlotTrafficConfig {
   socket: string;
   backend: string;
-  /** Server name template, `{host}` and `{slot}` replaced. */
+  /** Server name template, `{host}`, `{name}` and `{slot}` replaced. */
   server: string;
   testerBackend?: string | undefined;
 }
@@ -42,12 +47,12 @@ export class SlotTraffic {
     return this.config.testerBackend;
   }
 
-  serverName(host: string, slot: string): string {
-    const name = this.config.server.replaceAll("{host}", host).replaceAll("{slot}", slot);
+  serverName(h: SlotHost, slot: string): string {
+    const name = this.config.server.replaceAll("{host}", h.host).replaceAll("{name}", h.name).replaceAll("{slot}", slot);
     if (!haproxyNamePattern.test(name)) {
       throw new ManentError(
         Code.InvalidArgument,
-        `remote-copy: param haproxy_server: "${name}" (host ${host}, slot ${slot}) is not a valid HAProxy server name`,
+        `remote-copy: param haproxy_server: "${name}" (target ${h.name}, slot ${slot}) is not a valid HAProxy server name`,
         {
           details: { plugin: "remote-copy", param: "haproxy_server" },
         },
@@ -66,8 +71,8 @@ export class SlotTraffic {
     const wanted: { server: string; weight: number }[] = [];
     for (const p of pairs) {
       const w = p.empty && weight > 0 ? 100 : weight;
-      wanted.push({ server: this.serverName(p.host, p.candidate), weight: w });
-      wanted.push({ server: this.serverName(p.host, p.live), weight: 100 - w });
+      wanted.push({ server: this.serverName(p, p.candidate), weight: w });
+      wanted.push({ server: this.serverName(p, p.live), weight: 100 - w });
     }
     const now = await Promise.all(wanted.map((w) => this.api.weight(this.config.backend, w.server, signal)));
     const changes = wanted.map((w, i) => ({ ...w, from: now[i]! })).filter((c) => c.weight !== c.from);
@@ -78,29 +83,29 @@ export class SlotTraffic {
 
   /** The candidate's share of the first host's weights, in percent. */
   async candidateWeight(pair: SlotPair, signal?: AbortSignal): Promise<number> {
-    const c = await this.api.weight(this.config.backend, this.serverName(pair.host, pair.candidate), signal);
-    const l = await this.api.weight(this.config.backend, this.serverName(pair.host, pair.live), signal);
+    const c = await this.api.weight(this.config.backend, this.serverName(pair, pair.candidate), signal);
+    const l = await this.api.weight(this.config.backend, this.serverName(pair, pair.live), signal);
     return c + l === 0 ? 0 : Math.round((100 * c) / (c + l));
   }
 
   /** Takes a slot's servers out of both backends' rotation while it is (re)started. */
-  async quiesce(host: string, slot: string, signal?: AbortSignal): Promise<void> {
-    const server = this.serverName(host, slot);
+  async quiesce(h: SlotHost, slot: string, signal?: AbortSignal): Promise<void> {
+    const server = this.serverName(h, slot);
     await this.api.set(`set server ${this.config.backend}/${server} weight 0`, signal);
     if (this.config.testerBackend) await this.api.set(`set server ${this.config.testerBackend}/${server} state maint`, signal);
   }
 
   /** Makes a (re)started slot's server eligible again in the main backend, at its current weight. */
-  async ready(host: string, slot: string, signal?: AbortSignal): Promise<void> {
-    await this.api.set(`set server ${this.config.backend}/${this.serverName(host, slot)} state ready`, signal);
+  async ready(h: SlotHost, slot: string, signal?: AbortSignal): Promise<void> {
+    await this.api.set(`set server ${this.config.backend}/${this.serverName(h, slot)} state ready`, signal);
   }
 
   /** Testers to `slot` of each host: ready first, then the other slot drained, so testers are never left without a server. */
-  async testersTo(hosts: { host: string; to: string; from: string }[], signal?: AbortSignal): Promise<void> {
+  async testersTo(hosts: (SlotHost & { to: string; from: string })[], signal?: AbortSignal): Promise<void> {
     const backend = this.config.testerBackend;
     if (!backend) return;
-    for (const h of hosts) await this.api.set(`set server ${backend}/${this.serverName(h.host, h.to)} state ready`, signal);
-    for (const h of hosts) await this.api.set(`set server ${backend}/${this.serverName(h.host, h.from)} state drain`, signal);
+    for (const h of hosts) await this.api.set(`set server ${backend}/${this.serverName(h, h.to)} state ready`, signal);
+    for (const h of hosts) await this.api.set(`set server ${backend}/${this.serverName(h, h.from)} state drain`, signal);
   }
 
   /**
@@ -108,8 +113,8 @@ export class SlotTraffic {
    * (`scur` 0 in `show stat`), at most `timeoutMs`; then the slot can stop without failing a request.
    * Returns false when connections were still open at the deadline.
    */
-  async drain(hosts: { host: string; slot: string }[], timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-    const servers = hosts.map((h) => this.serverName(h.host, h.slot));
+  async drain(hosts: (SlotHost & { slot: string })[], timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    const servers = hosts.map((h) => this.serverName(h, h.slot));
     const backends = [this.config.backend, ...(this.config.testerBackend ? [this.config.testerBackend] : [])];
     for (const b of backends) for (const s of servers) await this.api.set(`set server ${b}/${s} state drain`, signal);
     const deadline = Date.now() + timeoutMs;
@@ -128,23 +133,23 @@ export class SlotTraffic {
   }
 
   /** Puts stopped slots' servers in maintenance in both backends. */
-  async maint(hosts: { host: string; slot: string }[], signal?: AbortSignal): Promise<void> {
+  async maint(hosts: (SlotHost & { slot: string })[], signal?: AbortSignal): Promise<void> {
     const backends = [this.config.backend, ...(this.config.testerBackend ? [this.config.testerBackend] : [])];
     for (const b of backends)
-      for (const h of hosts) await this.api.set(`set server ${b}/${this.serverName(h.host, h.slot)} state maint`, signal);
+      for (const h of hosts) await this.api.set(`set server ${b}/${this.serverName(h, h.slot)} state maint`, signal);
   }
 
-  /** Dry-run: the API answers and every server exists. Returns each host's problems. */
-  async check(hosts: { host: string; slots: string[] }[], signal?: AbortSignal): Promise<Map<string, string[]>> {
+  /** Dry-run: the API answers and every server exists. Returns each target's problems, by its name. */
+  async check(hosts: (SlotHost & { slots: string[] })[], signal?: AbortSignal): Promise<Map<string, string[]>> {
     const stats = await this.api.serverStats(signal);
     const problems = new Map<string, string[]>();
     const backends = [this.config.backend, ...(this.config.testerBackend ? [this.config.testerBackend] : [])];
     for (const b of backends)
       for (const h of hosts)
         for (const slot of h.slots) {
-          const server = this.serverName(h.host, slot);
+          const server = this.serverName(h, slot);
           if (!stats.some((s) => s.backend === b && s.server === server))
-            problems.set(h.host, [...(problems.get(h.host) ?? []), `server ${b}/${server} not found`]);
+            problems.set(h.name, [...(problems.get(h.name) ?? []), `server ${b}/${server} not found`]);
         }
     return problems;
   }
