@@ -2,6 +2,7 @@ import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream } from "node:stream/web";
 import { createParser } from "eventsource-parser";
+import type { PluginListing } from "../core/contract/hosted-plugin.js";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
@@ -218,7 +219,6 @@ function uploadPath(tenant: string, sha256: string): string {
   return `/api/v1/uploads/${sha256}?tenant=${encodeURIComponent(tenant)}`;
 }
 
-/** A plugin as GET /api/v1/plugins lists it. */
 /** GET /api/v1/auth/can-i: the answer and its reason (the grant that allows it, or the permission missing). */
 export interface CanIAnswer {
   allowed: boolean;
@@ -226,12 +226,5 @@ export interface CanIAnswer {
   grant?: Grant;
 }
 
-export interface PluginView {
-  name: string;
-  kind: string;
-  capabilities: string[] | null;
-  capabilities_as_of?: string | null;
-  status?: "not_started" | "up" | "restarting" | "gave_up" | "stopped";
-  restarts?: number;
-  last_start?: string | null;
-}
+/** A plugin as GET /api/v1/plugins lists it. */
+export type PluginView = PluginListing;

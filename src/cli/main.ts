@@ -174,8 +174,12 @@ export async function main(argv: string[]): Promise<void> {
       if (outputOf(o.output) === "json") return out(JSON.stringify(plugins, null, 2));
       for (const p of plugins) {
         const caps =
-          p.capabilities === null ? "(not started yet: capabilities known after its first use)" : p.capabilities.join(", ") || "(none)";
-        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${p.status}` : ""}`);
+          p.capabilities !== null
+            ? p.capabilities.join(", ") || "(none)"
+            : p.status === "start_failed"
+              ? "(unknown: its start failed; the next use tries again)"
+              : "(not started yet: capabilities known after its first use)";
+        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${p.status}` : ""}${p.last_error ? `\t${p.last_error}` : ""}`);
       }
     });
   plugins

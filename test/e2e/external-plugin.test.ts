@@ -105,6 +105,7 @@ describe("external plugin through the deploy workflow", () => {
         status: "not_started",
         restarts: 0,
         last_start: null,
+        last_error: null,
       },
       {
         name: "flaky",
@@ -114,6 +115,7 @@ describe("external plugin through the deploy workflow", () => {
         status: "not_started",
         restarts: 0,
         last_start: null,
+        last_error: null,
       },
       {
         name: "foreign",
@@ -123,6 +125,7 @@ describe("external plugin through the deploy workflow", () => {
         status: "not_started",
         restarts: 0,
         last_start: null,
+        last_error: null,
       },
     ]);
     assert.equal(children(server.child.pid!), "", "the plugin process was started");

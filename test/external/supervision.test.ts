@@ -35,7 +35,7 @@ describe("supervision of the plugin process", () => {
       supervision: fast,
     });
     try {
-      assert.deepEqual(p.supervision(), { status: "not_started", restarts: 0, last_start: null });
+      assert.deepEqual(p.supervision(), { status: "not_started", restarts: 0, last_start: null, capabilities: null, last_error: null });
       const d = await p.deployer();
       const firstStart = p.supervision().last_start;
       assert.equal(p.supervision().status, "up");
@@ -199,7 +199,11 @@ describe("supervision of the plugin process", () => {
     });
     try {
       await assert.rejects(p.capabilities(), /plugin bo: exited before the handshake \(exit code 3\)/);
-      assert.equal(p.supervision().status, "restarting");
+      // Nothing restarts a plugin whose start failed: the next use tries again, after the backoff.
+      const failed = p.supervision();
+      assert.equal(failed.status, "start_failed");
+      assert.match(failed.last_error ?? "", /exited before the handshake \(exit code 3\)/);
+      assert.equal(failed.capabilities, null);
       const waiting = p.capabilities(); // waits for the backoff
       await rm(broken);
       const guard = new Promise<never>((_, reject) =>
@@ -259,6 +263,44 @@ describe("supervision of the plugin process", () => {
       } finally {
         await p.close();
       }
+    }
+  });
+
+  it("shows the capabilities of a process started only to read them, and says so when a cut call was the failure it gave up on", async () => {
+    const logger = recordingLogger();
+    const p = await ExternalPlugin.activate({
+      name: "one-chance",
+      entry: { external: { command: sample } },
+      baseDir: t.dir,
+      logger,
+      supervision: { ...fast, maxRestarts: 0, cooldownMs: 0 },
+    });
+    try {
+      const capabilities = await p.capabilities();
+      const up = p.supervision();
+      assert.equal(up.status, "up");
+      assert.deepEqual(up.capabilities, capabilities);
+      assert.ok(capabilities.length > 0);
+
+      const d = await p.deployer();
+      const running = d.deploy(request({ deploymentId: "last", params: { base: path.join(t.dir, "oc"), delay_ms: "30000" } }));
+      await logger.waitFor(
+        (e) => e.msg === "deploy started" && (e.attrs.plugin_fields as Record<string, unknown> | undefined)?.deployment === "last",
+      );
+      process.kill(p.endpoint()!.pid, "SIGKILL");
+      await assert.rejects(running, (err: unknown) => {
+        const e = ManentError.from(err);
+        // No restart is coming: the message must not tell the caller to retry.
+        assert.doesNotMatch(e.message, /being restarted|retry the call/);
+        assert.match(e.message, /plugin one-chance: process exited unexpectedly \(signal SIGKILL\) during Deploy; the supervisor gave up/);
+        assert.equal(e.code, Code.FailedPrecondition);
+        return true;
+      });
+      const gaveUp = p.supervision();
+      assert.equal(gaveUp.status, "gave_up");
+      assert.match(gaveUp.last_error ?? "", /exited unexpectedly/);
+    } finally {
+      await p.close();
     }
   });
 

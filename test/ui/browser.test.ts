@@ -244,7 +244,7 @@ describe("web UI", () => {
     const page = await open(adminToken);
     await page.getByRole("link", { name: "Plugins" }).click();
     const row = page.locator('tr[data-plugin="sample"]');
-    await row.locator("td[data-status]", { hasText: "not_started" }).waitFor();
+    await row.locator("td[data-status]", { hasText: "not started" }).waitFor();
     assert.equal(
       await page.locator('tr[data-plugin="noop"]').getByRole("button").count(),
       0,

@@ -194,10 +194,20 @@ export class ExternalPlugin implements HostedPlugin {
         ? "gave_up"
         : running
           ? "up"
-          : this.lastStartAt || this.failures > 0
-            ? "restarting"
-            : "not_started";
-    return { status, restarts: this.totalRestarts, last_start: this.lastStartAt?.toISOString() ?? null };
+          : this.starting
+            ? this.lastStartAt
+              ? "restarting"
+              : "starting"
+            : this.failures > 0
+              ? "start_failed"
+              : "not_started";
+    return {
+      status,
+      restarts: this.totalRestarts,
+      last_start: this.lastStartAt?.toISOString() ?? null,
+      capabilities: this.configured ? allCapabilities.filter((c) => this.configured!.capabilities.includes(c)) : null,
+      last_error: status === "up" || status === "not_started" || status === "stopped" ? null : (this.lastError ?? null),
+    };
   }
 
   /** Lifetime restarts after a crash or a hung process. */
@@ -237,6 +247,15 @@ export class ExternalPlugin implements HostedPlugin {
           : await Promise.race([live.proc.exited, sleep(500, undefined)]);
       if (how !== undefined || live.killReason) {
         const what = live.killReason ?? `exited unexpectedly (${how ?? "connection lost"})`;
+        // The exit is handled before this line runs (its handler was attached first): if it was the
+        // failure too many, no restart is coming and a retry cannot succeed until an operator acts.
+        if (this.gaveUp)
+          throw new ManentError(
+            Code.FailedPrecondition,
+            `plugin ${this.name}: process ${what} during ${call}; the supervisor gave up after ${this.failures} consecutive failures ` +
+              `and is not restarting it (manent plugins restart ${this.name})`,
+            { details: { plugin: this.name, call } },
+          );
         throw new ManentError(
           Code.Unavailable,
           `plugin ${this.name}: process ${what} during ${call}; it is being restarted, retry the call`,

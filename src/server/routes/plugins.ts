@@ -14,9 +14,16 @@ const pluginSchema = z
     capabilities: z.array(z.string()).nullable().describe("null for an external plugin not started yet"),
     capabilities_as_of: z.string().nullable().optional().describe("external plugins: when the capabilities were last read"),
     status: z
-      .enum(["not_started", "up", "restarting", "gave_up", "stopped"])
+      .enum(["not_started", "starting", "up", "restarting", "start_failed", "gave_up", "stopped"])
       .optional()
-      .describe("external plugins: the process as this server's supervisor sees it"),
+      .describe(
+        "external plugins: the process as this server's supervisor sees it (start_failed: its last start failed and nothing is starting; the next use tries again)",
+      ),
+    last_error: z
+      .string()
+      .nullable()
+      .optional()
+      .describe("external plugins: why the last start or process failed, while restarting, start_failed or gave_up"),
     restarts: z.number().int().optional().describe("external plugins: restarts after a crash or a hung process since the server started"),
     last_start: z.string().nullable().optional().describe("external plugins: when the running (or last) process finished its handshake"),
   })
@@ -106,12 +113,20 @@ async function listPlugins(deps: ApiDeps) {
     deps.plugins.list().map(async (p) => {
       if (p.kind === "builtin") return { name: p.name, kind: p.kind, capabilities: capabilitiesOf(await p.deployer()) as string[] };
       const seen = known.get(p.name);
+      const supervision = p.supervision?.();
+      // This server's process when it has started one (a capability check is a start too), else what the fleet last recorded.
+      const live = supervision?.capabilities ?? null;
       return {
         name: p.name,
         kind: p.kind,
-        capabilities: (seen?.capabilities as string[] | undefined) ?? null,
-        capabilities_as_of: seen?.updated_at ?? null,
-        ...p.supervision?.(),
+        capabilities: (live ?? seen?.capabilities ?? null) as string[] | null,
+        capabilities_as_of: live ? supervision!.last_start : (seen?.updated_at ?? null),
+        ...(supervision && {
+          status: supervision.status,
+          restarts: supervision.restarts,
+          last_start: supervision.last_start,
+          last_error: supervision.last_error,
+        }),
       };
     }),
   );

@@ -2,17 +2,8 @@ import { useState } from "preact/hooks";
 import { Time } from "../components/common.js";
 import { useLoad } from "../hooks.js";
 import { can } from "../../../src/core/identity/policy.js";
+import type { PluginListing as Plugin } from "../../../src/core/contract/hosted-plugin.js";
 import type { Session } from "../session.js";
-
-interface Plugin {
-  name: string;
-  kind: string;
-  capabilities: string[] | null;
-  capabilities_as_of?: string | null;
-  status?: string;
-  restarts?: number;
-  last_start?: string | null;
-}
 
 export function PluginsPage({ session }: { session: Session }) {
   const { value, error, setValue } = useLoad(
@@ -60,8 +51,17 @@ export function PluginsPage({ session }: { session: Session }) {
             <tr key={p.name} data-plugin={p.name}>
               <th scope="row">{p.name}</th>
               <td>{p.kind}</td>
-              <td>{p.capabilities === null ? <span class="muted">not started yet</span> : p.capabilities.join(", ") || "none"}</td>
-              <td data-status>{p.status ?? (p.kind === "builtin" ? "in process" : "—")}</td>
+              <td>
+                {p.capabilities === null ? (
+                  <span class="muted">{p.status === "start_failed" ? "unknown: its start failed" : "not started yet"}</span>
+                ) : (
+                  p.capabilities.join(", ") || "none"
+                )}
+              </td>
+              <td data-status>
+                {p.status?.replace(/_/g, " ") ?? (p.kind === "builtin" ? "in process" : "—")}
+                {p.last_error && <p class="error">{p.last_error}</p>}
+              </td>
               <td class="num">{p.restarts ?? "—"}</td>
               <td>
                 <Time iso={p.last_start ?? p.capabilities_as_of ?? null} />
