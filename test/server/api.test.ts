@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { get as httpGet } from "node:http";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
@@ -144,6 +146,36 @@ describe("HTTP API", () => {
       `no succeeded deploys counted:\n${lines.filter((l) => l.startsWith("manent_deploys")).join("\n")}`,
     );
     assert.ok(lines.some((l) => l.startsWith("manent_step_attempts_total{") && l.includes('step="deploy"')));
+  });
+
+  it("sends the web UI's assets compressed when the browser accepts it, and whole when it does not", async () => {
+    const url = new URL("/assets/app.js", server.url);
+    // node's fetch would decode the body itself: ask with node:http to see what is sent.
+    const get = (acceptEncoding: string | undefined) =>
+      new Promise<{ status: number; headers: import("node:http").IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
+        const req = httpGet(url, { headers: acceptEncoding ? { "accept-encoding": acceptEncoding } : {} }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, bytes: Buffer.concat(chunks) }));
+        });
+        req.on("error", reject);
+      });
+    const plain = await get(undefined);
+    assert.equal(plain.status, 200);
+    assert.equal(plain.headers["content-encoding"], undefined);
+    for (const [accept, encoding, decode] of [
+      ["gzip, deflate, br", "br", brotliDecompressSync],
+      ["gzip", "gzip", gunzipSync],
+    ] as const) {
+      const r = await get(accept);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers["content-encoding"], encoding);
+      assert.match(String(r.headers.vary), /accept-encoding/i);
+      assert.match(String(r.headers["content-type"]), /javascript/);
+      assert.ok(r.bytes.length < plain.bytes.length / 2, `${encoding}: ${r.bytes.length} of ${plain.bytes.length} bytes`);
+      assert.ok(decode(r.bytes).equals(plain.bytes), `${encoding}: not the same script`);
+      assert.ok(r.headers["content-security-policy"], "the page's headers are kept");
+    }
   });
 
   it("answers an unknown route with 404 not_found", async () => {

@@ -32,6 +32,7 @@ export function uiRoutesOn(app: ApiApp): void {
       await next();
       for (const [k, v] of Object.entries(headers)) c.res.headers.set(k, v);
     },
-    serveStatic({ root: uiDir }),
+    // app.js.br / app.js.gz made by the build, chosen by the browser's Accept-Encoding (Vary is set).
+    serveStatic({ root: uiDir, precompressed: true }),
   );
 }
