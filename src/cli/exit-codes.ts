@@ -6,6 +6,8 @@ export const Exit = {
   Ok: 0,
   /** The deploy ran and failed, was rolled back or was cancelled. */
   DeployFailed: 1,
+  /** `manent auth can-i`: the answer is no. */
+  No: 1,
   /** Bad input: a malformed or invalid file, an unknown flag, a refused submission. */
   BadInput: 2,
   /** The server could not be reached, refused the token, or failed. */

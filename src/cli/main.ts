@@ -5,6 +5,7 @@ import type { DeployView } from "../core/engine/deploy-events.js";
 import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
+import { authCommands } from "./auth-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
 // What only some commands use is imported when they run (a `manent --help` or a `manent status`
 // loads neither zod nor yaml): the CLI's start time is mostly module loading.
@@ -201,8 +202,8 @@ export async function main(argv: string[]): Promise<void> {
     .description(
       "show the audit log, newest first: who submitted, rolled back, cancelled, approved, promoted or aborted what, restarted which plugin, and refused sign-ins",
     )
-    .option("--tenant <tenant>", "only this tenant (a tenant's token sees its own only)")
-    .option("--actor <name>", "only this token name")
+    .option("--tenant <tenant>", "only this tenant (you see only the entries where you have audit_read)")
+    .option("--actor <name>", "only this actor: a token's name or a person's e-mail")
     .option("--action <action>", "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in)")
     .option("--deploy <id>", "only entries about this deploy")
     .option("--outcome <outcome>", 'only this outcome ("ok" or an error code)')
@@ -239,6 +240,8 @@ export async function main(argv: string[]): Promise<void> {
         }
       },
     );
+
+  authCommands(program, client, output, outputOf);
 
   try {
     await program.parseAsync(argv);

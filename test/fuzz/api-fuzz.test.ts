@@ -149,7 +149,7 @@ describe("HTTP API under fuzzing", () => {
   });
 
   it("lists, reads, cancels and uploads: hostile paths and query strings", async () => {
-    const keys = fc.constantFrom("tenant", "application", "environment", "artifact", "limit", "wait", "x");
+    const keys = fc.constantFrom("tenant", "application", "environment", "artifact", "limit", "wait", "action", "actor", "actor_id", "x");
     const query = fc.array(fc.tuple(keys, queryValue), { maxLength: 3 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
     const segment = fc.oneof(
       queryValue,
@@ -165,6 +165,12 @@ describe("HTTP API under fuzzing", () => {
       fc.tuple(segment, query).map(([sha, q]) => ["PUT", `/api/v1/uploads/${sha}?${q}`] as const),
       fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), segment).map(([m, p]) => [m, `/api/v1/${p}`] as const),
       query.map((q) => ["GET", `/api/v1/plugins?${q}`] as const),
+      // Roles and permissions: the caller, can-i with hostile actions and scopes, the audit log filtered by principal.
+      query.map((q) => ["GET", `/api/v1/whoami?${q}`] as const),
+      fc
+        .tuple(fc.constantFrom("read", "submit", "approve", "token_admin", "fly", ""), query)
+        .map(([action, q]) => ["GET", `/api/v1/auth/can-i?action=${action}&${q}`] as const),
+      query.map((q) => ["GET", `/api/v1/audit?${q}`] as const),
     );
     await fc.assert(
       fc.asyncProperty(

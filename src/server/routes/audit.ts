@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { safeText } from "../../core/config/index.js";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
@@ -37,8 +38,16 @@ const list = createRoute({
   request: {
     query: z.object({
       tenant: nameQuery.describe("only this tenant (a caller sees only the entries where it has audit_read)"),
-      actor: z.string().max(256).optional().describe("who acted, by name: a token's name or a person's e-mail"),
-      actor_id: z.string().max(300).optional().describe('who acted, by id: "user:<subject>", "token:<name>"'),
+      actor: z
+        .string()
+        .refine(safeText(256), "must be at most 256 characters, without NUL or control characters")
+        .optional()
+        .describe("who acted, by name: a token's name or a person's e-mail"),
+      actor_id: z
+        .string()
+        .refine(safeText(300), "must be at most 300 characters, without NUL or control characters")
+        .optional()
+        .describe('who acted, by id: "user:<subject>", "token:<name>"'),
       action: z
         .string()
         .max(40)
