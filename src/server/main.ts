@@ -73,5 +73,49 @@ export async function main(argv: string[]): Promise<void> {
         process.on(signal, () => stop(signal));
       }
     });
+  program
+    .command("backup")
+    .description("copy the embedded Postgres (records, audit log, workflows, uploads) into one archive; manent-server must be stopped")
+    .requiredOption("--output <file>", "the archive to write (.tar.gz, readable by its owner only)")
+    .action(async (opts: { output: string }) => {
+      await offline(program.opts<{ config: string }>().config, async (config, logger, { backupEmbedded }) => {
+        const { bytes } = await backupEmbedded(config, opts.output, logger);
+        process.stdout.write(`backed up the embedded Postgres of ${config.workdirPath} to ${opts.output} (${bytes} bytes)\n`);
+      });
+    });
+  program
+    .command("restore")
+    .description("restore a backup into the embedded Postgres of a workdir that has none yet; then start manent-server")
+    .requiredOption("--input <file>", "an archive written by manent-server backup")
+    .action(async (opts: { input: string }) => {
+      await offline(program.opts<{ config: string }>().config, async (config, logger, { restoreEmbedded }) => {
+        await restoreEmbedded(config, opts.input, logger);
+        process.stdout.write(`restored ${opts.input} into the embedded Postgres of ${config.workdirPath}\n`);
+      });
+    });
   await program.parseAsync(argv);
+}
+
+/** Runs a command on the server's data while no server runs; a refusal exits 2 with its reason. */
+async function offline(
+  configFile: string,
+  fn: (
+    config: import("../core/config/index.js").LoadedConfig,
+    logger: import("../core/contract/index.js").Logger,
+    backup: typeof import("../backup/embedded-backup.js"),
+  ) => Promise<void>,
+): Promise<void> {
+  const [{ createLogger }, { loadManentConfig }, backup] = await Promise.all([
+    import("./logger.js"),
+    import("../core/config/index.js"),
+    import("../backup/embedded-backup.js"),
+  ]);
+  const logger = createLogger();
+  try {
+    await fn(await loadManentConfig(configFile), logger, backup);
+  } catch (err) {
+    const e = ManentError.from(err);
+    process.stderr.write(`manent-server: ${e.message}\n`);
+    process.exit(e.permanent ? 2 : 1);
+  }
 }

