@@ -79,6 +79,23 @@ describe("rollout canary", () => {
     assert.equal(await state("cana-1", "candidate"), "");
   });
 
+  it("reverts the candidate even when weight 0 fails (a candidate that never became ready), and ends rolled_back", async () => {
+    await envconfig("canr", { steps: [] });
+    assert.equal((await deploy("canr", "1.0.0")).status, "succeeded");
+    await envconfig("canr", { steps: [{ set_weight: 10 }] }, { fail_at: "deploy_candidate", fail_at_weight: "0" });
+    const d = await deploy("canr", "2.0.0");
+    assert.equal(d.status, "rolled_back", JSON.stringify(d.error));
+    assert.match(
+      d.error!.message,
+      /^deploy_candidate failed: deploy_candidate: failing as configured \(fail_at\); weight 0 failed \(weight 0: failing as configured \(fail_at_weight\)\), candidate reverted$/,
+    );
+    const calls = (await journal(d.id)).filter((j) => j.call !== "candidate_weight").map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+    assert.deepEqual(calls.slice(-3), ["scale_candidate weight=0", "set_candidate_weight weight=0", "revert_candidate"]);
+    assert.equal(await state("canr-1"), "1.0.0");
+    assert.equal(await state("canr-1", "candidate"), "");
+    assert.deepEqual([d.rollout!.canary!.phase, d.rollout!.canary!.weight], ["reverted", 0]);
+  });
+
   it("sets weight 0 and reverts the candidate when a weight fails, naming the step", async () => {
     await envconfig("canb", { steps: [] });
     assert.equal((await deploy("canb", "1.0.0")).status, "succeeded");

@@ -129,24 +129,33 @@ export async function runCanary(
     state.phase = "reverting";
     state.step = Math.min(state.step, settings.steps.length);
     await rec.save();
+    // Weight 0 first, so traffic leaves the candidate before it goes. RevertCandidate runs even when
+    // that fails (a candidate that never became ready cannot be scaled, a route the token may not
+    // patch): it removes the candidate whatever its state and puts the stable release back alone.
+    let weightError: ManentError | undefined;
     try {
       await call("revert:set_weight_0", "set_weight", (d, req) => setWeight(host, d, req, 0));
       rec.weight(0);
+    } catch (weightErr) {
+      if (isCancellation(weightErr)) throw weightErr;
+      weightError = ManentError.from(weightErr);
+    }
+    try {
       await call("revert_candidate", "revert_candidate", async (d, req) => (await slots(d)).revertCandidate(req));
     } catch (revertErr) {
       if (isCancellation(revertErr)) throw revertErr;
       const r = ManentError.from(revertErr);
+      const weight = weightError ? `; weight 0 failed: ${weightError.message}` : "";
       throw new CanaryFailure(
-        new ManentError(cause.code, `${cause.message}; revert failed: ${r.message}`, { details: cause.details }),
+        new ManentError(cause.code, `${cause.message}${weight}; revert failed: ${r.message}`, { details: cause.details }),
         false,
       );
     }
+    rec.weight(0);
     state.phase = "reverted";
     await rec.save();
-    throw new CanaryFailure(
-      new ManentError(cause.code, `${cause.message}; weight 0, candidate reverted`, { details: cause.details }),
-      true,
-    );
+    const how = weightError ? `weight 0 failed (${weightError.message}), candidate reverted` : "weight 0, candidate reverted";
+    throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; ${how}`, { details: cause.details }), true);
   }
 }
 
