@@ -431,8 +431,11 @@ export class KubernetesDeployer
   }
 
   private async rollbackTarget(req: RollbackRequest, params: KubernetesParams, ctx: ReleaseContext, t: Target): Promise<TargetOutcome> {
-    // Releases name their cluster by its identity (targetId): two clusters on one host have distinct names.
-    const recorded = req.releases.find((r) => r.host === targetId(t));
+    // Releases come in target order (the engine records currentRelease's answer) and name their
+    // cluster by its identity (targetId); the position decides and the identity confirms, so a
+    // direct caller that names two clusters on one host by the host alone still gets each its own.
+    const atIndex = req.releases[req.targets.indexOf(t)];
+    const recorded = atIndex?.host === targetId(t) ? atIndex : req.releases.find((r) => r.host === targetId(t));
     if (!recorded) {
       return { status: TargetStatus.Skipped, details: { reason: "no release recorded for this cluster" } };
     }
