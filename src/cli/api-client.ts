@@ -91,6 +91,20 @@ export class ApiClient {
     return this.request("GET", `/api/v1/audit?${q.toString()}`);
   }
 
+  /** Creates a managed API token; the answer holds its value, shown this once. */
+  createToken(body: Record<string, unknown>): Promise<ApiTokenView & { token: string }> {
+    return this.request("POST", "/api/v1/tokens", body);
+  }
+
+  tokens(query: Record<string, string | undefined>): Promise<{ tokens: ApiTokenView[] }> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/tokens?${q.toString()}`);
+  }
+
+  revokeToken(id: string): Promise<ApiTokenView> {
+    return this.request("DELETE", `/api/v1/tokens/${encodeURIComponent(id)}`);
+  }
+
   /**
    * Follows a server-sent event stream (`/api/v1/deploys/{id}/events` or `/api/v1/events`) until
    * `onEvent` returns true or the signal aborts. A dropped connection (a server restarting) is
@@ -228,3 +242,21 @@ export interface CanIAnswer {
 
 /** A plugin as GET /api/v1/plugins lists it. */
 export type PluginView = PluginListing;
+
+/** A managed API token as GET /api/v1/tokens lists it (never its value). */
+export interface ApiTokenView {
+  id: string;
+  name: string;
+  role: string;
+  tenant: string;
+  application: string;
+  environment: string;
+  created_at: string;
+  created_by: string;
+  created_by_id: string;
+  expires_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  status: "active" | "expired" | "revoked";
+}

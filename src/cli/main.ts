@@ -243,6 +243,82 @@ export async function main(argv: string[]): Promise<void> {
 
   authCommands(program, client, output, outputOf);
 
+  const token = program
+    .command("token")
+    .description(
+      "managed API tokens: create (value shown once), list, revoke; stored hashed on the server, refused by every server once revoked",
+    );
+  token
+    .command("create")
+    .description("create an API token with a role over tenants, applications and environments (never more than your own rights)")
+    .requiredOption("--name <name>", "a unique name, shown in the audit log and on deploys (never reused, even once revoked)")
+    .addOption(new Option("--role <role>", "what it may do").choices(["viewer", "deployer", "approver", "admin"]).makeOptionMandatory())
+    .requiredOption("--tenant <pattern>", 'the tenants it may act on: a name, a pattern such as team-*, or "*"')
+    .option("--application <pattern>", "the applications it may act on", "*")
+    .option("--environment <pattern>", "the environments it may act on", "*")
+    .requiredOption("--expires <duration>", "how long it is valid: a number and m, h or d (e.g. 30d; at most 366d)")
+    .addOption(output())
+    .action(
+      async (o: {
+        name: string;
+        role: string;
+        tenant: string;
+        application: string;
+        environment: string;
+        expires: string;
+        output?: Output;
+      }) => {
+        if (!/^[1-9][0-9]{0,5}[mhd]$/.test(o.expires))
+          throw new ManentError(Code.InvalidArgument, `--expires: "${o.expires}" must be a number and a unit: m, h or d (e.g. 30d, 12h)`, {
+            details: { field: "--expires" },
+          });
+        const t = await (
+          await client()
+        ).createToken({
+          name: o.name,
+          role: o.role,
+          tenant: o.tenant,
+          application: o.application,
+          environment: o.environment,
+          expires_in: o.expires,
+        });
+        if (outputOf(o.output) === "json") return out(JSON.stringify(t, null, 2));
+        out(
+          `created token ${t.name} (id ${t.id}): ${t.role} in tenant ${t.tenant}, application ${t.application}, environment ${t.environment}, expires ${t.expires_at}`,
+        );
+        out(t.token);
+        out("This is the only time the token is shown: store it now (e.g. in your CI's secret store).");
+      },
+    );
+  token
+    .command("list")
+    .description("list the API tokens you may administer, newest first (never their values)")
+    .option("--tenant <tenant>", "only tokens for this tenant")
+    .option("--limit <n>", "how many", "100")
+    .addOption(output())
+    .action(async (o: { tenant?: string; limit: string; output?: Output }) => {
+      const { tokens } = await (await client()).tokens({ tenant: o.tenant, limit: o.limit });
+      if (outputOf(o.output) === "json") return out(JSON.stringify(tokens, null, 2));
+      out(["ID", "NAME", "ROLE", "TENANT", "APPLICATION", "ENVIRONMENT", "STATUS", "EXPIRES", "LAST_USED", "CREATED_BY"].join("\t"));
+      for (const t of tokens) {
+        out(
+          [t.id, t.name, t.role, t.tenant, t.application, t.environment, t.status, t.expires_at, t.last_used_at ?? "-", t.created_by].join(
+            "\t",
+          ),
+        );
+      }
+    });
+  token
+    .command("revoke")
+    .description("revoke an API token: every server refuses it from the next request on")
+    .argument("<id>", "the token's id (manent token list)")
+    .addOption(output())
+    .action(async (id: string, o: { output?: Output }) => {
+      const t = await (await client()).revokeToken(id);
+      if (outputOf(o.output) === "json") return out(JSON.stringify(t, null, 2));
+      out(`revoked token ${t.name} (id ${t.id}) at ${t.revoked_at}`);
+    });
+
   try {
     await program.parseAsync(argv);
   } catch (err) {

@@ -21,6 +21,7 @@ import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from 
 import { registerRoutes, openApiPath } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import { SignInRefusals } from "./sign-in-refusals.js";
+import type { ManagedTokens } from "./tokens/managed-tokens.js";
 import type { UploadDeps } from "./uploads.js";
 
 export interface ApiDeps {
@@ -28,6 +29,8 @@ export interface ApiDeps {
   store: DeployStore;
   plugins: PluginRegistry;
   auth: Authenticator;
+  /** Managed API tokens (routes/tokens.ts). */
+  tokens: ManagedTokens;
   metrics: Registry;
   logger: Logger;
   /** Checks the database for /healthz. */

@@ -44,6 +44,24 @@ function send(
   });
 }
 
+/** A GET with another bearer token. */
+function sendAs(base: URL, bearer: string, path: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host: base.hostname, port: base.port, method: "GET", path, agent: false, headers: { authorization: `Bearer ${bearer}` } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 /** Every byte of a string's UTF-8 percent-encoded, so any string (lone surrogates too) makes a valid request line. */
 const encodeAll = (s: string) => [...Buffer.from(s, "utf8")].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("");
 // Under Node's 16 KiB header limit: past it, Node's own parser answers 431 and closes the connection.
@@ -191,6 +209,49 @@ describe("HTTP API under fuzzing", () => {
         },
       ),
       { numRuns: 1500 },
+    );
+  });
+
+  it("API tokens: hostile create bodies, list queries, revoke ids and mnt_ bearer tokens", async () => {
+    const validToken = { name: "fz-token", role: "viewer", tenant: "untenanted", application: "*", environment: "*", expires_in: "1d" };
+    const tokenBody = fc.oneof(
+      hostileValue.map((v) => JSON.stringify(v) ?? "null"),
+      fc
+        .tuple(
+          fc.constantFrom("name", "role", "tenant", "application", "environment", "expires_in", "token", "extra"),
+          fc.oneof(hostileString, hostileValue),
+          fc.nat(),
+        )
+        // Mostly fresh names, so a valid rest is created and the next one is not refused as taken.
+        .map(([k, v, n]) => JSON.stringify({ ...validToken, name: `fz-${n}`, [k]: v })),
+      fc
+        .constantFrom("1d", "366d", "367d", "0d", "1s", "99999999d", "1.5d", "-1d")
+        .map((e) => JSON.stringify({ ...validToken, name: "fz-expiry", expires_in: e })),
+    );
+    const segment = fc.oneof(queryValue, fc.constantFrom("00000000-0000-0000-0000-000000000000", "..", "%2f", "a".repeat(36)));
+    const query = fc
+      .array(fc.tuple(fc.constantFrom("tenant", "limit", "x"), queryValue), { maxLength: 3 })
+      .map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          tokenBody.map((b) => ["POST", "/api/v1/tokens", b] as const),
+          query.map((q) => ["GET", `/api/v1/tokens?${q}`, undefined] as const),
+          segment.map((id) => ["DELETE", `/api/v1/tokens/${id}`, undefined] as const),
+        ),
+        async ([method, path, body]) => answered(await send(base, method, path, body), `${method} ${path} ${body?.slice(0, 200) ?? ""}`),
+      ),
+      { numRuns: 600 },
+    );
+    // Bearer tokens that look managed: refused as unknown (401), never a failure.
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.string({ maxLength: 80 }), fc.base64String({ maxLength: 60 })), async (rest) => {
+        const value = `mnt_${rest}`.replace(/[^\x21-\x7e]/g, "x");
+        const r = await sendAs(base, value, "/api/v1/deploys");
+        answered(r, `bearer ${value}`);
+        assert.equal(r.status, 401, `bearer ${value}: ${r.text}`);
+      }),
+      { numRuns: 300 },
     );
   });
 

@@ -33,6 +33,7 @@ import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
 import { rolloutRoutes } from "./rollouts.js";
 import { sessionRoutes } from "./session.js";
+import { tokenRoutes } from "./tokens.js";
 import { uiRoutesOn } from "./ui.js";
 
 export { openApiPath };
@@ -46,6 +47,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   uploadRoutes(app, deps);
   eventRoutes(app, deps);
   auditRoutes(app, deps);
+  tokenRoutes(app, deps);
   uiRoutesOn(app);
   // Last, so the document it serves includes every route registered above.
   openApiRoute(app);
