@@ -198,6 +198,29 @@ describe("managed API tokens", () => {
     assert.match(cli.stderr, /--expires: "forever" must be a number and a unit/);
   });
 
+  it("a server whose manent.yml names a token like a managed one refuses the managed one instead of merging them", async () => {
+    const managed = await create(alpha.api, { name: "shared-name" });
+    secrets.push(managed.token);
+    const config = await ws.write(
+      "gamma.yml",
+      manentYml(undefined, {
+        dbos: { database_url: databaseUrl, executor_id: "gamma" },
+        workdir: "./work-gamma",
+        auth: { tokens: [{ name: "shared-name", tenant: "team-b", role: "viewer", sha256: sha("gamma-static-token-0123") }] },
+      }),
+    );
+    const gamma = await startServer(config, { cwd: ws.dir });
+    try {
+      const refused = await call(gamma.url, managed.token);
+      assert.equal(refused.status, 401);
+      assert.match(refused.error!.message, /API token shared-name: manent.yml has a token of the same name/);
+      assert.equal((await call(gamma.url, "gamma-static-token-0123")).status, 200, "the manent.yml token is itself");
+      assert.equal((await call(alpha.url, managed.token)).status, 200, "servers without the name still take it");
+    } finally {
+      await gamma.stop();
+    }
+  });
+
   it("audits creation, revocation and refused tries, naming the token and never its value", async () => {
     const { entries } = await alpha.api.audit({ limit: "200" });
     const of = (action: string, outcome: string) => entries.filter((e) => e.action === action && e.outcome === outcome);
