@@ -204,7 +204,10 @@ export async function main(argv: string[]): Promise<void> {
     )
     .option("--tenant <tenant>", "only this tenant (you see only the entries where you have audit_read)")
     .option("--actor <name>", "only this actor: a token's name or a person's e-mail")
-    .option("--action <action>", "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in)")
+    .option(
+      "--action <action>",
+      "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, token_create, token_revoke, sign_in)",
+    )
     .option("--deploy <id>", "only entries about this deploy")
     .option("--outcome <outcome>", 'only this outcome ("ok" or an error code)')
     .option("--limit <n>", "how many", "50")

@@ -21,6 +21,8 @@ import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
 import { createApiHandler } from "./http-api.js";
+import { ManagedTokens } from "./tokens/managed-tokens.js";
+import { PgTokenStore } from "../storage/pg-token-store.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
 
@@ -56,7 +58,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   // The ways to sign in, asked in order; with none configured the API is open (on loopback only).
   const open = config.auth.tokens.length === 0;
   assertOpenOnLoopbackOnly(config, open);
-  const auth = createAuthenticator([await staticTokenCheck(config)], { open });
+  const staticTokens = await staticTokenCheck(config);
   const metrics = createMetrics();
   // The port is taken first: a server that cannot listen exits before it starts anything else.
   const startup = new StartupHandler();
@@ -113,6 +115,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       recover: (executorId) => started.recoverExecutor(executorId),
     });
     await fleet.start();
+    // Managed tokens after manent.yml's: a value from manent.yml is never looked up in the database.
+    const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
+    const auth = createAuthenticator([staticTokens, tokens.check], { open });
     health = new DatabaseHealth(db, logger);
     health.start();
     startup.ready(
@@ -121,6 +126,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         store,
         plugins,
         auth,
+        tokens,
         metrics: metrics.registry,
         logger,
         database: health,

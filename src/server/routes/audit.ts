@@ -22,7 +22,9 @@ const entrySchema = z
     tenant: z.string().nullable(),
     application: z.string().nullable(),
     environment: z.string().nullable(),
-    action: z.string().describe("submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, sign_in"),
+    action: z
+      .string()
+      .describe("submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, token_create, token_revoke, sign_in"),
     deploy_id: z.string().nullable(),
     outcome: z.string().describe('"ok", or the error code the action failed with'),
     message: z.string().nullable().describe('the error of a failed action; plugin_restart names its plugin ("plugin NAME") here'),

@@ -139,14 +139,9 @@ export function tokenRoutes(app: ApiApp, deps: ApiDeps): void {
     const body = c.req.valid("json");
     const grant = { role: body.role, scope: { tenant: body.tenant, application: body.application, environment: body.environment } };
     // Wrapped: the audit entry names the token, and the token's id is not taken for a deploy's.
-    const { created } = await audited(
-      c,
-      "token_create",
-      { tenant: body.tenant, subject: `token ${body.name} (${body.role})` },
-      async () => ({
-        created: await deps.tokens.create(c.get("caller"), { name: body.name, grant, expiresInMs: body.expires_in }),
-      }),
-    );
+    const { created } = await audited(c, "token_create", { ...grant.scope, subject: `token ${body.name} (${body.role})` }, async () => ({
+      created: await deps.tokens.create(c.get("caller"), { name: body.name, grant, expiresInMs: body.expires_in }),
+    }));
     return c.json({ ...view(created), token: created.token }, 201);
   });
 
@@ -160,7 +155,7 @@ export function tokenRoutes(app: ApiApp, deps: ApiDeps): void {
     const { id } = c.req.valid("param");
     const known = await deps.tokens.get(id);
     const subject = known ? `token ${known.name}` : `token ${id}`;
-    const { revoked } = await audited(c, "token_revoke", { tenant: known?.grant.scope.tenant ?? null, subject }, async () => ({
+    const { revoked } = await audited(c, "token_revoke", { ...(known ? known.grant.scope : { tenant: null }), subject }, async () => ({
       revoked: await deps.tokens.revoke(c.get("caller"), id),
     }));
     return c.json(view(revoked), 200);
