@@ -25,7 +25,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/manent-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # The npm package exactly as published (package.json's files: bin/, dist/, with the web UI).
-npm pack --silent --pack-destination "$work" >/dev/null
+# Packed from dist/ as built (without npm's prepare, which would rebuild dist/ under tests that run it).
+node scripts/build-js.mjs --if-stale
+[ -f dist/ui/index.html ] || node scripts/build-ui.mjs
+npm pack --silent --ignore-scripts --pack-destination "$work" >/dev/null
 mkdir "$work/context"
 tar -xzf "$work"/manent-*.tgz -C "$work/context"
 mv "$work/context/package" "$work/context/manent"
