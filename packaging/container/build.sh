@@ -18,6 +18,7 @@ rootfs=$cache/rootfs-$(sha256sum "$here/build-rootfs.sh" | cut -c1-16).tar
 if [ ! -f "$rootfs" ]; then
   log "making the Debian base with debootstrap (once; minutes)"
   bash "$here/build-rootfs.sh" "$rootfs"
+  find "$cache" -maxdepth 1 -name 'rootfs-*.tar' ! -path "$rootfs" -delete
 fi
 
 [ "${1:-}" = --base-only ] && exit 0
@@ -44,6 +45,8 @@ if [ ! -d "$deps/node_modules" ]; then
   (cd "$deps.tmp" && npm pkg delete scripts.prepare)
   (cd "$deps.tmp" && npm ci --omit=dev --ignore-scripts=false --no-audit --no-fund --loglevel=error >&2)
   mv "$deps.tmp" "$deps"
+  # Those of earlier lockfiles are not needed any more.
+  find "$cache" -maxdepth 1 -name 'node-modules-*' ! -path "$deps" -exec rm -rf {} +
 fi
 cp -a "$deps/node_modules" "$work/context/manent/node_modules"
 ln "$rootfs" "$work/context/rootfs.tar" 2>/dev/null || cp "$rootfs" "$work/context/rootfs.tar"
