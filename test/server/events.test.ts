@@ -144,16 +144,24 @@ describe("event streams", () => {
 
   it("shows a tenant's token only its tenant's events", async () => {
     await app("team-b", "bank", 1, "0ms");
+    // Asking for another tenant's events gets none of them: a caller sees what its grants let it
+    // read, whatever it asks (as the deploy list does).
     const teamStream = collect(servers[0]!.url, teamToken, "/api/v1/events?tenant=team-b");
+    const teamOwn = collect(servers[0]!.url, teamToken, "/api/v1/events");
     const adminStream = collect(servers[0]!.url, adminToken, "/api/v1/events");
-    await Promise.all([teamStream.opened, adminStream.opened]);
+    await Promise.all([teamStream.opened, teamOwn.opened, adminStream.opened]);
     const theirs = await submit(1, "team-b", "bank");
-    const mine = await submit(1, "team-a", "shop", "1.1.0");
     await adminStream.waitFor((e) => e.deploy_id === theirs && isFinishEvent(e));
-    await teamStream.waitFor((e) => e.deploy_id === mine && isFinishEvent(e));
-    await Promise.all([teamStream.stop(), adminStream.stop()]);
-    assert.deepEqual([...new Set(teamStream.events.map((e) => e.tenant))], ["team-a"]);
-    assert.ok(!teamStream.events.some((e) => e.deploy_id === theirs));
+    // Submitted once team-b's deploy has ended: every event of it comes before this one's in each
+    // stream (a stream delivers in id order), so team-a's finish means nothing of team-b's is pending.
+    const mine = await submit(1, "team-a", "shop", "1.1.0");
+    await teamOwn.waitFor((e) => e.deploy_id === mine && isFinishEvent(e));
+    await adminStream.waitFor((e) => e.deploy_id === mine && isFinishEvent(e));
+    await Promise.all([teamStream.stop(), teamOwn.stop(), adminStream.stop()]);
+    assert.deepEqual([...new Set(teamOwn.events.map((e) => e.tenant))], ["team-a"]);
+    assert.ok(!teamOwn.events.some((e) => e.deploy_id === theirs));
+    assert.ok(!teamStream.events.some((e) => e.deploy_id === theirs), "team-b's events reached team-a's token");
+    assert.ok(adminStream.events.some((e) => e.deploy_id === theirs));
     const other = await fetch(new URL(`/api/v1/deploys/${theirs}/events`, servers[0]!.url), {
       headers: { authorization: `Bearer ${teamToken}` },
     });
