@@ -2,8 +2,8 @@ import type { DeployRecord } from "../core/engine/deploy-store.js";
 
 /**
  * The lines that show a deploy's rollout: each wave (targets done of total), the canary (step,
- * weight, phase, testers), analysis measurements, what it waits for and how to go on, and the
- * operator commands. Each line has a key; a printer prints a key once, so a followed deploy reads
+ * weight, phase, testers), analysis measurements, the approvals counted (who, when), what it waits
+ * for (who is still awaited) and how to go on, and the operator commands. Each line has a key; a printer prints a key once, so a followed deploy reads
  * as a timeline.
  */
 export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">): { key: string; line: string }[] {
@@ -37,7 +37,14 @@ export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">
       line: `    analysis ${m.check}: ${m.value ?? "no value"} → ${m.verdict}${m.message ? ` (${m.message})` : ""}`,
     });
   }
-  if (r.waiting) lines.push({ key: `waiting:${r.waiting.step}`, line: `  ⏸ ${r.waiting.hint}` });
+  for (const a of r.approvals ?? []) {
+    lines.push({
+      key: `approval:${a.step}:${a.by_id}`,
+      line: `  ✓ approved by ${a.by} at ${a.at} (${a.step}${a.command === "promote" ? ", by promote" : ""})`,
+    });
+  }
+  // The hint says who is still awaited; it changes with each approval.
+  if (r.waiting) lines.push({ key: `waiting:${r.waiting.step}:${r.waiting.hint}`, line: `  ⏸ ${r.waiting.hint}` });
   for (const cmd of r.commands) {
     lines.push({
       key: `command:${cmd.at}:${cmd.command}`,

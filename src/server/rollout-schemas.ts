@@ -25,8 +25,30 @@ const waitingSchema = z.object({
   step: z.string(),
   since: z.string(),
   until: z.string().nullable().describe("when the pause ends or the approval times out; null for none"),
-  hint: z.string().describe('what to do, e.g. "waiting for approval: manent approve <id>"'),
+  hint: z
+    .string()
+    .describe('what to do and who is awaited, e.g. "waiting for approval: manent approve <id> (1 of 2 approvals from release-managers)"'),
+  approvers: z
+    .object({
+      count: z.number().int().describe("distinct approvers needed"),
+      from_groups: z.array(z.string()).describe("groups an approver must be in; empty: anyone allowed to approve there"),
+      allow_submitter: z.boolean().describe("whether the deploy's submitter may approve"),
+      explicit: z.boolean().describe("the envconfig names the approvers: promote --full does not skip this approval"),
+    })
+    .nullable()
+    .optional()
+    .describe("an approval's requirements; null for a pause"),
 });
+
+const approvalSchema = z
+  .object({
+    step: z.string().describe('the approval step or gate, e.g. "canary-2:approval"'),
+    by: z.string().describe("the approver's name (e-mail, subject or token name)"),
+    by_id: z.string().describe('the approver\'s principal id ("user:<sub>", "token:<name>"): each counts once per step'),
+    at: z.string(),
+    command: z.enum(["approve", "promote"]).describe("a plain promote during an approval counts as its sender's approval"),
+  })
+  .openapi("Approval");
 
 const measurementSchema = z.object({
   step: z.string(),
@@ -54,6 +76,7 @@ export const rolloutViewSchema = z
     canary: canarySchema.nullable(),
     waiting: waitingSchema.nullable().describe("what the rollout waits for, and how to go on"),
     measurements: z.array(measurementSchema).describe("every analysis measurement"),
+    approvals: z.array(approvalSchema).optional().describe("every counted approval, in order: who, when, at which step"),
     message: z.string().nullable().describe("why the rollout stopped early: the step and the reason"),
     commands: z.array(commandRecordSchema).describe("operator commands, with who sent them and when"),
   })

@@ -126,6 +126,21 @@ describe("bad input", () => {
   });
   it("20c. a target name that is not a simple name", () =>
     withEnvconfig({ ...goodEnvconfig(), targets: [{ host: "a", name: "../x" }] }, /test\.yml: targets\.0\.name: must be letters, digits/));
+  it("21a. an approval needing no approver", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), rollout: { canary: { steps: [{ approval: { approvers: { count: 0 } } }] } } },
+      /test\.yml: rollout\.canary\.steps\.0\.approval\.approvers\.count: Too small: expected number to be >=1/,
+    ));
+  it("21b. an approval's allow_submitter that is not a boolean", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), rollout: { waves: { between: [{ approval: { approvers: { allow_submitter: "no" } } }] } } },
+      /test\.yml: rollout\.waves\.between\.0\.approval\.approvers\.allow_submitter: expected true or false, got a string/,
+    ));
+  it("21c. an approval's groups listed twice", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), rollout: { canary: { steps: [{ approval: { approvers: { from_groups: ["rm", "rm"] } } }] } } },
+      /test\.yml: rollout\.canary\.steps\.0\.approval\.approvers\.from_groups: lists a group twice/,
+    ));
   it("21. --version override that is not a version", () => refused(shop(), /artifact\.version: must be letters/, ["--version", "../etc"]));
 
   it("22. a sha256 that is not the uploaded file's is refused before anything is recorded", async () => {

@@ -181,6 +181,34 @@ describe("web UI", () => {
     await page.close();
   });
 
+  it("shows who approved and who is still awaited, and the refusal of the submitter's own approval", async () => {
+    await ws.write("envconfig/team-a/eyes/eyes/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "eyes-1" }],
+      params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+      rollback: { enabled: true },
+      rollout: { canary: { steps: [{ set_weight: 20 }, { approval: { approvers: { count: 1, allow_submitter: false } } }] } },
+    });
+    const d = await new ApiClient(server.url, teamA).submit({
+      descriptor: { ...descriptor("eyes", "test", artifact, "2.0.0"), tenant: "team-a" },
+    });
+    const page = await open(teamA);
+    await page.goto(`${server.url}/#/deploys/${d.id}`);
+    const approvals = page.getByLabel("approvals");
+    await approvals
+      .getByText("0 of 1 approvals at canary-2:approval: 1 more awaited; the submitter may not approve")
+      .waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page
+      .getByText(/alice submitted it, and the approval at canary-2:approval refuses the submitter \(approvers\.allow_submitter: false\)/)
+      .waitFor();
+    await new ApiClient(server.url, adminToken).rolloutCommand(d.id, "approve");
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor({ timeout: 60_000 });
+    await approvals.getByRole("cell", { name: "admin" }).waitFor();
+    await page.screenshot({ path: join(shots, "approvals.png"), fullPage: true });
+    await page.close();
+  });
+
   it("shows the deploy the URL names after Back, Forward and an edited URL, never the previous one's state", async () => {
     const api = new ApiClient(server.url, teamA);
     const shop = (await api.list({ application: "shop" })).deploys.find((d) => d.status === "succeeded")!;

@@ -46,6 +46,15 @@ const token = z
       .regex(/^[0-9a-f]{64}$/, { message: "must be 64 lower-case hex digits" })
       .optional()
       .describe("Hex sha256 of the token, when the value itself is not kept on the server"),
+    groups: z
+      .array(z.string().min(1).max(256))
+      .max(50)
+      .default([])
+      .meta({
+        description:
+          "Groups the token counts as a member of for approvals that name `approvers.from_groups` (a person's come from the groups claim); they give no role",
+        examples: [["release-managers"]],
+      }),
   })
   .refine((t) => (t.token === undefined) !== (t.sha256 === undefined), { message: "give exactly one of token or sha256" });
 

@@ -50,7 +50,7 @@ export function validate<S extends z.ZodType>(data: unknown, file: string, schem
 
 /** The `invalid_argument` error for a failed zod parse, naming the file (or request part) and the first bad field. */
 export function invalidInput(error: z.ZodError, file: string): ManentError {
-  const issue = error.issues[0]!;
+  const issue = specific(error.issues[0]!);
   const field = issue.path.map(String).join(".") || "(document)";
   const reason = describe(issue);
   // A reason may quote the input (a bad duration, a bad URL): bounded, so a huge value is not echoed whole.
@@ -80,6 +80,21 @@ export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S,
     throw new ManentError(Code.InvalidArgument, `${label}: cannot read: ${(err as Error).message}`, { details: { file: label } });
   }
   return parseYaml(text, label, schema);
+}
+
+/**
+ * For a value that matches no branch of a union (a rollout step is one of several shapes), the
+ * issue of the branch that got furthest, under its full path: "approval.approvers.count: expected
+ * a number" rather than "Invalid input".
+ */
+function specific(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== "invalid_union" || issue.errors.length === 0) return issue;
+  const best = issue.errors
+    .map((branch) => branch[0])
+    .filter((i): i is z.core.$ZodIssue => i !== undefined)
+    .reduce<z.core.$ZodIssue | undefined>((a, b) => (a && a.path.length >= b.path.length ? a : b), undefined);
+  if (!best || best.path.length === 0) return issue;
+  return specific({ ...best, path: [...issue.path, ...best.path] });
 }
 
 function describe(issue: z.core.$ZodIssue): string {

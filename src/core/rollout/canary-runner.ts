@@ -94,7 +94,8 @@ export async function runCanary(
     for (const [i, step] of settings.steps.entries()) {
       where = `canary step ${i + 1} (${describeStep(step)})`;
       await checkAbort(where);
-      if (inbox.promotedFull) break;
+      // `promote --full` skips every remaining step but an approval that names its approvers.
+      if (inbox.promotedFull && !("approval" in step && step.approval.approvers)) continue;
       state.step = i + 1;
       await rec.save();
       const name = `${prefix}canary-${i + 1}:${stepKind(step)}`;
@@ -105,7 +106,7 @@ export async function runCanary(
       } else if ("pause" in step) {
         await runGate(host, rec, inbox, name, where, "pause", step.pause.duration);
       } else if ("approval" in step) {
-        await runGate(host, rec, inbox, name, where, "approval", step.approval.timeout);
+        await runGate(host, rec, inbox, name, where, "approval", step.approval.timeout, step.approval.approvers);
       } else {
         await runAnalysis(host, rec, inbox, name, where, step.analysis.checks, previousVersion);
       }

@@ -36,20 +36,23 @@ export class CommandInbox {
 
   /**
    * Waits for a command that ends a pause (promote) or an approval (approve or promote), an abort,
-   * a `promote --full`, or the deadline (an analysis waits only for the last three) (epoch ms; null for none). The deadline is fixed by the caller in a checkpointed
-   * step, so after a restart the wait lasts only what remains of it.
+   * a `promote --full`, or the deadline (an analysis waits only for the last three) (epoch ms; null
+   * for none). The deadline is fixed by the caller in a checkpointed step, so after a restart the
+   * wait lasts only what remains of it. With `fullEnds` false (an approval that names its
+   * approvers), a `promote --full` is remembered but does not end the wait.
    */
-  async wait(kind: "pause" | "approval" | "analysis", until: number | null, step?: string): Promise<WaitOutcome> {
+  async wait(kind: "pause" | "approval" | "analysis", until: number | null, step?: string, fullEnds = true): Promise<WaitOutcome> {
     for (;;) {
       if (this.aborted) return { ended: "command", message: this.aborted };
-      if (this.promotedFull) return { ended: "command", message: this.promotedFull };
+      if (this.promotedFull && fullEnds) return { ended: "command", message: this.promotedFull };
       const now = await DBOS.now();
       if (until !== null && now >= until) return { ended: "timeout" };
       const waitMs = Math.min(until === null ? maxWaitMs : until - now, maxWaitMs);
       const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000, pollingIntervalMs: commandPollMs });
       if (!m) continue;
       this.note(m);
-      if (m.command === "abort" || (m.command === "promote" && m.full)) return { ended: "command", message: m };
+      if (m.command === "abort" || (m.command === "promote" && m.full && fullEnds)) return { ended: "command", message: m };
+      if (m.command === "promote" && m.full) continue;
       const forThisWait = m.step === undefined || m.step === step;
       if (forThisWait && ((m.command === "promote" && kind !== "analysis") || (m.command === "approve" && kind === "approval"))) {
         return { ended: "command", message: m };

@@ -2,6 +2,7 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import { terminalStatuses, type DeployRecord, type DeployStore } from "../engine/deploy-store.js";
 import { Code, ManentError } from "../errors.js";
+import { checkApprover, type Actor } from "./approvals.js";
 import type { CommandName, CommandRecord } from "./rollout-state.js";
 
 /** The DBOS topic operator commands are sent on; the workflow reads it with DBOS.recv. */
@@ -12,6 +13,10 @@ export interface CommandMessage {
   command: CommandName;
   full: boolean;
   by: string | null;
+  /** The sender's principal id: an approval counts once per id (absent in messages of older servers). */
+  by_id?: string;
+  /** When it was sent (as recorded on the deploy): an approval's time, the same after a resume. */
+  at?: string;
   /** Set when the abort comes from `manent cancel`. */
   cancel?: boolean;
   /** The pause or approval it was sent to end: an approve never ends a later wait. */
@@ -21,13 +26,15 @@ export interface CommandMessage {
 /**
  * Records an operator command on the deploy and sends it to its workflow. The message is kept by
  * DBOS until the workflow reads it, so a command sent while the deploy's server is down (through
- * another server) is acted on when the workflow resumes. Refuses a command the rollout cannot take.
+ * another server) is acted on when the workflow resumes. Refuses a command the rollout cannot take,
+ * and an approval (an approve, or a plain promote during an approval: it counts as the sender's
+ * approval) from someone the approval's requirements exclude (see approvals.ts).
  */
 export async function sendRolloutCommand(
   store: DeployStore,
   deploy: DeployRecord,
   command: CommandName,
-  opts: { full?: boolean; by: string | null; cancel?: boolean },
+  opts: { full?: boolean; by: Actor | string | null; cancel?: boolean },
 ): Promise<CommandRecord> {
   const id = deploy.id;
   if (terminalStatuses.has(deploy.status))
@@ -47,18 +54,28 @@ export async function sendRolloutCommand(
   if (command === "promote" && !full && !waiting) {
     throw new ManentError(Code.FailedPrecondition, `deploy ${id} is not paused; manent promote --full skips every remaining step`);
   }
+  // A name alone (a cancel by a user the engine knows by name) is no approver.
+  const actor = typeof opts.by === "string" || opts.by === null ? undefined : opts.by;
+  const by = typeof opts.by === "string" || opts.by === null ? opts.by : opts.by.name;
+  if (waiting?.kind === "approval" && (command === "approve" || (command === "promote" && !full))) {
+    if (!actor) throw new ManentError(Code.PermissionDenied, `deploy ${id}: an approval needs a known approver`);
+    checkApprover(deploy, waiting, rollout.approvals, actor, command);
+  }
+  const at = new Date().toISOString();
   const record: CommandRecord = {
     command,
     full,
-    by: opts.by,
-    at: new Date().toISOString(),
+    by,
+    at,
     during: waiting?.step ?? describeProgress(deploy),
   };
   await store.recordCommand(id, record);
   const message: CommandMessage = {
     command,
     full,
-    by: opts.by,
+    by,
+    ...(actor && { by_id: actor.id }),
+    at,
     ...(opts.cancel && { cancel: true }),
     ...(waiting && { step: waiting.step }),
   };

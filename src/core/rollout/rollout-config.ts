@@ -12,6 +12,8 @@ import { durationMs } from "../config/duration.js";
  *       between:                              # gates run between two waves, in order
  *         - pause: 10m
  *         - approval: {timeout: 1h}
+ *         - approval:                         # four eyes: two people of release-managers, not the submitter
+ *             approvers: {count: 2, from_groups: [release-managers], allow_submitter: false}
  *         - analysis: {checks: [error-rate]}  # names from the envconfig's `analysis.checks`
  *     canary:
  *       testers: true                         # RouteTesters after DeployCandidate
@@ -36,11 +38,41 @@ const pauseStep = z.strictObject({
     .transform((p) => (typeof p === "number" ? { duration: p } : p))
     .describe("Wait a duration (e.g. 5m), or until `manent promote` with `pause: {}`"),
 });
+/**
+ * Who must approve (separation of duties). Without it an approval is today's: the first approve (or
+ * promote) by anyone the policy lets approve ends it, and `promote --full` skips it. With it, the
+ * approval is never skipped, and ends once `count` distinct people (principal ids) allowed by it
+ * have approved.
+ */
+export const approversSchema = z
+  .strictObject({
+    count: z.number().int().min(1).max(10).default(1).describe("How many distinct approvers are needed (each person or token counts once)"),
+    from_groups: z
+      .array(z.string().min(1).max(256))
+      .min(1)
+      .max(50)
+      .refine((g) => new Set(g).size === g.length, { message: "lists a group twice" })
+      .optional()
+      .meta({
+        description:
+          "Only members of one of these groups may approve (the OpenID Connect groups claim, or a token's groups); without it, anyone allowed to approve there",
+        examples: [["release-managers"]],
+      }),
+    allow_submitter: z
+      .boolean()
+      .default(true)
+      .describe("Whether whoever submitted the deploy may be one of the approvers (false: four eyes)"),
+  })
+  .describe("Who must approve: a number of distinct approvers, from named groups, the submitter excluded or not");
+
 const approvalStep = z.strictObject({
   approval: z
-    .strictObject({ timeout: durationMs.optional().describe("Abort the rollout when nobody approved within this time") })
+    .strictObject({
+      timeout: durationMs.optional().describe("Abort the rollout when the approvals did not come within this time"),
+      approvers: approversSchema.optional(),
+    })
     .default({})
-    .describe("Wait for `manent approve <id>` (or `manent promote`)"),
+    .describe("Wait for `manent approve <id>` (or `manent promote`, which counts as the caller's approval)"),
 });
 const analysisStep = z.strictObject({
   analysis: z
@@ -83,6 +115,7 @@ export const rolloutSchema = z
   .strictObject({ waves: wavesSchema.optional(), canary: canarySchema.optional() })
   .describe("Progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
 
+export type ApproversSettings = z.output<typeof approversSchema>;
 export type RolloutSettings = z.output<typeof rolloutSchema>;
 export type WavesSettings = z.output<typeof wavesSchema>;
 export type CanarySettings = z.output<typeof canarySchema>;
@@ -91,7 +124,13 @@ export type CanarySettings = z.output<typeof canarySchema>;
 export function describeStep(s: CanaryStep): string {
   if ("set_weight" in s) return `set_weight ${s.set_weight}`;
   if ("pause" in s) return s.pause.duration === undefined ? "pause until promote" : `pause ${formatMs(s.pause.duration)}`;
-  if ("approval" in s) return s.approval.timeout === undefined ? "approval" : `approval (timeout ${formatMs(s.approval.timeout)})`;
+  if ("approval" in s) {
+    const parts = [
+      s.approval.approvers && describeApprovers(s.approval.approvers),
+      s.approval.timeout !== undefined && `timeout ${formatMs(s.approval.timeout)}`,
+    ].filter(Boolean);
+    return parts.length ? `approval (${parts.join(", ")})` : "approval";
+  }
   return `analysis ${s.analysis.checks.join(", ")}`;
 }
 
@@ -104,4 +143,11 @@ export function formatMs(ms: number): string {
   if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
   if (ms % 1000 === 0) return `${ms / 1000}s`;
   return `${ms}ms`;
+}
+
+/** "2 approvers from release-managers, not the submitter". */
+export function describeApprovers(a: ApproversSettings): string {
+  const who = `${a.count} approver${a.count === 1 ? "" : "s"}`;
+  const from = a.from_groups ? ` from ${a.from_groups.join(" or ")}` : "";
+  return `${who}${from}${a.allow_submitter ? "" : ", not the submitter"}`;
 }

@@ -9,7 +9,15 @@ import type { RolloutState } from "./rollout-state.js";
  * plain replace, safe to repeat.
  */
 export class RolloutRecorder {
-  readonly state: RolloutState = { waves: [], current_wave: null, canary: null, waiting: null, measurements: [], message: null };
+  readonly state: RolloutState = {
+    waves: [],
+    current_wave: null,
+    canary: null,
+    waiting: null,
+    measurements: [],
+    approvals: [],
+    message: null,
+  };
 
   constructor(
     private readonly store: DeployStore,

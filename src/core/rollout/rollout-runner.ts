@@ -88,10 +88,10 @@ async function runBetween(
   for (const [g, gate] of gates.entries()) {
     const label = `gate ${g + 1} after wave ${after} (${describeStep(gate)})`;
     await checkAbort(label);
-    if (inbox.promotedFull) break;
+    if (inbox.promotedFull && !("approval" in gate && gate.approval.approvers)) continue;
     const name = `wave-${after}:gate-${g + 1}:${stepKind(gate)}`;
     if ("pause" in gate) await runGate(host, rec, inbox, name, label, "pause", gate.pause.duration);
-    else if ("approval" in gate) await runGate(host, rec, inbox, name, label, "approval", gate.approval.timeout);
+    else if ("approval" in gate) await runGate(host, rec, inbox, name, label, "approval", gate.approval.timeout, gate.approval.approvers);
     else await runAnalysis(host, rec, inbox, name, label, gate.analysis.checks, previousVersion);
   }
   await checkAbort(`the start of wave ${after + 1}`);

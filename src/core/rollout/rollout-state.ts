@@ -42,8 +42,31 @@ export interface WaitingState {
   since: string;
   /** When the pause ends or the approval times out; null for "until promoted" / no timeout. */
   until: string | null;
-  /** "waiting for approval: manent approve <id>". */
+  /** "waiting for approval: manent approve <id>", with who is still awaited. */
   hint: string;
+  /** An approval's requirements (null for a pause): who may approve and how many; its approvals so far are in `approvals`. */
+  approvers?: ApproverRequirement | null;
+}
+
+/** Who must approve an approval step or gate (the envconfig's `approval.approvers`, defaults applied). */
+export interface ApproverRequirement {
+  /** Distinct approvers needed. */
+  count: number;
+  /** Groups an approver must be in; empty: anyone allowed to approve there. */
+  from_groups: string[];
+  /** Whether the deploy's submitter may approve. */
+  allow_submitter: boolean;
+  /** True when the envconfig set `approvers` (such an approval is never skipped by `promote --full`). */
+  explicit: boolean;
+}
+
+/** One counted approval: who (name and principal id), when, at which step, and with which command. */
+export interface ApprovalRecord {
+  step: string;
+  by: string;
+  by_id: string;
+  at: string;
+  command: "approve" | "promote";
 }
 
 export interface MeasurementRecord {
@@ -75,6 +98,8 @@ export interface RolloutState {
   canary: CanaryState | null;
   waiting: WaitingState | null;
   measurements: MeasurementRecord[];
+  /** Every counted approval, in order (absent on deploys recorded before approvals were kept). */
+  approvals?: ApprovalRecord[];
   /** Set when the rollout ended early: which step and why. */
   message: string | null;
 }

@@ -6,7 +6,8 @@ import { bearerToken, type CredentialCheck } from "./credential-check.js";
 
 /**
  * manent.yml's `auth.tokens`, kept only as sha256 digests in memory. Each token is one principal
- * (`token:<name>`) with one grant: its role over its tenant, application and environment patterns.
+ * (`token:<name>`) with one grant: its role over its tenant, application and environment patterns,
+ * and the groups manent.yml gives it (for approvals naming `approvers.from_groups`; no role).
  */
 export async function staticTokenCheck(config: LoadedConfig): Promise<CredentialCheck> {
   const tokens: { digest: Buffer; principal: Principal }[] = [];
@@ -27,7 +28,7 @@ export async function staticTokenCheck(config: LoadedConfig): Promise<Credential
         kind: "token",
         id: `token:${t.name}`,
         name: t.name,
-        groups: [],
+        groups: t.groups,
         grants: [{ role: t.role, scope: { tenant: t.tenant, application: t.application, environment: t.environment } }],
       },
     });

@@ -23,7 +23,14 @@ const commandRoute = (name: CommandName, summary: string) =>
     request: { params: deployIdParams },
     responses: {
       200: { description: "the deploy, with the command recorded", content: { "application/json": { schema: deploySchema } } },
-      ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.FailedPrecondition),
+      ...errorResponses(
+        Code.InvalidArgument,
+        Code.Unauthenticated,
+        Code.PermissionDenied,
+        Code.NotFound,
+        Code.AlreadyExists,
+        Code.FailedPrecondition,
+      ),
     },
   });
 
@@ -41,7 +48,10 @@ export function rolloutRoutes(app: ApiApp, deps: ApiDeps): void {
     const deploy = await visibleDeploy(deps, caller, id);
     await audited(c, command, { ...deployScope(deploy), deployId: id }, async () => {
       authorize(caller, command, deployScope(deploy));
-      await sendRolloutCommand(deps.store, deploy, command, { full, by: caller.name });
+      // A plain promote during an approval is its sender's approval: it needs the approve permission too.
+      if (command === "promote" && !full && deploy.rollout?.waiting?.kind === "approval") authorize(caller, "approve", deployScope(deploy));
+      // The approval's own requirements (approvers: groups, distinct people, not the submitter) are checked in there.
+      await sendRolloutCommand(deps.store, deploy, command, { full, by: caller });
     });
     return (await deps.store.getDeploy(id))!;
   };

@@ -1,6 +1,8 @@
 import { useState } from "preact/hooks";
 import { applyEvent, type DeployEvent, type DeployView } from "../../../src/core/engine/deploy-events.js";
 import { terminalStatuses, type DeployRecord } from "../../../src/core/engine/deploy-store.js";
+import type { ApprovalRecord, WaitingState } from "../../../src/core/rollout/rollout-state.js";
+import { Approvals } from "../components/approvals.js";
 import { Duration, Status, Time } from "../components/common.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
@@ -229,7 +231,8 @@ interface Rollout {
   waves: { index: number; name: string; hosts: string[]; status: string }[];
   current_wave: number | null;
   canary: { steps: string[]; step: number; phase: string; weight: number } | null;
-  waiting: { kind: string; step: string; hint: string; until: string | null } | null;
+  waiting: WaitingState | null;
+  approvals?: ApprovalRecord[];
   measurements: { step: string; check: string; at: string; value: number | string | null; verdict: string; message: string }[];
   message: string | null;
 }
@@ -247,6 +250,7 @@ function RolloutPicture({ rollout, events }: { rollout: Rollout; events: DeployE
           Waiting ({rollout.waiting.kind}) at {rollout.waiting.step}: {rollout.waiting.hint}
         </p>
       )}
+      <Approvals approvals={rollout.approvals} waiting={rollout.waiting} />
       {rollout.waves.length > 0 && (
         <ol class="waves" aria-label="waves">
           {rollout.waves.map((w) => (
