@@ -37,7 +37,10 @@ export async function main(argv: string[]): Promise<void> {
   const client = async (): Promise<ApiClient> => {
     const g = program.opts<GlobalOpts>();
     const { ApiClient } = await import("./api-client.js");
-    return new ApiClient(g.server, g.token);
+    if (g.token !== undefined) return new ApiClient(g.server, g.token);
+    // No token given: the ID token `manent login` stored for this server, if any (renewed when expired).
+    const { idTokenFor } = await import("./login/oidc-login.js");
+    return new ApiClient(g.server, await idTokenFor(g.server));
   };
   const output = () =>
     new Option("-o, --output <format>", "text or json (default: text on a terminal, json when stdout is a pipe or a file)")
@@ -320,6 +323,34 @@ export async function main(argv: string[]): Promise<void> {
       const t = await (await client()).revokeToken(id);
       if (outputOf(o.output) === "json") return out(JSON.stringify(t, null, 2));
       out(`revoked token ${t.name} (id ${t.id}) at ${t.revoked_at}`);
+    });
+
+  program
+    .command("login")
+    .description(
+      "sign in with the server's OpenID Connect provider: in a browser (a loopback redirect), or with --device on a machine without one; the credentials are kept, owner-only, under $XDG_CONFIG_HOME/manent (else ~/.config/manent)",
+    )
+    .option("--device", "the device flow: print an address and a code to enter on any device with a browser")
+    .option("--no-browser", "print the sign-in address instead of opening a browser")
+    .action(async (o: { device?: boolean; browser: boolean }) => {
+      const { server } = program.opts<GlobalOpts>();
+      const { browserLogin, deviceLogin } = await import("./login/oidc-login.js");
+      const login = o.device ? await deviceLogin(server, err) : await browserLogin(server, err, { openBrowser: o.browser });
+      out(`Signed in to ${server} as ${login.name}`);
+    });
+
+  program
+    .command("logout")
+    .description("forget the credentials of manent login for this server, and revoke them at the provider when it allows")
+    .action(async () => {
+      const { server } = program.opts<GlobalOpts>();
+      const { removeLogin } = await import("./login/credentials.js");
+      const { revokeAtProvider } = await import("./login/oidc-login.js");
+      const login = await removeLogin(server);
+      if (!login) return out(`Not signed in to ${server}`);
+      const warning = await revokeAtProvider(login);
+      if (warning) err(`manent: ${warning}`);
+      out(`Signed out of ${server} (${login.name})`);
     });
 
   try {

@@ -6,7 +6,7 @@ import { getCookie } from "hono/cookie";
 import { HTTPException } from "hono/http-exception";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
-import { invalidInput } from "../core/config/index.js";
+import { invalidInput, type LoadedConfig } from "../core/config/index.js";
 import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
@@ -14,9 +14,12 @@ import { Code, ManentError } from "../core/errors.js";
 import type { Principal } from "../core/identity/index.js";
 import type { PgAuditLog } from "../storage/pg-audit-log.js";
 import type { PgEventHub } from "../storage/pg-event-hub.js";
+import type { PgSessionStore } from "../storage/pg-session-store.js";
 import { clientAddress, record } from "./audit.js";
 import type { Authenticator } from "./identity/index.js";
 import { httpStatus } from "./http-status.js";
+import { csrfProtection } from "./oidc/csrf.js";
+import type { RelyingParty } from "./oidc/relying-party.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from "../storage/database-health.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
@@ -40,6 +43,8 @@ export interface ApiDeps {
   /** The event log's live feed (LISTEN/NOTIFY) and reader. */
   events: PgEventHub;
   audit: PgAuditLog;
+  /** Sign-in with OpenID Connect (auth.oidc), when configured. */
+  oidc?: { relyingParty: RelyingParty; sessions: PgSessionStore; config: LoadedConfig };
   /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */
   database?: DatabaseHealth;
 }
@@ -105,6 +110,9 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     });
     await next();
   });
+  // Before the authenticator: a change riding on the session cookie must come from manent's own pages.
+  app.use("/api/v1/*", csrfProtection());
+  app.use("/auth/logout", csrfProtection());
   app.use("/api/v1/*", async (c, next) => {
     if (c.req.path !== openApiPath) {
       try {

@@ -20,6 +20,9 @@ import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-dep
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
+import { idTokenCheck, sessionCheck } from "./oidc/credential-checks.js";
+import { RelyingParty } from "./oidc/relying-party.js";
+import { PgSessionStore } from "../storage/pg-session-store.js";
 import { createApiHandler } from "./http-api.js";
 import { ManagedTokens } from "./tokens/managed-tokens.js";
 import { PgTokenStore } from "../storage/pg-token-store.js";
@@ -56,9 +59,11 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   // Read first (an env: or file: reference), so a missing secret fails the start before anything runs.
   const externalDatabaseUrl = config.dbos.database_url ? await resolveDatabaseUrl(config.dbos.database_url) : undefined;
   // The ways to sign in, asked in order; with none configured the API is open (on loopback only).
-  const open = config.auth.tokens.length === 0;
+  const open = config.auth.tokens.length === 0 && config.auth.oidc === undefined;
   assertOpenOnLoopbackOnly(config, open);
   const staticTokens = await staticTokenCheck(config);
+  // The client secret is read now: a missing one stops the start naming the field. The provider is read when first needed.
+  const relyingParty = config.auth.oidc ? await RelyingParty.create(config.auth.oidc, config.file) : undefined;
   const metrics = createMetrics();
   // The port is taken first: a server that cannot listen exits before it starts anything else.
   const startup = new StartupHandler();
@@ -117,7 +122,11 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await fleet.start();
     // Managed tokens after manent.yml's: a value from manent.yml is never looked up in the database.
     const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
-    const auth = createAuthenticator([staticTokens, tokens.check], { open });
+    const sessions = new PgSessionStore(db);
+    const auth = createAuthenticator(
+      [staticTokens, tokens.check, ...(relyingParty ? [idTokenCheck(relyingParty, config), sessionCheck(sessions, config)] : [])],
+      { open },
+    );
     health = new DatabaseHealth(db, logger);
     health.start();
     startup.ready(
@@ -127,6 +136,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         plugins,
         auth,
         tokens,
+        ...(relyingParty && { oidc: { relyingParty, sessions, config } }),
         metrics: metrics.registry,
         logger,
         database: health,

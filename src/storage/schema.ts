@@ -3,6 +3,7 @@ import { auditStatements } from "./audit-schema.js";
 import { eventStatements } from "./events-schema.js";
 import { uploadStatements } from "./pg-upload-store.js";
 import { tokenStatements } from "./tokens-schema.js";
+import { sessionStatements } from "./pg-session-store.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -91,7 +92,14 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   try {
     await client.query("select pg_advisory_lock($1)", [migrationLock]);
     // Events and audit last: their triggers attach to the tables above.
-    for (const sql of [...statements, ...uploadStatements, ...tokenStatements, ...eventStatements, ...auditStatements])
+    for (const sql of [
+      ...statements,
+      ...uploadStatements,
+      ...tokenStatements,
+      ...sessionStatements,
+      ...eventStatements,
+      ...auditStatements,
+    ])
       await client.query(sql);
   } finally {
     await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);

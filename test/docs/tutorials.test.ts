@@ -64,3 +64,13 @@ testPage("docs/tutorials/canary-analysis.md", async () => {
     },
   };
 });
+
+testPage("docs/tutorials/sign-in-oidc.md", async () => {
+  const base = await baseSetup(repoRoot);
+  // The reader's browser, which `manent login` opens: signs in on the provider's page as the page says.
+  const browser = join(base.home, "reader-browser");
+  await writeFile(browser, `#!/bin/sh\ncd ${repoRoot} && exec node --import tsx test/docs/reader-browser.ts "$@"\n`, { mode: 0o755 });
+  // The reader's credentials go to their home (~/.config/manent), as the page shows.
+  const { XDG_CONFIG_HOME: _xdg, ...env } = base.env;
+  return { ...base, env: { ...env, BROWSER: browser } };
+});

@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
+import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
@@ -10,14 +11,16 @@ import { hostileString, hostileValue } from "./config-fuzz.test.js";
 
 const token = "fuzz-token-0123456789";
 
-/** Sends a raw request (the path as given, not normalized) and answers status and body. */
+/** Sends a raw request (the path as given, not normalized) and answers status, body and headers. */
 function send(
   base: URL,
   method: string,
   path: string,
   body?: string | Buffer,
   type = "application/json",
-): Promise<{ status: number; text: string }> {
+  /** Replaces the bearer token's header (a cookie, no credential…). */
+  headers?: Record<string, string>,
+): Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
@@ -27,7 +30,7 @@ function send(
         path,
         agent: false,
         headers: {
-          authorization: `Bearer ${token}`,
+          ...(headers ?? { authorization: `Bearer ${token}` }),
           ...(body !== undefined && { "content-type": type, "content-length": Buffer.byteLength(body) }),
         },
       },
@@ -35,7 +38,7 @@ function send(
         let text = "";
         res.setEncoding("utf8");
         res.on("data", (d: string) => (text += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
         res.on("error", reject);
       },
     );
@@ -78,12 +81,14 @@ describe("HTTP API under fuzzing", () => {
   let pg: TestPostgres;
   let ws: Workspace;
   let server: ServerProcess;
+  let provider: RunningOidcProvider;
   let base: URL;
   let deployId = "";
 
   before(async () => {
     pg = await TestPostgres.start();
     ws = await createWorkspace();
+    provider = await startOidcProvider({ client: { id: "manent", secret: "fuzz-oidc-client-secret" } });
     await ws.write("dist/app.txt", "fuzz\n");
     await ws.write("envconfig/untenanted/fz/fz/test.yml", {
       plugin: "noop",
@@ -93,10 +98,19 @@ describe("HTTP API under fuzzing", () => {
     const config = await ws.write(
       "manent.yml",
       manentYml(await pg.createDatabase(), {
-        auth: { tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] },
+        auth: {
+          tokens: [{ name: "fuzz", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }],
+          // Sign-in with a real provider, so the sign-in routes are fuzzed past "not configured".
+          oidc: { issuer: provider.issuer, client_id: "manent", client_secret: "env:FUZZ_OIDC_SECRET" },
+        },
       }),
     );
-    server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" }, token });
+    server = await startServer(config, {
+      cwd: ws.dir,
+      env: { MANENT_LOG_LEVEL: "info", FUZZ_OIDC_SECRET: "fuzz-oidc-client-secret" },
+      token,
+    });
+    provider.setRedirectUris([`${server.url}/auth/callback`]);
     base = new URL(server.url);
     // A real deploy, so the per-deploy routes are fuzzed past "not found" too.
     const submitted = await server.api.submit({
@@ -111,6 +125,7 @@ describe("HTTP API under fuzzing", () => {
   });
   after(async () => {
     await server?.stop();
+    await provider?.close();
     await pg?.stop();
   });
 
@@ -252,6 +267,56 @@ describe("HTTP API under fuzzing", () => {
         assert.equal(r.status, 401, `bearer ${value}: ${r.text}`);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it("sign-in routes and credentials: hostile query strings, cookies, CSRF headers and JWT-shaped bearer tokens", async () => {
+    // A real sign-in in progress (its login cookie and state), so the callback is fuzzed up to the provider's token endpoint.
+    const started = await send(base, "GET", "/auth/login?return_to=%2F", undefined, undefined, {});
+    assert.equal(started.status, 302, started.text);
+    const loginCookie = String(started.headers["set-cookie"]).split(";")[0]!;
+    const state = new URL(String(started.headers.location)).searchParams.get("state")!;
+    const b64 = (v: unknown) => Buffer.from(JSON.stringify(v) ?? "null").toString("base64url");
+    const jwt = fc
+      .tuple(
+        fc.oneof(fc.record({ alg: fc.oneof(fc.constantFrom("RS256", "none", "HS256", "ES256"), hostileString) }), hostileValue),
+        hostileValue,
+        queryValue,
+      )
+      .map(([h, p, sig]) => `${b64(h)}.${b64(p)}.${sig.replace(/%/g, "")}`)
+      // Under Node's 16 KiB header limit, as queryValue is.
+      .filter((t) => t.length < 4000);
+    const cookieValue = fc.oneof(queryValue, fc.constant(""), jwt);
+    const request = fc.oneof(
+      queryValue.map((v) => ["GET", `/auth/login?return_to=${v}`, {}] as const),
+      fc
+        .tuple(queryValue, fc.oneof(queryValue, fc.constant(state)), fc.option(queryValue, { nil: undefined }), fc.boolean())
+        .map(
+          ([code, st, error, withCookie]) =>
+            [
+              "GET",
+              `/auth/callback?code=${code}&state=${st}${error ? `&error=${error}` : ""}`,
+              (withCookie ? { cookie: loginCookie } : {}) as Record<string, string>,
+            ] as const,
+        ),
+      fc
+        .tuple(cookieValue, cookieValue)
+        .map(([session, csrf]) => ["POST", "/auth/logout", { cookie: `manent_session=${session}`, "x-manent-csrf": csrf }] as const),
+      fc.constant(["GET", "/auth/oidc", {}] as const),
+      fc
+        .tuple(fc.constantFrom("GET", "POST"), cookieValue)
+        .map(([m, session]) => [m, "/api/v1/deploys", { cookie: `manent_session=${session}`, origin: base.origin }] as const),
+      fc
+        .tuple(fc.constantFrom("GET", "POST"), jwt)
+        .map(([m, bearer]) => [m, "/api/v1/deploys", { authorization: `Bearer ${bearer}` }] as const),
+    );
+    await fc.assert(
+      fc.asyncProperty(request, async ([method, path, headers]) => {
+        const r = await send(base, method, path, method === "POST" ? "{}" : undefined, "application/json", headers);
+        if (r.status === 302) return;
+        answered(r, `${method} ${path} ${JSON.stringify(headers).slice(0, 300)}`);
+      }),
+      { numRuns: 600 },
     );
   });
 

@@ -2,14 +2,25 @@ import { createParser } from "eventsource-parser";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import type { Principal } from "../../src/core/identity/principal.js";
 
-/** The browser's client of the API: same routes and error shape as the CLI's, the token in this tab's session storage. */
+/**
+ * The browser's client of the API: same routes and error shape as the CLI's. Signed in with an API
+ * token, it sends the token (kept in this tab's session storage); signed in with the provider
+ * (`token` null), the session cookie goes by itself and every request carries the session's CSRF
+ * token, which the server requires on every change.
+ */
 export class Api {
-  constructor(readonly token: string) {}
+  constructor(readonly token: string | null) {}
+
+  private credentials(): Record<string, string> {
+    if (this.token !== null) return { authorization: `Bearer ${this.token}` };
+    const csrf = /(?:^|;\s*)manent_csrf=([^;]*)/.exec(document.cookie)?.[1];
+    return csrf ? { "x-manent-csrf": decodeURIComponent(csrf) } : {};
+  }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     const res = await fetch(path, {
       method,
-      headers: { authorization: `Bearer ${this.token}`, ...(body !== undefined && { "content-type": "application/json" }) },
+      headers: { ...this.credentials(), ...(body !== undefined && { "content-type": "application/json" }) },
       ...(body !== undefined && { body: JSON.stringify(body) }),
     });
     const text = await res.text();
@@ -25,7 +36,7 @@ export class Api {
       try {
         const res = await fetch(path, {
           headers: {
-            authorization: `Bearer ${this.token}`,
+            ...this.credentials(),
             accept: "text/event-stream",
             ...(last !== undefined && { "last-event-id": String(last) }),
           },
@@ -74,3 +85,9 @@ const key = "manent.token";
 export const savedToken = (): string | null => sessionStorage.getItem(key);
 export const saveToken = (t: string): void => sessionStorage.setItem(key, t);
 export const forgetToken = (): void => sessionStorage.removeItem(key);
+
+/** The provider people sign in with, when the server has one (GET /auth/oidc). */
+export async function signInProvider(): Promise<{ name: string } | undefined> {
+  const res = await fetch("/auth/oidc");
+  return res.ok ? ((await res.json()) as { name: string }) : undefined;
+}

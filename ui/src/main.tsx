@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Api, forgetToken, reach, saveToken, savedToken, type Me } from "./api.js";
+import { Api, forgetToken, reach, saveToken, savedToken, signInProvider, type Me } from "./api.js";
 import type { Session } from "./session.js";
 import { useHashRoute } from "./hooks.js";
 import { AuditPage } from "./pages/audit.js";
@@ -12,6 +12,8 @@ import { PluginsPage } from "./pages/plugins.js";
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   const [token, setToken] = useState("");
   const [error, setError] = useState<string>();
+  const [provider, setProvider] = useState<{ name: string }>();
+  useEffect(() => void signInProvider().then(setProvider, () => undefined), []);
   const submit = async (e: Event): Promise<void> => {
     e.preventDefault();
     const api = new Api(token.trim());
@@ -26,6 +28,14 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   return (
     <main class="signin">
       <h1>manent</h1>
+      {provider && (
+        // A plain link: the browser goes to the provider and comes back with the session cookie.
+        <p>
+          <a class="button" href={`/auth/login?return_to=${encodeURIComponent("/")}`}>
+            Sign in with {provider.name}
+          </a>
+        </p>
+      )}
       <form onSubmit={(e) => void submit(e)}>
         <label for="token">API token</label>
         <input
@@ -49,17 +59,22 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
 
 function App() {
   const [session, setSession] = useState<Session>();
-  const [checking, setChecking] = useState(savedToken() !== null);
+  const [checking, setChecking] = useState(true);
   const route = useHashRoute();
   useEffect(() => {
+    // A token of this tab, else the provider's session (its cookie), else the sign-in page.
     const token = savedToken();
-    if (!token) return;
     const api = new Api(token);
     api.call<Me>("GET", "/api/v1/whoami").then(
       (me) => (setSession({ api, me }), setChecking(false)),
-      () => (forgetToken(), setChecking(false)),
+      () => (token !== null && forgetToken(), setChecking(false)),
     );
   }, []);
+  const signOut = async (): Promise<void> => {
+    if (session?.api.token === null) await session.api.call("POST", "/auth/logout").catch(() => undefined);
+    forgetToken();
+    setSession(undefined);
+  };
   if (checking) return <main aria-busy="true" />;
   if (!session) return <SignIn onSignedIn={setSession} />;
   const [page = "deploys", ...rest] = route;
@@ -83,13 +98,7 @@ function App() {
           <span class="who">
             {session.me.name} · {reach(session.me)}
           </span>
-          <button
-            class="link"
-            onClick={() => {
-              forgetToken();
-              setSession(undefined);
-            }}
-          >
+          <button class="link" onClick={() => void signOut()}>
             Sign out
           </button>
         </nav>

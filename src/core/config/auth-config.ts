@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { roleNames } from "../identity/grants.js";
+import { oidcConfigSchema } from "./oidc-config.js";
 import { secretRefSchema } from "./secret-ref.js";
 
 /**
@@ -84,6 +85,7 @@ export const authConfigSchema = z
   .strictObject({
     tokens: z.array(token).default([]).describe("API tokens; none (and no other way to sign in): the API is open, on loopback only"),
     grants: z.array(grant).default([]).describe("Roles of people signed in with OpenID Connect, by group or user, and where they apply"),
+    oidc: oidcConfigSchema.optional(),
   })
   .default({ tokens: [], grants: [] })
   .describe("Who may call the API, and what each may do where");

@@ -10,3 +10,4 @@ export * from "./artifacts-config.js";
 export * from "./safe-text.js";
 export * from "./auth-config.js";
 export * from "./database-url.js";
+export * from "./oidc-config.js";

@@ -29,6 +29,7 @@ import { deployRoutes } from "./deploys.js";
 import { eventRoutes } from "./events.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
+import { oidcRoutes } from "./oidc.js";
 import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
 import { rolloutRoutes } from "./rollouts.js";
@@ -41,6 +42,7 @@ export { openApiPath };
 export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   healthRoutes(app, deps);
   sessionRoutes(app);
+  oidcRoutes(app, deps);
   deployRoutes(app, deps);
   rolloutRoutes(app, deps);
   pluginRoutes(app, deps);
