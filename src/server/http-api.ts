@@ -20,7 +20,7 @@ import type { Authenticator } from "./identity/index.js";
 import { httpStatus } from "./http-status.js";
 import { csrfProtection } from "./oidc/csrf.js";
 import type { RelyingParty } from "./oidc/relying-party.js";
-import { databaseUnavailable, isDatabaseUnavailable, type DatabaseHealth } from "../storage/database-health.js";
+import { databaseUnavailable, isDatabaseUnavailable, looksLikeConnectionLoss, type DatabaseHealth } from "../storage/database-health.js";
 import { registerRoutes, openApiPath } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import { SignInRefusals } from "./sign-in-refusals.js";
@@ -82,7 +82,9 @@ export function createApiApp(deps: ApiDeps): ApiApp {
 
   app.onError((err, c) => {
     deps.database?.noticed(err);
-    const e = isDatabaseUnavailable(err) ? databaseUnavailable(err) : toManentError(err);
+    let e = isDatabaseUnavailable(err) ? databaseUnavailable(err) : toManentError(err);
+    // An unexpected error that looks like a lost connection (DBOS's own pools) asks for a retry, without marking the database away.
+    if ((e.code === Code.Internal || e.code === Code.Unknown) && looksLikeConnectionLoss(err)) e = databaseUnavailable(err);
     if (e.code === Code.Internal || e.code === Code.Unknown) deps.logger.error("request failed", { path: c.req.path, error: e.message });
     return c.json({ error: e.toJSON() }, httpStatus(e.code) as 500);
   });

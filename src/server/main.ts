@@ -15,7 +15,7 @@ export async function main(argv: string[]): Promise<void> {
     .option("--executor-id <id>", "override dbos.executor_id from manent.yml (each server of a fleet has its own, e.g. its pod's name)")
     .action(async (opts: { listen?: string; executorId?: string }) => {
       // Imported here, so `--help` and `--version` do not load the whole server (DBOS, pg, gRPC, hono).
-      const [{ createLogger }, { isDatabaseUnavailable }, { serve }, { externalPluginFactory }] = await Promise.all([
+      const [{ createLogger }, { looksLikeConnectionLoss }, { serve }, { externalPluginFactory }] = await Promise.all([
         import("./logger.js"),
         import("../storage/database-health.js"),
         import("./server.js"),
@@ -42,7 +42,7 @@ export async function main(argv: string[]): Promise<void> {
       // (Postgres restarting) surfaces as an unhandled 'error' event: that is an outage the
       // server rides out (see DatabaseHealth), not a reason to die. Anything else still ends it.
       process.on("uncaughtException", (err) => {
-        if (isDatabaseUnavailable(err)) {
+        if (looksLikeConnectionLoss(err)) {
           logger.warn("database connection lost", { error: err.message });
           return;
         }

@@ -1,8 +1,9 @@
 import { version as manentVersion } from "../version.js";
 import { PgUploadStore } from "../storage/pg-upload-store.js";
 import { createServer, type Server } from "node:http";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import pg from "pg";
+import type pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
 import { loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
@@ -15,9 +16,10 @@ import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
 import { PgAuditLog } from "../storage/pg-audit-log.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { PgEventHub } from "../storage/pg-event-hub.js";
-import { migrate } from "../storage/schema.js";
+import { migrate, underSchemaLock } from "../storage/schema.js";
 import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
+import { databasePool } from "../storage/database-pool.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
 import { idTokenCheck, sessionCheck } from "./oidc/credential-checks.js";
@@ -100,17 +102,33 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     embedded = externalDatabaseUrl ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
     const databaseUrl = externalDatabaseUrl ?? embedded!.url;
     // A connection that cannot be made in 5 s is an unavailable database, not a request left hanging.
-    pool = new pg.Pool({ connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 });
+    pool = databasePool({ connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 });
     pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
     const db = pool;
-    await migrate(db);
     // The API's reads fail fast while the database is away (503); the deploys' own writes wait for it.
     const store = new PgDeployStore(db);
     const workflowStore = new PgDeployStore(retryingQueries(db, logger));
-    const uploads = new PgUploadStore(db);
-    engine = await Engine.start({ config, store: workflowStore, plugins, logger, metrics: metrics.engine, databaseUrl, uploads });
-    await reconcileDeploys(db, logger);
-    await requeueOtherVersions(db, manentVersion, logger);
+    // Bodies are received into the workdir first, so a slow or cut upload never holds a database connection.
+    const uploads = new PgUploadStore(db, join(config.workdirPath, "uploads-incoming"));
+    await uploads.prepare();
+    const registry = plugins;
+    // Schema changes (manent's and DBOS's) and the start's repairs of the records, one server at a time.
+    engine = await underSchemaLock(db, logger, async () => {
+      await migrate(db);
+      const started = await Engine.start({
+        config,
+        store: workflowStore,
+        plugins: registry,
+        logger,
+        metrics: metrics.engine,
+        databaseUrl,
+        uploads,
+      });
+      engine = started; // shut down by cleanup if what follows fails
+      await reconcileDeploys(db, logger);
+      await requeueOtherVersions(db, manentVersion, logger);
+      return started;
+    });
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {

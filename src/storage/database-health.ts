@@ -1,6 +1,7 @@
-import type pg from "pg";
+import pg from "pg";
 import type { Logger } from "../core/contract/index.js";
 import { Code, ManentError } from "../core/errors.js";
+import { raisedByDatabasePool } from "./database-pool.js";
 
 /** SQLSTATE classes of a database that is away or restarting: connection exception, operator intervention, insufficient resources. */
 const unavailableClasses = new Set(["08", "53", "57"]);
@@ -24,25 +25,51 @@ const unavailableMessages = [
   /Connection terminated/i,
 ];
 
-/**
- * True when `err` says the database cannot be reached right now (it is restarting, down, or the
- * connection was cut), as opposed to an error of the query itself. A retry after it comes back
- * can succeed.
- */
-export function isDatabaseUnavailable(err: unknown): boolean {
+/** Whether one error, by its own code or message (not its causes'), says a connection is down. */
+function signalsUnavailable(e: object): boolean {
+  const { code, message } = e as { code?: unknown; message?: unknown };
+  if (typeof code === "string" && code.length === 5 && code !== "57014" && unavailableClasses.has(code.slice(0, 2))) return true;
+  if (typeof code === "string" && unavailableErrnos.has(code)) return true;
+  return typeof message === "string" && unavailableMessages.some((m) => m.test(message));
+}
+
+function* chain(err: unknown): Generator<object> {
   const seen = new Set<unknown>();
   for (let e: unknown = err; e && typeof e === "object" && !seen.has(e); e = (e as { cause?: unknown }).cause) {
     seen.add(e);
-    const { code, message } = e as { code?: unknown; message?: unknown };
-    if (typeof code === "string" && code.length === 5 && code !== "57014" && unavailableClasses.has(code.slice(0, 2))) return true;
-    if (typeof code === "string" && unavailableErrnos.has(code)) return true;
-    if (typeof message === "string" && unavailableMessages.some((m) => m.test(message))) return true;
+    yield e;
+  }
+}
+
+/**
+ * True when `err` is, or was caused by, an error of the database connection saying the database
+ * cannot be reached right now (it is restarting, down, or the connection was cut), as opposed to
+ * an error of the query itself: a retry after it comes back can succeed. The origin is checked
+ * by identity, never by a code alone: an error some pool of {@link databasePool} raised, or one
+ * Postgres itself sent (pg's `DatabaseError`, whichever pool of the process received it). A
+ * client's socket cut mid-request carries an `ECONNRESET` too, and is no sign of the database.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (const e of chain(err)) {
+    if ((raisedByDatabasePool(e) || e instanceof pg.DatabaseError) && signalsUnavailable(e)) return true;
   }
   return false;
 }
 
+/**
+ * True when some error of `err`'s chain looks like a lost connection, whatever raised it: for an
+ * error of unknown origin (one of DBOS's own pools, an event nobody listened to), never a reason
+ * to mark the database away on its own.
+ */
+export function looksLikeConnectionLoss(err: unknown): boolean {
+  for (const e of chain(err)) if (signalsUnavailable(e)) return true;
+  return false;
+}
+
 export function databaseUnavailable(cause?: unknown): ManentError {
-  return new ManentError(Code.Unavailable, "the database is unavailable; manent is waiting for it to come back: retry shortly", {
+  // The cause stays in the log: its text may carry an internal address.
+  return new ManentError(Code.Unavailable, "database unavailable: manent is waiting for it to come back; retry shortly", {
+    details: { component: "database" },
     ...(cause !== undefined && { cause }),
   });
 }
@@ -96,9 +123,14 @@ export class DatabaseHealth {
     if (this.down !== undefined) throw databaseUnavailable();
   }
 
-  /** Called with a request's error: a sign of the database being away is acted on at once. */
+  /**
+   * Called with a request's error: the database connection's own sign of the database being away
+   * is acted on at once; an error of unknown origin that only looks like one gets the database
+   * checked now, and it is marked away only if that check fails.
+   */
   noticed(err: unknown): void {
     if (isDatabaseUnavailable(err)) this.markDown((err as Error).message);
+    else if (looksLikeConnectionLoss(err)) void this.check();
   }
 
   private async check(): Promise<void> {

@@ -1,5 +1,9 @@
-import { createHash } from "node:crypto";
-import { Readable } from "node:stream";
+import { createHash, randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { hashMismatch, tooLarge, type UploadResult, type UploadStore } from "../core/artifacts/upload-store.js";
 import { Code, ManentError } from "../core/errors.js";
@@ -26,12 +30,24 @@ export const uploadStatements = [
 
 /**
  * Uploads kept in the deploys' Postgres, so a deploy run by any server of a fleet finds the file
- * another server received. A body is written in 1 MiB rows inside one transaction, and its
- * `uploads` row is inserted last, after the sha256 and size are checked: a half-received or
- * mismatched body is rolled back whole and never visible.
+ * another server received. A body is first received into a file of the spool directory (its
+ * sha256 and size checked on the way), and only a whole, verified body is written to the
+ * database, in 1 MiB rows inside one short transaction with its `uploads` row last: a client that
+ * sends slowly or drops its connection holds a file handle, never a database connection, and
+ * leaves nothing visible.
  */
 export class PgUploadStore implements UploadStore {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** Where bodies are received before they are verified; emptied by {@link PgUploadStore.prepare}. */
+    private readonly spoolDir: string,
+  ) {}
+
+  /** Creates the spool directory and removes what a stopped server left in it. */
+  async prepare(): Promise<void> {
+    await rm(this.spoolDir, { recursive: true, force: true });
+    await mkdir(this.spoolDir, { recursive: true, mode: 0o700 });
+  }
 
   async size(tenant: string, sha256: string): Promise<number | undefined> {
     const r = await this.pool.query<{ size: string }>("select size from manent.uploads where tenant = $1 and sha256 = $2", [
@@ -47,20 +63,42 @@ export class PgUploadStore implements UploadStore {
       body.resume();
       return { sha256, size: existing, created: false };
     }
+    const file = join(this.spoolDir, randomUUID());
+    try {
+      const hash = createHash("sha256");
+      let size = 0;
+      const check = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          size += chunk.length;
+          if (size > maxSize) return done(tooLarge(maxSize));
+          hash.update(chunk);
+          done(null, chunk);
+        },
+      });
+      try {
+        await pipeline(body, check, createWriteStream(file, { mode: 0o600 }), ...(signal ? [{ signal }] : []));
+      } catch (err) {
+        body.resume(); // whatever is left of the body is read and dropped, so the client gets the answer
+        throw err instanceof ManentError
+          ? err
+          : new ManentError(Code.InvalidArgument, `upload: the body did not arrive whole: ${(err as Error).message}`, { cause: err });
+      }
+      const actual = hash.digest("hex");
+      if (actual !== sha256) throw hashMismatch(actual, sha256);
+      return await this.store(tenant, sha256, file, size);
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+
+  /** Writes a received and verified body to the database, in one transaction. */
+  private async store(tenant: string, sha256: string, file: string, size: number): Promise<UploadResult> {
     const client = await this.pool.connect();
     let broken = false;
     try {
       await client.query("begin");
-      const hash = createHash("sha256");
-      let size = 0;
       let seq = 0;
-      let pending: Buffer[] = [];
-      let pendingSize = 0;
-      const flush = async (): Promise<void> => {
-        if (pendingSize === 0) return;
-        const data = Buffer.concat(pending, pendingSize);
-        pending = [];
-        pendingSize = 0;
+      for await (const data of createReadStream(file, { highWaterMark: chunkSize }) as AsyncIterable<Buffer>) {
         // A concurrent upload of the same bytes waits on this row, then skips it: same content.
         await client.query("insert into manent.upload_chunks (tenant, sha256, seq, data) values ($1, $2, $3, $4) on conflict do nothing", [
           tenant,
@@ -68,25 +106,7 @@ export class PgUploadStore implements UploadStore {
           seq++,
           data,
         ]);
-      };
-      try {
-        for await (const chunk of body as AsyncIterable<Buffer>) {
-          signal?.throwIfAborted();
-          size += chunk.length;
-          if (size > maxSize) throw tooLarge(maxSize);
-          hash.update(chunk);
-          pending.push(chunk);
-          pendingSize += chunk.length;
-          if (pendingSize >= chunkSize) await flush();
-        }
-      } catch (err) {
-        throw err instanceof ManentError
-          ? err
-          : new ManentError(Code.InvalidArgument, `upload: the body did not arrive whole: ${(err as Error).message}`, { cause: err });
       }
-      await flush();
-      const actual = hash.digest("hex");
-      if (actual !== sha256) throw hashMismatch(actual, sha256);
       const inserted = await client.query("insert into manent.uploads (tenant, sha256, size) values ($1, $2, $3) on conflict do nothing", [
         tenant,
         sha256,
@@ -98,7 +118,6 @@ export class PgUploadStore implements UploadStore {
       await client.query("rollback").catch(() => {
         broken = true;
       });
-      body.resume(); // whatever is left of the body is read and dropped, so the client gets the answer
       throw err;
     } finally {
       client.release(broken);

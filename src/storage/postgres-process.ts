@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { chown, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
@@ -12,6 +13,9 @@ export interface RunAs {
   uid: number;
   gid: number;
 }
+
+/** Linux's util-linux setpriv, which sets the parent-death signal of the program it runs. */
+const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
 
 const env = { LC_MESSAGES: "C", LANG: "C.UTF-8", PATH: process.env.PATH ?? "/usr/bin:/bin" };
 
@@ -68,11 +72,23 @@ export async function startPostgres(
   runAs: RunAs | undefined,
   logger: Logger,
 ): Promise<ChildProcess> {
-  const child = spawn(
-    join(binDir, "postgres"),
-    ["-D", dataDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "unix_socket_directories="],
-    { env, stdio: ["ignore", "pipe", "pipe"], ...runAs },
-  );
+  const postgres = join(binDir, "postgres");
+  const args = [
+    "-D",
+    dataDir,
+    "-p",
+    String(port),
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-c",
+    "max_connections=200",
+    "-c",
+    "unix_socket_directories=",
+  ];
+  // The kernel sends the postmaster SIGINT (fast shutdown, crash-safe) when this process dies, even
+  // by SIGKILL, which no exit handler sees: the embedded Postgres never outlives its server.
+  const [file, argv] = setpriv ? [setpriv, ["--pdeathsig", "INT", "--", postgres, ...args]] : [postgres, args];
+  const child = spawn(file, argv, { env, stdio: ["ignore", "pipe", "pipe"], ...runAs });
   const killOnExit = (): void => void child.kill("SIGINT");
   process.on("exit", killOnExit);
   child.once("exit", () => process.off("exit", killOnExit));

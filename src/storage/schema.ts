@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { Logger } from "../core/contract/index.js";
 import { auditStatements } from "./audit-schema.js";
 import { eventStatements } from "./events-schema.js";
 import { uploadStatements } from "./pg-upload-store.js";
@@ -8,7 +9,7 @@ import { sessionStatements } from "./pg-session-store.js";
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
  * checkpoints; these keep what users see: deploy records, step and target progress.
- * Statements are idempotent and run under an advisory lock, so several servers can start at once.
+ * Statements are idempotent and run under the schema lock, so several servers can start at once.
  */
 const statements = [
   `create schema if not exists manent`,
@@ -81,29 +82,45 @@ const statements = [
    )`,
 ];
 
-const migrationLock = 0x6d616e656e74; // "manent"
+const schemaLock = 0x6d616e656e74; // "manent"
 
-export async function migrate(pool: pg.Pool): Promise<void> {
+/**
+ * Runs `fn` holding manent's schema lock (a session-level Postgres advisory lock), so servers
+ * started together change the schema one at a time: manent's tables ({@link migrate}) and DBOS's
+ * system tables (created by its launch, which takes no lock of its own: two servers running it at
+ * once on a fresh database failed with "deadlock detected" or "tuple concurrently updated").
+ * Each server waits its turn, logging that it does.
+ */
+export async function underSchemaLock<T>(pool: pg.Pool, logger: Logger, fn: () => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  // A checked-out client has no pool listener: a connection lost between two statements (Postgres
-  // restarting) would be an unhandled 'error' event. The next statement fails with it instead.
+  // A checked-out client has no pool listener: a connection lost meanwhile (Postgres restarting)
+  // would be an unhandled 'error' event. The unlock fails with it instead.
   const swallow = (): void => undefined;
   client.on("error", swallow);
+  let broken = false;
   try {
-    await client.query("select pg_advisory_lock($1)", [migrationLock]);
-    // Events and audit last: their triggers attach to the tables above.
-    for (const sql of [
-      ...statements,
-      ...uploadStatements,
-      ...tokenStatements,
-      ...sessionStatements,
-      ...eventStatements,
-      ...auditStatements,
-    ])
-      await client.query(sql);
+    // Tried again and again rather than waited for in `pg_advisory_lock`: a statement waiting holds a
+    // snapshot, and DBOS's CREATE INDEX CONCURRENTLY under the lock waits for every snapshot to go,
+    // a deadlock Postgres does not detect.
+    for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1000)) {
+      const r = await client.query<{ locked: boolean }>("select pg_try_advisory_lock($1) as locked", [schemaLock]);
+      if (r.rows[0]?.locked) break;
+      if (delayMs === 50) logger.info("another server is changing the database schema: waiting for it", {});
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
+    return await fn();
   } finally {
-    await client.query("select pg_advisory_unlock($1)", [migrationLock]).catch(() => undefined);
+    await client.query("select pg_advisory_unlock($1)", [schemaLock]).catch(() => {
+      broken = true; // the session, and its lock, are gone: the connection is dropped, not reused
+    });
     client.removeListener("error", swallow);
-    client.release();
+    client.release(broken);
   }
+}
+
+/** Creates or updates manent's tables: statements that are idempotent, run {@link underSchemaLock}. */
+export async function migrate(pool: pg.Pool): Promise<void> {
+  // Events and audit last: their triggers attach to the tables above.
+  for (const sql of [...statements, ...uploadStatements, ...tokenStatements, ...sessionStatements, ...eventStatements, ...auditStatements])
+    await pool.query(sql);
 }

@@ -29,6 +29,8 @@ function alive(pid: number): boolean {
 /** Every status the API answered while it was probed, to check none was a 500. */
 class ApiProbe {
   readonly statuses = new Map<number, number>();
+  /** The same for /healthz. */
+  readonly health = new Map<number, number>();
   private running = true;
   private done: Promise<void>;
   constructor(url: string) {
@@ -36,9 +38,24 @@ class ApiProbe {
       while (this.running) {
         const res = await fetch(`${url}/api/v1/deploys?limit=1`).catch(() => undefined);
         if (res) {
-          const body = (await res.json()) as { error?: { code: string } };
-          if (res.status === 503) assert.equal(body.error?.code, "unavailable");
+          const body = (await res.json()) as { error?: { code: string; message: string; details?: unknown } };
+          if (res.status === 503) {
+            assert.equal(body.error?.code, "unavailable");
+            // The component that is away, never the driver's text with an internal address.
+            if (body.error.message !== "manent-server is starting") {
+              assert.match(body.error.message, /^database unavailable/);
+              assert.deepEqual(body.error.details, { component: "database" });
+            }
+          }
           this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
+        }
+        const health = await fetch(`${url}/healthz`).catch(() => undefined);
+        if (health) {
+          const body = (await health.json()) as unknown;
+          if (health.status === 503) {
+            assert.deepEqual(body, { error: { code: "unavailable", message: "database unavailable", details: { component: "database" } } });
+          }
+          this.health.set(health.status, (this.health.get(health.status) ?? 0) + 1);
         }
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -78,7 +95,7 @@ describe("Postgres outages", () => {
         return (await server.api.submit({ descriptor: descriptor(app, "prod", artifact, version), descriptor_file: `${app}.yml` })).id;
       } catch (err) {
         // The database was away: the API said so, and a client submits again.
-        assert.match((err as Error).message, /database is unavailable|cannot reach|starting/, String(err));
+        assert.match((err as Error).message, /database unavailable|cannot reach|starting/, String(err));
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -90,7 +107,7 @@ describe("Postgres outages", () => {
         const d = await server.api.deploy(id, 30);
         if (terminal.has(d.status)) return d.status;
       } catch (err) {
-        assert.match((err as Error).message, /database is unavailable/, String(err));
+        assert.match((err as Error).message, /database unavailable/, String(err));
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -141,6 +158,7 @@ describe("Postgres outages", () => {
       );
       assert.equal(probe.statuses.get(500) ?? 0, 0, `500s answered: ${JSON.stringify([...probe.statuses])}`);
       assert.ok((probe.statuses.get(503) ?? 0) > 0, `no 503 while the database was away: ${JSON.stringify([...probe.statuses])}`);
+      assert.ok((probe.health.get(503) ?? 0) > 0, `/healthz never answered 503: ${JSON.stringify([...probe.health])}`);
       assert.match(server.logs(), /the embedded Postgres exited: restarting it/);
       assert.match(server.logs(), /the embedded Postgres restarted/);
       process.stderr.write(

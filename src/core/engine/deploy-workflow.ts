@@ -26,6 +26,7 @@ import { isCancellation, runStep, type StepContext } from "./step-runner.js";
 import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
 import { runRollout } from "../rollout/rollout-runner.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
+import type { DurableWaits } from "./durable-waits.js";
 import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
 import { TargetRecorder } from "./target-recorder.js";
 import { mergeResults, pendingTargets } from "./target-resume.js";
@@ -51,6 +52,8 @@ export interface WorkflowDeps {
   logger: Logger;
   metrics: EngineMetrics;
   cancels: CancelWatch;
+  /** Where the rollout's durable waits are counted, for a shutdown that does not wait for them. */
+  waits: DurableWaits;
   uploads?: UploadStore;
 }
 
@@ -223,6 +226,7 @@ export class DeployWorkflow {
       store: this.deps.store,
       metrics: this.deps.metrics,
       logger: this.deps.logger,
+      waits: this.deps.waits,
       reach: (url, field) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field),
       step: (name, policy, fn) => this.step(id, seq.deploy, name, policy, fn),
       call: async (phase, ctx, scope, fn) => {

@@ -14,6 +14,7 @@ import { faultPoint } from "./fault-points.js";
 import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
 import { QueueWake } from "./queue-wake.js";
+import { DurableWaits } from "./durable-waits.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { version as manentVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -64,17 +65,22 @@ const deployWorkflow = DBOS.registerWorkflow(
 export class Engine {
   private readonly queues: QueueWake;
 
-  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch }) {
+  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits }) {
     this.queues = new QueueWake(opts.logger);
   }
 
   static async start(opts: EngineOptions): Promise<Engine> {
     if (active) throw new ManentError(Code.FailedPrecondition, "an engine is already running in this process");
-    const engine = new Engine({ ...opts, metrics: opts.metrics ?? noMetrics, cancels: new CancelWatch(opts.store) });
+    const engine = new Engine({
+      ...opts,
+      metrics: opts.metrics ?? noMetrics,
+      cancels: new CancelWatch(opts.store),
+      waits: new DurableWaits(),
+    });
     active = new DeployWorkflow(engine.opts);
     DBOS.setConfig({
       name: "manent",
-      systemDatabaseUrl: opts.databaseUrl,
+      systemDatabaseUrl: withIdleTransactionTimeout(opts.databaseUrl),
       applicationVersion: manentVersion,
       executorID: opts.config.dbos.executor_id ?? "local",
       logger: dbosLogger(opts.logger),
@@ -239,9 +245,44 @@ export class Engine {
 
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */
   async shutdown(timeoutMs: number): Promise<void> {
-    await DBOS.shutdown({ workflowCompletionTimeoutMS: timeoutMs });
+    const executor = getExecutor();
+    // No deploy starts here any more; the ones running their steps finish them (up to the
+    // timeout); the ones waiting durably (a pause, an approval, an analysis interval) are not
+    // waited for: their deadlines are recorded, and another server or the next start resumes them.
+    await executor.deactivateEventReceivers();
+    const { waiting, busy } = await this.opts.waits.settle(
+      () => new Map([...executor.systemDatabase.runningWorkflowMap].map(([id, runs]) => [id, runs.map((r) => r.promise)])),
+      timeoutMs,
+    );
+    if (waiting.length > 0) {
+      this.opts.logger.info("shutting down: not waiting for the deploys that wait on a pause, an approval or an analysis interval", {
+        deploys: waiting,
+      });
+    }
+    if (busy.length > 0)
+      this.opts.logger.warn("shutting down: deploys still running their steps after shutdown_timeout", { deploys: busy });
+    await DBOS.shutdown({ workflowCompletionTimeoutMS: 0 });
     active = undefined;
   }
+}
+
+/**
+ * The system database's URL with DBOS's default `idle_in_transaction_session_timeout` (60 s) set
+ * at connection time. Given no such setting, DBOS sends a `SET` from the pool's `connect` event,
+ * where it races the query the connection was taken for (pg warns that one client runs two
+ * queries at once, an error in pg 9). A setting the URL already has is kept.
+ */
+export function withIdleTransactionTimeout(databaseUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(databaseUrl);
+  } catch {
+    return databaseUrl; // not a URL pg would read either: DBOS reports it
+  }
+  const options = url.searchParams.get("options") ?? "";
+  if (options.includes("idle_in_transaction_session_timeout")) return databaseUrl;
+  url.searchParams.set("options", `${options} -c idle_in_transaction_session_timeout=60000`.trim());
+  return url.toString();
 }
 
 const partitionKey = (k: DeployKey): string => `${k.tenant}/${k.application}/${k.artifact}/${k.environment}`;

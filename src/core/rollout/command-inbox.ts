@@ -1,5 +1,6 @@
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { commandTopic, type CommandMessage } from "./rollout-commands.js";
+import type { DurableWaits } from "../engine/durable-waits.js";
 
 /** How a wait ended. */
 export type WaitOutcome = { ended: "timeout" } | { ended: "command"; message: CommandMessage };
@@ -25,6 +26,8 @@ export class CommandInbox {
   /** The `promote --full` received, if any: every remaining step is skipped. */
   promotedFull: CommandMessage | undefined;
 
+  constructor(private readonly waits?: DurableWaits) {}
+
   /** Reads, without waiting, the commands sent since the last look. */
   async poll(): Promise<void> {
     for (;;) {
@@ -48,7 +51,8 @@ export class CommandInbox {
       const now = await DBOS.now();
       if (until !== null && now >= until) return { ended: "timeout" };
       const waitMs = Math.min(until === null ? maxWaitMs : until - now, maxWaitMs);
-      const m = await DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000, pollingIntervalMs: commandPollMs });
+      const recv = () => DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000, pollingIntervalMs: commandPollMs });
+      const m = await (this.waits ? this.waits.during(DBOS.workflowID, recv) : recv());
       if (!m) continue;
       this.note(m);
       if (m.command === "abort" || (m.command === "promote" && m.full && fullEnds)) return { ended: "command", message: m };

@@ -1,3 +1,4 @@
+import type { DurableWaits } from "../engine/durable-waits.js";
 import type { Capability, Deployer, HostedPlugin, Logger, Request, Result, Target, TargetRelease } from "../contract/index.js";
 import type { DeployStore } from "../engine/deploy-store.js";
 import type { EngineMetrics } from "../engine/engine-metrics.js";
@@ -24,6 +25,8 @@ export interface RolloutHost {
   store: DeployStore;
   metrics: EngineMetrics;
   logger: Logger;
+  /** Counts the rollout's durable waits (a shutdown does not wait for them). */
+  waits?: DurableWaits;
   /** The server's address rules, applied to every URL an analysis check calls. */
   reach: Reach;
   /** One checkpointed step, recorded on the deploy under `name`. */

@@ -43,7 +43,7 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
     ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map(targetId), status: "pending" }))
     : [];
   await rec.save();
-  const inbox = new CommandInbox();
+  const inbox = new CommandInbox(host.waits);
   const previousVersion = checkpoint.releases.find((r) => r.version !== "")?.version;
   const results = new Map<string, TargetResult>();
   await DBOS.runStep(() => host.store.stepStarted(host.id, 6, summaryStep), { name: `${summaryStep}:start` });

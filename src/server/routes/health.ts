@@ -26,8 +26,10 @@ const metrics = createRoute({
 
 export function healthRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(healthz, async (c) => {
+    // Names the component that is away, never the driver's text (an internal address, a port): the log has that.
     await deps.ping().catch((err: unknown) => {
-      throw new ManentError(Code.Unavailable, `database unreachable: ${ManentError.from(err).message}`);
+      deps.logger.warn("health check: the database does not answer", { error: ManentError.from(err).message });
+      throw new ManentError(Code.Unavailable, "database unavailable", { details: { component: "database" } });
     });
     return c.json({ status: "ok" as const }, 200);
   });

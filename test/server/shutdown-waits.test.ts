@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { after, before, describe, it } from "node:test";
+import type { ApiClient } from "../../src/cli/api-client.js";
+import { startServer } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+/** Resolves once the deploy waits at a gate of this kind. */
+async function waitingAt(api: ApiClient, id: string, kind: string): Promise<void> {
+  for (;;) {
+    const d = await api.deploy(id);
+    if (d.rollout?.waiting?.kind === kind) return;
+    assert.ok(!["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status), `deploy ended (${d.status}) before its ${kind}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * Issue 20, item 4: a server stopped while its deploys wait on an open-ended pause or an approval
+ * does not wait `shutdown_timeout` (ten minutes here) for them: it stops at once, and the next
+ * server resumes the waits (the deadlines and the position of each rollout are recorded).
+ */
+describe("shutdown during durable waits", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let config: string;
+  let artifact: string;
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifact = await ws.write("dist/app.txt", "v2\n");
+    config = await ws.write("manent.yml", manentYml(await pg.createDatabase(), { shutdown_timeout: "10m" }));
+    for (const [app, rollout] of [
+      ["paused", { canary: { steps: [{ set_weight: 50 }, { pause: {} }, { set_weight: 100 }] } }],
+      ["approved", { waves: { by: ["region"], between: [{ approval: {} }] } }],
+    ] as const) {
+      await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
+        plugin: "noop",
+        targets: ["eu-1", "us-1"].map((h) => ({ host: `${app}-${h}`, labels: { region: h.slice(0, 2) } })),
+        params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+        rollout,
+      });
+    }
+  });
+  after(async () => pg?.stop());
+
+  it("stops at once, without waiting shutdown_timeout; the next server resumes the waits", async () => {
+    const first = await startServer(config, { cwd: ws.dir });
+    let paused: string;
+    let approved: string;
+    try {
+      paused = (await first.api.submit({ descriptor: descriptor("paused", "prod", artifact, "2.0.0") })).id;
+      approved = (await first.api.submit({ descriptor: descriptor("approved", "prod", artifact, "2.0.0") })).id;
+      await waitingAt(first.api, paused, "pause");
+      await waitingAt(first.api, approved, "approval");
+    } catch (err) {
+      await first.kill();
+      throw err;
+    }
+    // With shutdown_timeout at 10 minutes, a stop that waited for them would outlast the test.
+    await first.stop();
+    assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+    assert.match(first.logs(), /not waiting for the deploys that wait on a pause, an approval or an analysis interval/);
+
+    const second = await startServer(config, { cwd: ws.dir });
+    try {
+      await waitingAt(second.api, paused, "pause");
+      await waitingAt(second.api, approved, "approval");
+      await second.api.rolloutCommand(paused, "promote");
+      await second.api.rolloutCommand(approved, "approve");
+      assert.equal((await second.api.deploy(paused, 120)).status, "succeeded");
+      assert.equal((await second.api.deploy(approved, 120)).status, "succeeded");
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
+/** Issue 20, item 4: the embedded Postgres ends with its server, also when the server is SIGKILLed. */
+describe("the embedded Postgres after its server's SIGKILL", () => {
+  it("stops, and the next start finds none left running", async () => {
+    const ws = await createWorkspace();
+    const config = await ws.write("manent.yml", manentYml(undefined));
+    const server = await startServer(config, { cwd: ws.dir });
+    const pid = Number((await readFile(ws.path("work", "postgres", "data", "postmaster.pid"), "utf8")).split("\n")[0]);
+    assert.ok(alive(pid));
+    await server.kill();
+    // The kernel tells the postmaster at once; its fast shutdown takes a moment.
+    for (let i = 0; i < 600 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(!alive(pid), `the embedded Postgres (pid ${pid}) outlived its SIGKILLed server`);
+    const next = await startServer(config, { cwd: ws.dir });
+    await next.stop();
+    assert.doesNotMatch(next.logs(), /left running by a previous server/);
+  });
+});
+
+/** Running (a zombie no init process has reaped yet is not). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
