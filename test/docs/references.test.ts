@@ -3,6 +3,7 @@ import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { generateReferences, repoRoot } from "../../scripts/docs/references.js";
+import { rolesTable } from "../../scripts/docs/roles-reference.js";
 
 /**
  * The reference pages are generated from the code (`npm run docs`); a checked-in page that differs
@@ -34,5 +35,13 @@ describe("generated references", () => {
     assert.match(files.get("docs/reference/metrics.md")!, /^\| `manent_deploys_total` \| counter \| `kind`, `status` \|/m);
     assert.match(files.get("docs/reference/errors.md")!, /^\| `invalid_argument` \| 3 \| 400 \| yes \| 2 \|/m);
     assert.match(files.get("docs/reference/errors.md")!, /^\| 1 \| DeployFailed \|/m);
+  });
+
+  it("docs/operations/security.md shows the roles and actions the code defines", async () => {
+    const page = await readFile(join(repoRoot, "docs/operations/security.md"), "utf8");
+    assert.ok(
+      page.includes(`\n${rolesTable()}\n`),
+      `security.md must contain, as printed by scripts/docs/roles-reference.ts:\n${rolesTable()}`,
+    );
   });
 });
