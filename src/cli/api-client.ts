@@ -7,14 +7,17 @@ import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 import type { Action, Grant, Principal } from "../core/identity/index.js";
+import { connectionError, isTlsRefusal } from "./connection-errors.js";
 export type { AuditEntry } from "../storage/pg-audit-log.js";
 import type { AuditEntry } from "../storage/pg-audit-log.js";
 
 /** A small client of manent-server's HTTP API (also used by the web UI); errors come back as ManentErrors with their codes. */
 export class ApiClient {
+  /** `fetch`: the transport; the CLI gives one that trusts `--ca-file` (see tls-transport.ts). */
   constructor(
     private readonly baseUrl: string,
     private readonly token: string | undefined,
+    private readonly fetch: typeof globalThis.fetch = globalThis.fetch,
   ) {}
 
   submit(body: Record<string, unknown>): Promise<{ id: string; queued_behind?: string }> {
@@ -128,7 +131,7 @@ export class ApiClient {
       let received = false;
       let handlerError: unknown;
       try {
-        const response = await fetch(new URL(path, this.baseUrl), {
+        const response = await this.fetch(new URL(path, this.baseUrl), {
           headers: {
             accept: "text/event-stream",
             ...(this.token && { authorization: `Bearer ${this.token}` }),
@@ -169,6 +172,8 @@ export class ApiClient {
         if (err === handlerError) throw err;
         if (opts.signal?.aborted) return;
         if (err instanceof ManentError) throw err;
+        // A certificate that does not verify will not verify on the next try either.
+        if (isTlsRefusal(err)) throw connectionError(err, this.baseUrl);
       }
       if (received) failures = 0;
       if (++failures > maxFailures)
@@ -192,7 +197,7 @@ export class ApiClient {
     let response: Response;
     const raw = body instanceof Object && "raw" in body ? (body as RawBody) : undefined;
     try {
-      response = await fetch(new URL(path, this.baseUrl), {
+      response = await this.fetch(new URL(path, this.baseUrl), {
         method,
         headers: {
           ...(body !== undefined && { "content-type": raw ? raw.type : "application/json" }),
@@ -202,11 +207,7 @@ export class ApiClient {
         ...(raw ? { body: raw.raw, duplex: "half" } : body !== undefined && { body: JSON.stringify(body) }),
       } as RequestInit);
     } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-      throw new ManentError(
-        Code.Unavailable,
-        `cannot reach manent-server at ${this.baseUrl} (${cause}); is it running? (set --server or MANENT_SERVER)`,
-      );
+      throw connectionError(err, this.baseUrl);
     }
     const text = await response.text();
     let json: unknown = {};

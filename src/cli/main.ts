@@ -17,6 +17,9 @@ export const maxDescriptorBytes = 1 << 20;
 interface GlobalOpts {
   server: string;
   token?: string;
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
 }
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -30,17 +33,31 @@ export async function main(argv: string[]): Promise<void> {
     .description("submit deploys to manent-server and follow them")
     .addOption(new Option("--server <url>", "manent-server's address").env("MANENT_SERVER").default("http://127.0.0.1:8080"))
     .addOption(new Option("--token <token>", "API token").env("MANENT_TOKEN"))
+    .addOption(
+      new Option("--ca-file <pem>", "trust the CA certificates in this file (instead of the system's) for an https:// server").env(
+        "MANENT_CA_FILE",
+      ),
+    )
+    .addOption(
+      new Option("--cert-file <pem>", "client certificate, for a server with mutual TLS (tls.client_ca_file)").env("MANENT_CLIENT_CERT"),
+    )
+    .addOption(new Option("--key-file <pem>", "the private key of --cert-file").env("MANENT_CLIENT_KEY"))
     .showHelpAfterError()
     // Program options only before the subcommand, so `deploy --version V` is the deploy's flag.
     .enablePositionalOptions()
     .exitOverride();
+  let transport: Promise<typeof fetch | undefined> | undefined;
   const client = async (): Promise<ApiClient> => {
     const g = program.opts<GlobalOpts>();
-    const { ApiClient } = await import("./api-client.js");
-    if (g.token !== undefined) return new ApiClient(g.server, g.token);
+    // One transport (and connection pool) for the whole command; undici is loaded only for --ca-file or --cert-file.
+    transport ??= g.server.startsWith("https:")
+      ? import("./tls-transport.js").then(({ tlsFetch }) => tlsFetch(g))
+      : Promise.resolve(undefined);
+    const [{ ApiClient }, fetchWith] = await Promise.all([import("./api-client.js"), transport]);
+    if (g.token !== undefined) return new ApiClient(g.server, g.token, fetchWith);
     // No token given: the ID token `manent login` stored for this server, if any (renewed when expired).
     const { idTokenFor } = await import("./login/oidc-login.js");
-    return new ApiClient(g.server, await idTokenFor(g.server));
+    return new ApiClient(g.server, await idTokenFor(g.server), fetchWith);
   };
   const output = () =>
     new Option("-o, --output <format>", "text or json (default: text on a terminal, json when stdout is a pipe or a file)")

@@ -1,6 +1,8 @@
 import { version as manentVersion } from "../version.js";
 import { PgUploadStore } from "../storage/pg-upload-store.js";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { Server as NetServer } from "node:net";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import type pg from "pg";
@@ -30,9 +32,11 @@ import { ManagedTokens } from "./tokens/managed-tokens.js";
 import { PgTokenStore } from "../storage/pg-token-store.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
+import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
+import { ServerCertificates } from "./tls/server-certificates.js";
 
 export interface RunningServer {
-  /** Base URL of the API, e.g. http://127.0.0.1:8080. */
+  /** Base URL of the API, e.g. http://127.0.0.1:8080 (https:// with `tls.cert_file`). */
   url: string;
   config: LoadedConfig;
   /** Graceful stop: no new requests, running steps finish (up to shutdown_timeout), then everything closes. */
@@ -66,14 +70,20 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const staticTokens = await staticTokenCheck(config);
   // The client secret is read now: a missing one stops the start naming the field. The provider is read when first needed.
   const relyingParty = config.auth.oidc ? await RelyingParty.create(config.auth.oidc, config.file) : undefined;
+  refusePlaintextOnNetwork(config, opts.listen !== undefined);
+  const certificates = config.tls?.cert_file !== undefined ? await ServerCertificates.load(config, logger) : undefined;
   const metrics = createMetrics();
   // The port is taken first: a server that cannot listen exits before it starts anything else.
   const startup = new StartupHandler();
-  const http = createServer(startup.handle);
+  const https = certificates && createHttpsServer(certificates.serverOptions(), startup.handle);
+  const http = https ?? createServer(startup.handle);
   const address = await listen(http, config.listen);
-  const url = `http://${address.address.includes(":") ? `[${address.address}]` : address.address}:${address.port}`;
+  if (https) certificates!.watch(https);
+  const host = address.address.includes(":") ? `[${address.address}]` : address.address;
+  const url = `${certificates ? "https" : "http"}://${host}:${address.port}`;
   const closeHttp = (): Promise<void> =>
     new Promise<void>((r) => {
+      certificates?.close();
       if (!http.listening) return r();
       http.close(() => r());
       http.closeIdleConnections();
@@ -186,10 +196,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   }
 }
 
-function listen(http: Server, listenAt: string): Promise<AddressInfo> {
-  const i = listenAt.lastIndexOf(":");
-  const host = listenAt.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0";
-  const port = Number(listenAt.slice(i + 1));
+function listen(http: NetServer, listenAt: string): Promise<AddressInfo> {
+  const { host, port } = parseListen(listenAt);
   return new Promise((resolve, reject) => {
     http.once("error", (err: NodeJS.ErrnoException) =>
       reject(new ManentError(Code.Unavailable, `cannot listen on ${listenAt}: ${err.code ?? err.message}`, { cause: err })),

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { buildDist, distIsStale } from "../../scripts/build-js.mjs";
 import { ApiClient } from "../../src/cli/api-client.js";
@@ -18,6 +18,8 @@ export interface ServerProcess {
   child: ChildProcess;
   /** Everything the server wrote to stderr (its JSON log). */
   logs(): string;
+  /** Resolves when the log (from `from` on) has a line matching `line`; rejects if the server exits first. */
+  logged(line: RegExp, from?: number): Promise<string>;
   /** Resolves with the exit code or signal when the process ends. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** SIGTERM and wait (graceful shutdown). */
@@ -31,7 +33,13 @@ export interface ServerProcess {
  */
 export async function startServer(
   configFile: string,
-  opts: { cwd: string; env?: Record<string, string>; token?: string; /** false keeps manent.yml's listen. */ freePort?: boolean } = {
+  opts: {
+    cwd: string;
+    env?: Record<string, string>;
+    token?: string;
+    /** false keeps manent.yml's listen. */ freePort?: boolean;
+    /** The transport of `api`, e.g. one trusting a test CA (src/cli/tls-transport.ts). */ fetch?: typeof fetch;
+  } = {
     cwd: process.cwd(),
   },
 ): Promise<ServerProcess> {
@@ -42,13 +50,17 @@ export async function startServer(
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const log = new EventEmitter();
+  child.stderr!.on("data", (d: Buffer) => {
+    stderr += d.toString();
+    log.emit("data");
+  });
   const exited = once(child, "exit").then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
   const url = await new Promise<string>((resolve, reject) => {
     let stdout = "";
     child.stdout!.on("data", (d: Buffer) => {
       stdout += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(stdout);
+      const m = /listening on (https?:\/\/\S+)/.exec(stdout);
       if (m) resolve(m[1]!);
     });
     void exited.then(({ code, signal }) =>
@@ -57,9 +69,30 @@ export async function startServer(
   });
   return {
     url,
-    api: new ApiClient(url, opts.token),
+    api: new ApiClient(url, opts.token, opts.fetch),
     child,
     logs: () => stderr,
+    logged: (line, from = 0) =>
+      new Promise<string>((resolve, reject) => {
+        const check = (): boolean => {
+          // Whole lines only: the last piece may be half written.
+          const found = stderr
+            .slice(from)
+            .split("\n")
+            .slice(0, -1)
+            .find((l) => line.test(l));
+          if (found === undefined) return false;
+          log.off("data", check);
+          resolve(found);
+          return true;
+        };
+        if (check()) return;
+        log.on("data", check);
+        void exited.then(({ code, signal }) => {
+          log.off("data", check);
+          reject(new Error(`manent-server exited (${code ?? signal}) before logging ${line}:\n${stderr.slice(-4000)}`));
+        });
+      }),
     exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");

@@ -11,3 +11,4 @@ export * from "./safe-text.js";
 export * from "./auth-config.js";
 export * from "./database-url.js";
 export * from "./oidc-config.js";
+export * from "./tls-config.js";

@@ -3,6 +3,7 @@ import { artifactsConfigSchema } from "./artifacts-config.js";
 import { authConfigSchema } from "./auth-config.js";
 import { databaseUrlSchema } from "./database-url.js";
 import { durationMs } from "./duration.js";
+import { tlsConfigSchema } from "./tls-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -119,7 +120,10 @@ export const manentConfigSchema = z.strictObject({
     .string()
     .regex(/^[^:]*:\d+$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080' })
     .default("127.0.0.1:8080")
-    .describe("Address of the HTTP API (`manent-server serve --listen` overrides it)"),
+    .describe(
+      "Address of the HTTP API (`manent-server serve --listen` overrides it); an address other than loopback needs `tls` (cert_file, or behind_proxy)",
+    ),
+  tls: tlsConfigSchema,
   plugins: z
     .record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, { message: "plugin names are lower-case letters, digits and '-'" }), pluginEntry)
     .default({})
