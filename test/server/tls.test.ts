@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, X509Certificate } from "node:crypto";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
-import { rename, writeFile } from "node:fs/promises";
+import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect } from "node:tls";
 import { after, before, describe, it } from "node:test";
+import { chromium } from "playwright-core";
 import { tlsFetch } from "../../src/cli/tls-transport.js";
 import { TestPostgres } from "../support/postgres.js";
 import { runCli, serverBin, startServer, type CliResult, type ServerProcess } from "../support/server-process.js";
@@ -61,6 +64,7 @@ describe("HTTPS", () => {
     let ws: Workspace;
     let server: ServerProcess;
     let first: Issued;
+    let deployId: string;
     const cli = (args: string[], env: Record<string, string> = {}): Promise<CliResult> =>
       runCli(args, { cwd: ws.dir, server: server.url, token, env });
 
@@ -109,7 +113,7 @@ describe("HTTPS", () => {
       const deployed = await cli(["--ca-file", ws.path("ca.crt"), "deploy", "-f", ws.path("web.yml")]);
       assert.equal(deployed.code, 0, deployed.stdout + deployed.stderr);
       assert.equal(deployed.stdout.trimEnd().split("\n").at(-1), "succeeded");
-      const id = /\[([0-9a-f-]{36})\]/.exec(deployed.stdout)![1]!;
+      const id = (deployId = /\[([0-9a-f-]{36})\]/.exec(deployed.stdout)![1]!);
       const status = await cli(["status", id], { MANENT_CA_FILE: ws.path("ca.crt") });
       assert.equal(status.code, 0, status.stderr);
       assert.match(status.stdout, /succeeded/);
@@ -144,6 +148,31 @@ describe("HTTPS", () => {
         r.stderr,
         /^manent: cannot reach manent-server at http:\/\/127\.0\.0\.1:\d+ \(.+\); is it running\? .*serves https:\/\//,
       );
+    });
+
+    it("serves the web UI over HTTPS to a browser that trusts the certificate", async () => {
+      // Chromium trusts exactly this certificate's key (the flag needs a profile directory of its own).
+      const spki = createHash("sha256")
+        .update(new X509Certificate(first.certPem).publicKey.export({ type: "spki", format: "der" }))
+        .digest("base64");
+      const profile = await mkdtemp(join(tmpdir(), "manent-chromium-"));
+      const browser = await chromium.launchPersistentContext(profile, {
+        executablePath: "/usr/bin/chromium",
+        headless: true,
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", `--ignore-certificate-errors-spki-list=${spki}`],
+      });
+      try {
+        const page = await browser.newPage();
+        await page.goto(server.url);
+        await page.getByLabel("API token").fill(token);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.getByRole("heading", { name: "Deploys" }).waitFor();
+        await page.locator(`tr[data-deploy="${deployId}"]`).waitFor();
+        assert.equal(new URL(page.url()).protocol, "https:");
+      } finally {
+        await browser.close();
+        await rm(profile, { recursive: true, force: true });
+      }
     });
 
     it("serves a replaced certificate without a restart, and keeps it when the next pair is bad", async () => {
