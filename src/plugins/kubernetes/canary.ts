@@ -102,6 +102,17 @@ function candidateOnly(rule: RouteRule): boolean {
  * 0 with `keepCandidate` false the siblings go. The tester rule (a header match to the candidates
  * only) is put first when `testers` is set, removed when it is null, kept when undefined.
  */
+/** Whether the route sends anything to a candidate of `services`: a candidate backendRef, or the tester rule. */
+export function routesToCandidate(rules: RouteRule[], services: Set<string>): boolean {
+  return rules.some(
+    (rule) =>
+      candidateOnly(rule) ||
+      (rule.backendRefs ?? []).some(
+        (ref) => isService(ref) && ref.name.endsWith(canarySuffix) && services.has(ref.name.slice(0, -canarySuffix.length)),
+      ),
+  );
+}
+
 export function routeRules(
   rules: RouteRule[],
   services: Set<string>,

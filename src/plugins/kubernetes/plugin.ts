@@ -49,6 +49,7 @@ import {
   listCandidates,
   readRoute,
   routeRules,
+  routesToCandidate,
   routeWeight,
   specReplicas,
   stableReplicas,
@@ -167,7 +168,7 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forEachTarget(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
-        const cands = await this.candidates(req, prep, client, 0);
+        const cands = await this.candidates(req, prep, client, 0, true);
         req.logger.info("kubernetes: candidate applied, waiting for it", {
           cluster: targetId(t),
           objects: cands.map((o) => `${o.kind}/${o.metadata.name}`),
@@ -186,7 +187,8 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forAllTargets(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
-        await this.candidates(req, prep, client, weight);
+        // At weight 0 nothing is asked of the candidate: a revert must not wait on (or fail with) a candidate that never became ready.
+        await this.candidates(req, prep, client, weight, weight > 0);
         return {};
       }),
     );
@@ -285,8 +287,8 @@ export class KubernetesDeployer
     if (out.error) throw out.error;
   }
 
-  /** Renders the release and applies its candidates with replicas for `weight`. */
-  private async candidates(req: Request, prep: Prepared, client: ClusterClient, weight: number): Promise<KubeObject[]> {
+  /** Renders the release and applies its candidates with replicas for `weight`; with `wait`, until they have rolled out. */
+  private async candidates(req: Request, prep: Prepared, client: ClusterClient, weight: number, wait: boolean): Promise<KubeObject[]> {
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
     const withRoute = Boolean(prep.params.traffic_route);
     const key = clusterKey(client.target);
@@ -302,7 +304,7 @@ export class KubernetesDeployer
     }
     // The candidates are manent's own objects: force, as a rollback does.
     throwFirst(await applyAll(client, cands, { dryRun: false, force: true, signal: req.signal }));
-    await waitForRollouts(client, cands, prep.params.wait_timeout, req.signal);
+    if (wait) await waitForRollouts(client, cands, prep.params.wait_timeout, req.signal);
     return cands;
   }
 
@@ -317,8 +319,11 @@ export class KubernetesDeployer
     if (params.traffic_route) {
       const services = new Set(cands.filter((o) => o.kind === "Service").map((o) => o.metadata.name.replace(/-canary$/, "")));
       const current = await readRoute(client, params.namespace, params.traffic_route, req.signal);
-      const rules = routeRules(current.spec?.rules ?? [], services, 0, { keepCandidate: false, testers: null });
-      await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });
+      // A route that sends nothing to the candidate is left alone: a token that may not patch it must not keep the candidate behind.
+      if (routesToCandidate(current.spec?.rules ?? [], services)) {
+        const rules = routeRules(current.spec?.rules ?? [], services, 0, { keepCandidate: false, testers: null });
+        await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });
+      }
     }
     await deleteAll(client, sortForDelete(cands.map(refOf)), req.signal);
     req.logger.info("kubernetes: candidate removed", { cluster: client.name, objects: cands.length });

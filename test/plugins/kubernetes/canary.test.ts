@@ -8,7 +8,7 @@ import { ManentError, type Request } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, tutorialRoleRules, type ClusterAccess } from "../../support/kube/control-plane.js";
 import { repoRoot } from "../../support/server-process.js";
-import { getObj, helloManifest, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch } from "./helpers.js";
+import { getObj, helloManifest, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, stuckManifest } from "./helpers.js";
 
 const run = promisify(execFile);
 
@@ -68,6 +68,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     await cp.admin.applyYaml(routeManifest);
     files = await scratch();
     for (const v of ["1.0.0", "1.1.0", "1.2.0"]) artifacts[v] = await files.write(`hello-${v}.yaml`, helloManifest);
+    artifacts["1.3.0"] = await files.write("hello-1.3.0.yaml", stuckManifest(2));
   });
   after(async () => {
     await cp?.stop();
@@ -197,6 +198,29 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     await d.revertCandidate(r);
     assert.equal(await deployment("hello-canary"), undefined);
     assert.equal(await version("hello"), "1.0.0");
+  });
+
+  it("a candidate that never becomes ready is removed by the revert, also with a token that may not patch the route", async () => {
+    for (const who of [access, reader]) {
+      const withRoute = { traffic_route: "hello" };
+      const traffic = await d.prepareSlots(req("1.3.0", withRoute, undefined, who));
+      const r = req("1.3.0", withRoute, traffic, who);
+      const stuck = await d.deployCandidate(r).then(
+        () => assert.fail("a candidate with a missing image became ready"),
+        (e: unknown) => ManentError.from(e),
+      );
+      assert.match(stuck.message, /rollout stuck/);
+      assert.ok(await deployment("hello-canary"), "the stuck candidate is there");
+      // The engine's revert: weight 0 (nothing to wait for at 0), then RevertCandidate.
+      await d.scaleCandidate(r, 0);
+      if (who === access) await d.setCandidateWeight(r, 0);
+      await d.revertCandidate(r);
+      assert.equal(await deployment("hello-canary"), undefined);
+      assert.equal(await service("hello-canary"), undefined);
+      assert.deepEqual(await weights(), ["hello=100"]);
+      assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
+      assert.equal(await version("hello"), "1.0.0");
+    }
   });
 
   it("dry-run checks the route: a token that cannot patch the HTTPRoute gets the 403 in the dry-run", async () => {
