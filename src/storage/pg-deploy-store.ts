@@ -27,18 +27,7 @@ export class PgDeployStore implements DeployStore {
     await this.pool.query(
       `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id)
        values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10) on conflict (id) do nothing`,
-      [
-        d.id,
-        d.kind,
-        d.tenant,
-        d.application,
-        d.artifact,
-        d.environment,
-        d.version,
-        JSON.stringify(d.request),
-        d.submittedBy ?? null,
-        d.submittedById ?? null,
-      ],
+      newDeployValues(d),
     );
   }
 
@@ -144,18 +133,7 @@ export class PgDeployStore implements DeployStore {
            on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
              where manent.deploys.status in ('queued', 'running')
            returning status`,
-          [
-            d.id,
-            d.kind,
-            d.tenant,
-            d.application,
-            d.artifact,
-            d.environment,
-            d.version,
-            JSON.stringify(d.request),
-            d.submittedBy ?? null,
-            d.submittedById ?? null,
-          ],
+          newDeployValues(d),
         )
       : await this.pool.query<{ status: DeployStatus }>(
           `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
@@ -334,4 +312,20 @@ function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "tar
     started_at: iso(r.started_at),
     finished_at: iso(r.finished_at),
   };
+}
+
+/** $1..$10 of an insert into manent.deploys (id … submitted_by_id), in its column order: one list for both inserts. */
+function newDeployValues(d: NewDeploy): unknown[] {
+  return [
+    d.id,
+    d.kind,
+    d.tenant,
+    d.application,
+    d.artifact,
+    d.environment,
+    d.version,
+    JSON.stringify(d.request),
+    d.submittedBy ?? null,
+    d.submittedById ?? null,
+  ];
 }

@@ -1,20 +1,23 @@
 import { chromium, type Browser, type Page } from "playwright-core";
 
+/** Debian's Chromium, headless, quiet: no sandbox (root), no GPU, nothing fetched from the network by itself. */
+export const chromiumArgs = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
 /** A real headless Chromium (Debian's, driven by playwright-core); each person gets their own context (`browser.newContext()`), as on their own machine. */
 export async function launchChromium(): Promise<{ browser: Browser; close: () => Promise<void> }> {
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
+    args: chromiumArgs,
   });
   return { browser, close: () => browser.close() };
 }

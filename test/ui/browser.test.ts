@@ -7,6 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { ApiClient } from "../../src/cli/api-client.js";
 import { buildSamplePlugin } from "../external/helpers.js";
+import { chromiumArgs } from "../support/browser.js";
 import { collect } from "../support/event-stream.js";
 import { TestPostgres } from "../support/postgres.js";
 import { repoRoot, runCli, startServer, type ServerProcess } from "../support/server-process.js";
@@ -73,16 +74,7 @@ describe("web UI", () => {
       executablePath: "/usr/bin/chromium",
       headless: true,
       viewport: { width: 1366, height: 900 },
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
+      args: chromiumArgs,
     });
   });
   after(async () => {
