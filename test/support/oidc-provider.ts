@@ -3,7 +3,7 @@
  * (OpenID Certified), on a loopback port, with its own login page (devInteractions: a login form
  * whose login names the account), the device authorization grant, PKCE, refresh tokens and
  * revocation. Its accounts are static people with a `groups` claim. Its signing keys are ours,
- * so a test can rotate them (`rotateKeys`: restarts it on the same port signing with a new key,
+ * so a test can rotate them (`rotateKeys`: a new provider on the same listener, signing with a new key,
  * the old one still published, as a provider does during a rotation).
  */
 import { createServer, type Server } from "node:http";
@@ -66,7 +66,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
   const users = opts.users ?? defaultUsers;
   const cliClientId = opts.cliClientId ?? "manent-cli";
   // Listening first gives the port, hence the issuer URL the provider must know at construction.
-  let http: Server = createServer();
+  const http: Server = createServer();
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject);
     http.listen(opts.port ?? 0, "127.0.0.1", resolve);
@@ -172,13 +172,8 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
     },
     async rotateKeys() {
       keys = [await newSigningKey(), keys[0]!];
-      // A new provider instance (its keystore is fixed at construction) on the same port.
-      await close(http);
-      http = createServer();
-      await new Promise<void>((resolve, reject) => {
-        http.once("error", reject);
-        http.listen(port, "127.0.0.1", resolve);
-      });
+      // A new provider instance (its keystore is fixed at construction) on the same listener. Not a new
+      // listener: closing it cut the keep-alive sockets clients still pooled, and their next fetch failed.
       mount();
       return keys[0]!;
     },
