@@ -96,48 +96,106 @@ function candidateOnly(rule: RouteRule): boolean {
   return refs.length > 0 && refs.every((r) => isService(r) && r.name.endsWith(canarySuffix));
 }
 
-/**
- * The route's rules with the candidate at `weight`: every backendRef to a stable Service that has
- * a candidate gets `100 - weight` and a sibling ref to `<service>-canary` with `weight`; at weight
- * 0 with `keepCandidate` false the siblings go. The tester rule (a header match to the candidates
- * only) is put first when `testers` is set, removed when it is null, kept when undefined.
- */
 /** Whether the route sends anything to a candidate of `services`: a candidate backendRef, or the tester rule. */
 export function routesToCandidate(rules: RouteRule[], services: Set<string>): boolean {
-  return rules.some(
-    (rule) =>
-      candidateOnly(rule) ||
-      (rule.backendRefs ?? []).some(
-        (ref) => isService(ref) && ref.name.endsWith(canarySuffix) && services.has(ref.name.slice(0, -canarySuffix.length)),
-      ),
-  );
+  return rules.some((rule) => candidateOnly(rule) || (rule.backendRefs ?? []).some((ref) => isCandidateOf(ref, services)));
 }
 
+const isCandidateOf = (ref: BackendRef, services: Set<string>): boolean =>
+  isService(ref) && ref.name.endsWith(canarySuffix) && services.has(ref.name.slice(0, -canarySuffix.length));
+const sameBackend = (a: BackendRef, b: BackendRef): boolean =>
+  a.name === b.name && (a.namespace ?? "") === (b.namespace ?? "") && a.port === b.port && isService(a) === isService(b);
+/** The Gateway API's largest backendRef weight. */
+const maxRouteWeight = 1_000_000;
+
+/**
+ * The route's rules as they are without the candidate: the tester rule dropped, and each
+ * candidate backendRef's weight given back to its stable sibling. This is what PrepareSlots
+ * records, and what every weight is computed from.
+ */
+export function baseRules(rules: RouteRule[], services: Set<string>): RouteRule[] {
+  return rules.filter((rule) => !candidateOnly(rule)).map((rule) => mergeCandidates(rule, services));
+}
+
+function mergeCandidates(rule: RouteRule, services: Set<string>): RouteRule {
+  const refs = rule.backendRefs ?? [];
+  if (!refs.some((r) => isCandidateOf(r, services))) return rule;
+  const out: BackendRef[] = [];
+  for (const ref of refs) {
+    if (isCandidateOf(ref, services)) continue;
+    const cands =
+      isService(ref) && services.has(ref.name)
+        ? refs.filter((c) => isCandidateOf(c, services) && c.name === canaryName(ref.name) && c.port === ref.port)
+        : [];
+    out.push(cands.length === 0 ? ref : { ...ref, weight: cands.reduce((sum, c) => sum + (c.weight ?? 1), ref.weight ?? 1) });
+  }
+  return { ...rule, backendRefs: out };
+}
+
+/**
+ * The rule as it was before the canary: its backendRefs as recorded at PrepareSlots when the rule
+ * still has the same backends in the same proportions (so `80/20` comes back as `80/20`, not as a
+ * multiple of it), otherwise as merged (someone changed the rule meanwhile: their proportions win).
+ */
+function restored(base: RouteRule, recorded: BackendRef[] | undefined): RouteRule {
+  const refs = base.backendRefs ?? [];
+  if (!recorded || recorded.length !== refs.length || !refs.every((r, i) => sameBackend(r, recorded[i]!))) return base;
+  const sum = (list: BackendRef[]) => list.reduce((n, r) => n + (r.weight ?? 1), 0);
+  const [a, b] = [sum(refs), sum(recorded)];
+  const proportional = refs.every((r, i) => (r.weight ?? 1) * b === (recorded[i]!.weight ?? 1) * a);
+  return proportional ? { ...base, backendRefs: recorded.map((r, i) => ({ ...refs[i]!, weight: r.weight })) } : base;
+}
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/**
+ * Splits each stable backendRef's share of its rule between it and its candidate: a stable weight
+ * S at candidate weight w becomes S·(100−w)/100 and S·w/100, the rule's other backends keeping
+ * theirs. When those are not whole numbers, every weight of the rule is multiplied by the smallest
+ * factor that makes them whole (1 at w=25 becomes 3 and 1; `other` 1 becomes 4); only when that
+ * would pass the Gateway API's maximum weight (1,000,000) is the split rounded instead.
+ */
+function splitRule(rule: RouteRule, services: Set<string>, weight: number, keepCandidate: boolean): RouteRule {
+  const refs = rule.backendRefs ?? [];
+  const stable = (r: BackendRef) => isService(r) && services.has(r.name);
+  if (!refs.some(stable) || (weight === 0 && !keepCandidate)) return rule;
+  let k = 1;
+  for (const r of refs.filter(stable)) {
+    const need = 100 / gcd(((r.weight ?? 1) * weight) % 100, 100);
+    k = (k * need) / gcd(k, need);
+  }
+  if (Math.max(...refs.map((r) => r.weight ?? 1)) * k > maxRouteWeight) k = 1;
+  const out: BackendRef[] = [];
+  for (const ref of refs) {
+    const w = ref.weight ?? 1;
+    if (!stable(ref)) {
+      out.push(k === 1 ? ref : { ...ref, weight: w * k });
+      continue;
+    }
+    const candidate = Math.round((w * k * weight) / 100);
+    out.push({ ...ref, weight: w * k - candidate });
+    if (weight > 0 || keepCandidate) out.push({ ...ref, name: canaryName(ref.name), weight: candidate });
+  }
+  return { ...rule, backendRefs: out };
+}
+
+/**
+ * The route's rules with the candidate at `weight`, from the rules without the candidate (see
+ * {@link baseRules}, exact as `recorded` when given): each stable backendRef's share is split with
+ * a sibling ref to `<service>-canary` ({@link splitRule}); at weight 0 with `keepCandidate` false the
+ * rules are the base ones. The tester rule (a header match to the candidates only) is put first
+ * when `testers` is set, removed when it is null, kept when undefined.
+ */
 export function routeRules(
   rules: RouteRule[],
   services: Set<string>,
   weight: number,
-  opts: { keepCandidate: boolean; testers: { name: string; value: string } | null | undefined },
+  opts: { keepCandidate: boolean; testers: { name: string; value: string } | null | undefined; recorded?: (BackendRef[] | undefined)[] },
 ): RouteRule[] {
-  const out: RouteRule[] = [];
-  for (const rule of rules) {
-    if (candidateOnly(rule)) {
-      // The tester rule: kept as is unless the testers are set again or removed.
-      if (opts.testers === undefined) out.push(rule);
-      continue;
-    }
-    const refs: BackendRef[] = [];
-    for (const ref of rule.backendRefs ?? []) {
-      if (isService(ref) && ref.name.endsWith(canarySuffix) && services.has(ref.name.slice(0, -canarySuffix.length))) continue;
-      if (!isService(ref) || !services.has(ref.name)) {
-        refs.push(ref);
-        continue;
-      }
-      refs.push({ ...ref, weight: 100 - weight });
-      if (weight > 0 || opts.keepCandidate) refs.push({ ...ref, name: canaryName(ref.name), weight });
-    }
-    out.push({ ...rule, backendRefs: refs });
-  }
+  const tester = rules.find(candidateOnly);
+  const out = baseRules(rules, services).map((rule, i) =>
+    splitRule(restored(rule, opts.recorded?.[i]), services, weight, opts.keepCandidate),
+  );
   if (opts.testers) {
     const testerRefs = out
       .flatMap((r) => r.backendRefs ?? [])
@@ -145,8 +203,32 @@ export function routeRules(
       .filter((r, i, all) => all.findIndex((x) => x.name === r.name && x.port === r.port) === i)
       .map((r) => ({ ...r, weight: 1 }));
     if (testerRefs.length > 0) out.unshift({ matches: [{ headers: [{ type: "Exact", ...opts.testers }] }], backendRefs: testerRefs });
+  } else if (opts.testers === undefined && tester) {
+    // The tester rule: kept as is unless the testers are set again or removed.
+    out.unshift(tester);
   }
   return out;
+}
+
+/** The backendRefs of each rule as PrepareSlots records them (JSON in the rollout state). */
+export function recordRules(rules: RouteRule[], services: Set<string>): string {
+  return JSON.stringify(baseRules(rules, services).map((r) => r.backendRefs ?? []));
+}
+
+/** Reads what {@link recordRules} wrote; anything else (an older deploy's state) is none. */
+export function recordedRules(text: string | undefined): (BackendRef[] | undefined)[] | undefined {
+  if (!text) return undefined;
+  try {
+    const v: unknown = JSON.parse(text);
+    if (!Array.isArray(v)) return undefined;
+    return v.map((refs) =>
+      Array.isArray(refs) && refs.every((r) => typeof r === "object" && r !== null && typeof (r as BackendRef).name === "string")
+        ? (refs as BackendRef[])
+        : undefined,
+    );
+  } catch {
+    return undefined;
+  }
 }
 
 /** The candidate's weight on the route: the first weighted pair found. */

@@ -47,6 +47,8 @@ import {
   canaryReplicas,
   candidateObjects,
   listCandidates,
+  recordedRules,
+  recordRules,
   readRoute,
   routeRules,
   routesToCandidate,
@@ -155,7 +157,14 @@ export class KubernetesDeployer
         state[`stable_version/${clusterKey(t)}`] = index.current?.version ?? "";
         for (const [name, n] of await stableReplicas(client, params.namespace, selectorOf(ctx), req.signal))
           state[`replicas/${clusterKey(t)}/${name}`] = String(n);
-        if (params.traffic_route) await readRoute(client, params.namespace, params.traffic_route, req.signal);
+        if (params.traffic_route) {
+          // The route's rules as they are, so that the end of the canary puts back exactly these weights.
+          const route = await readRoute(client, params.namespace, params.traffic_route, req.signal);
+          state[`route_rules/${clusterKey(t)}`] = recordRules(
+            route.spec?.rules ?? [],
+            await this.stableServices(req, await this.prepare(req), client),
+          );
+        }
         return {};
       }),
     );
@@ -204,7 +213,11 @@ export class KubernetesDeployer
       withClient(req, prep.params, t, async (client) => {
         const services = await this.stableServices(req, prep, client);
         const current = await readRoute(client, prep.params.namespace, route, req.signal);
-        const rules = routeRules(current.spec?.rules ?? [], services, weight, { keepCandidate: true, testers: undefined });
+        const rules = routeRules(current.spec?.rules ?? [], services, weight, {
+          keepCandidate: true,
+          testers: undefined,
+          recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(t)}`]),
+        });
         await writeRouteRules(client, prep.params.namespace, route, rules, { signal: req.signal });
         req.logger.info("kubernetes: route weights set", { cluster: targetId(t), route, candidate_weight: weight });
         return {};
@@ -249,7 +262,11 @@ export class KubernetesDeployer
         const services = await this.stableServices(req, prep, client);
         const current = await readRoute(client, prep.params.namespace, route, req.signal);
         const rules = current.spec?.rules ?? [];
-        const next = routeRules(rules, services, routeWeight(rules, services), { keepCandidate: true, testers: header });
+        const next = routeRules(rules, services, routeWeight(rules, services), {
+          keepCandidate: true,
+          testers: header,
+          recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(t)}`]),
+        });
         await writeRouteRules(client, prep.params.namespace, route, next, { signal: req.signal });
         return {};
       }),
@@ -321,7 +338,11 @@ export class KubernetesDeployer
       const current = await readRoute(client, params.namespace, params.traffic_route, req.signal);
       // A route that sends nothing to the candidate is left alone: a token that may not patch it must not keep the candidate behind.
       if (routesToCandidate(current.spec?.rules ?? [], services)) {
-        const rules = routeRules(current.spec?.rules ?? [], services, 0, { keepCandidate: false, testers: null });
+        const rules = routeRules(current.spec?.rules ?? [], services, 0, {
+          keepCandidate: false,
+          testers: null,
+          recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(client.target)}`]),
+        });
         await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });
       }
     }

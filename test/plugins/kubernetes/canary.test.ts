@@ -118,21 +118,22 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
 
     const testers = await d.routeTesters(r);
     assert.deepEqual(testers, { route: "hello", header: "X-Canary: always" });
-    assert.deepEqual(await weights(), ["hello-canary=1", "hello=100 hello-canary=0"]);
+    assert.deepEqual(await weights(), ["hello-canary=1", "hello=1 hello-canary=0"]);
     // The CRD's defaults add a path match (PathPrefix /) beside the header.
     assert.deepEqual(
       ((await route()).spec.rules![0]!.matches as { headers?: unknown }[]).map((m) => m.headers),
       [[{ type: "Exact", name: "X-Canary", value: "always" }]],
     );
 
-    for (const [weight, replicas] of [
-      [10, 1],
-      [50, 2],
-      [100, 4],
+    // The rule's one backend has weight 1 (the CRD's default): its share is split, in the smallest whole numbers.
+    for (const [weight, replicas, split] of [
+      [10, 1, "hello=9 hello-canary=1"],
+      [50, 2, "hello=1 hello-canary=1"],
+      [100, 4, "hello=0 hello-canary=1"],
     ] as const) {
       await d.scaleCandidate(r, weight);
       await d.setCandidateWeight(r, weight);
-      assert.deepEqual(await weights(), ["hello-canary=1", `hello=${100 - weight} hello-canary=${weight}`]);
+      assert.deepEqual(await weights(), ["hello-canary=1", split]);
       assert.equal((await deployment("hello-canary"))!.spec.replicas, replicas);
       assert.equal((await deployment("hello"))!.spec.replicas, 4);
       assert.equal(await d.candidateWeight(r), weight);
@@ -144,7 +145,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     assert.equal((await deployment("hello"))!.spec.replicas, 4);
     assert.equal(await deployment("hello-canary"), undefined);
     assert.equal(await service("hello-canary"), undefined);
-    assert.deepEqual(await weights(), ["hello=100"]);
+    assert.deepEqual(await weights(), ["hello=1"]);
     assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
     assert.deepEqual(
       (await d.currentRelease(r)).map((x) => x.version),
@@ -171,7 +172,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     await d.revertCandidate(r);
     assert.equal(await deployment("hello-canary"), undefined);
     assert.equal(await service("hello-canary"), undefined);
-    assert.deepEqual(await weights(), ["hello=100"]);
+    assert.deepEqual(await weights(), ["hello=1"]);
     assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
     assert.equal(await version("hello"), "1.0.0");
   });
@@ -217,7 +218,7 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
       await d.revertCandidate(r);
       assert.equal(await deployment("hello-canary"), undefined);
       assert.equal(await service("hello-canary"), undefined);
-      assert.deepEqual(await weights(), ["hello=100"]);
+      assert.deepEqual(await weights(), ["hello=1"]);
       assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
       assert.equal(await version("hello"), "1.0.0");
     }
@@ -239,6 +240,69 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
       forbidden.message,
       /HTTPRoute\/hello\/hello: forbidden: the token lacks permission "patch" on "httproutes(\.gateway\.networking\.k8s\.io)?"/,
     );
-    assert.deepEqual(await weights(), ["hello=100"], "the dry-run changed nothing");
+    assert.deepEqual(await weights(), ["hello=1"], "the dry-run changed nothing");
+  });
+  it("a rule with other backends: only the stable backend's share is split, and the rule comes back exactly after an abort and a promote", async () => {
+    // The admin's route: 80 % to hello and 20 % to another service; a second rule 1:3.
+    await cp.admin.apply({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name: "split", namespace: "hello" },
+      spec: {
+        parentRefs: [{ name: "gateway" }],
+        rules: [
+          {
+            backendRefs: [
+              { name: "hello", port: 80, weight: 80 },
+              { name: "other", port: 80, weight: 20 },
+            ],
+          },
+          {
+            matches: [{ path: { type: "PathPrefix", value: "/api" } }],
+            backendRefs: [
+              { name: "hello", port: 80 },
+              { name: "other", port: 80, weight: 3 },
+            ],
+          },
+        ],
+      },
+    });
+    const split = async () =>
+      ((await getObj(cp, "gateway.networking.k8s.io/v1", "HTTPRoute", "split")) as unknown as Obj).spec.rules!.map((r) =>
+        r.backendRefs.map((b) => `${b.name}=${b.weight ?? "-"}`).join(" "),
+      );
+    const before = ["hello=80 other=20", "hello=1 other=3"];
+    assert.deepEqual(await split(), before);
+    const withRoute = { traffic_route: "split" };
+    for (const end of ["abort", "promote"] as const) {
+      const v = end === "abort" ? "1.2.0" : "1.1.0";
+      const traffic = await d.prepareSlots(req(v, withRoute));
+      const r = req(v, withRoute, traffic);
+      await d.deployCandidate(r);
+      await d.routeTesters(r);
+      assert.deepEqual(await split(), ["hello-canary=1", "hello=80 hello-canary=0 other=20", "hello=1 hello-canary=0 other=3"]);
+      for (const [weight, expected] of [
+        [10, ["hello=72 hello-canary=8 other=20", "hello=9 hello-canary=1 other=30"]],
+        [25, ["hello=60 hello-canary=20 other=20", "hello=3 hello-canary=1 other=12"]],
+        [50, ["hello=40 hello-canary=40 other=20", "hello=1 hello-canary=1 other=6"]],
+        [100, ["hello=0 hello-canary=80 other=20", "hello=0 hello-canary=1 other=3"]],
+      ] as const) {
+        await d.scaleCandidate(r, weight);
+        await d.setCandidateWeight(r, weight);
+        assert.deepEqual(await split(), ["hello-canary=1", ...expected], `at ${weight} %`);
+        assert.equal(await d.candidateWeight(r), weight);
+      }
+      if (end === "abort") {
+        await d.setCandidateWeight(r, 0);
+        await d.revertCandidate(r);
+      } else {
+        await d.promoteCandidate(r);
+        await d.retirePrevious(r);
+      }
+      assert.deepEqual(await split(), before, `the admin's rules after the ${end}`);
+      assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
+    }
+    assert.equal(await version("hello"), "1.1.0");
+    await cp.admin.delete("gateway.networking.k8s.io/v1", "HTTPRoute", "hello", "split");
   });
 });
