@@ -5,6 +5,7 @@ import { createParser } from "eventsource-parser";
 import type { PluginListing } from "../core/contract/hosted-plugin.js";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
+import type { Overview } from "../core/environments/overview.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 import type { Action, Grant, Principal } from "../core/identity/index.js";
 import { connectionError, isTlsRefusal } from "./connection-errors.js";
@@ -46,6 +47,12 @@ export class ApiClient {
   list(query: Record<string, string | undefined>): Promise<{ deploys: DeployRecord[] }> {
     const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
     return this.request("GET", `/api/v1/deploys?${q.toString()}`);
+  }
+
+  /** What runs where: applications by environment (GET /api/v1/overview). */
+  overview(query: { tenant?: string | undefined; application?: string | undefined }): Promise<Overview> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/overview?${q.toString()}`);
   }
 
   plugins(): Promise<{ plugins: PluginView[] }> {

@@ -7,6 +7,7 @@ import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
+import { overviewCommand } from "./overview-command.js";
 // What only some commands use is imported when they run (a `manent --help` or a `manent status`
 // loads neither zod nor yaml): the CLI's start time is mostly module loading.
 
@@ -265,6 +266,7 @@ export async function main(argv: string[]): Promise<void> {
     );
 
   authCommands(program, client, output, outputOf);
+  overviewCommand(program, client, output, outputOf);
 
   const token = program
     .command("token")

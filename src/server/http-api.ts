@@ -9,6 +9,7 @@ import type { Logger } from "../core/contract/index.js";
 import { invalidInput, type LoadedConfig } from "../core/config/index.js";
 import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
+import type { OverviewSource } from "../core/environments/overview.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
 import type { Principal } from "../core/identity/index.js";
@@ -30,6 +31,8 @@ import type { UploadDeps } from "./uploads.js";
 export interface ApiDeps {
   engine: Engine;
   store: DeployStore;
+  /** What runs where (routes/overview.ts). */
+  overview: OverviewSource;
   plugins: PluginRegistry;
   auth: Authenticator;
   /** Managed API tokens (routes/tokens.ts). */

@@ -161,6 +161,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       createApiHandler({
         engine,
         store,
+        overview: store,
         plugins,
         auth,
         tokens,

@@ -15,12 +15,13 @@ import {
 } from "../core/engine/deploy-store.js";
 import type { ErrorJSON } from "../core/errors.js";
 import { scopeCondition } from "./scope-sql.js";
+import type { OverviewDeploy, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
   submitted_by, submitted_by_id, created_at, started_at, finished_at`;
 
-export class PgDeployStore implements DeployStore {
+export class PgDeployStore implements DeployStore, OverviewSource {
   constructor(private readonly pool: pg.Pool) {}
 
   async createDeploy(d: NewDeploy): Promise<void> {
@@ -249,6 +250,53 @@ export class PgDeployStore implements DeployStore {
     return rows.rows.map((r: Record<string, unknown>) => toDeploy(r));
   }
 
+  /**
+   * Per application, artifact and environment: the last release that succeeded, the last deploy and
+   * the newest one in progress (dry-runs change nothing, so they are left out). Each is one `distinct
+   * on` over the deploys_key index; at most `overviewLimit` cells.
+   */
+  async overviewEntries(f: OverviewFilter): Promise<OverviewEntry[]> {
+    const where = [`kind in ('deploy', 'rollback')`];
+    const args: unknown[] = [];
+    for (const key of ["tenant", "application"] as const) {
+      const value = f[key];
+      if (value !== undefined) where.push(`${key} = $${args.push(value)}`);
+    }
+    const visible = f.scopes && scopeCondition(f.scopes, args);
+    if (visible) where.push(visible);
+    const key = "tenant, application, artifact, environment";
+    const cols = `${key}, id, kind, version, status, submitted_by, created_at, finished_at`;
+    const scoped = `select ${cols}, rollout from manent.deploys where ${where.join(" and ")}`;
+    const { rows } = await this.pool.query(
+      `with scoped as (${scoped}),
+       firsts as (select ${key}, min(created_at) as first_at from scoped group by ${key} order by ${key} limit ${overviewLimit}),
+       live as (select distinct on (${key}) ${cols} from scoped where status = 'succeeded' order by ${key}, finished_at desc, id desc),
+       last as (select distinct on (${key}) ${cols} from scoped order by ${key}, created_at desc, id desc),
+       active as (select distinct on (${key}) ${cols}, rollout from scoped where status in ('queued', 'running')
+                  order by ${key}, created_at desc, id desc)
+       select f.tenant, f.application, f.artifact, f.environment, f.first_at,
+              to_jsonb(live) as live, to_jsonb(last) as last, to_jsonb(active) as active
+       from firsts f
+       join last using (${key})
+       left join live using (${key})
+       left join active using (${key})`,
+      args,
+    );
+    return rows.map((r: Record<string, unknown>): OverviewEntry => {
+      const active = r.active as (Record<string, unknown> & { rollout: RolloutState | null }) | null;
+      return {
+        tenant: r.tenant as string,
+        application: r.application as string,
+        artifact: r.artifact as string,
+        environment: r.environment as string,
+        first_at: iso(r.first_at)!,
+        live: r.live ? overviewDeploy(r.live as Record<string, unknown>) : null,
+        last: overviewDeploy(r.last as Record<string, unknown>),
+        in_progress: active && { ...overviewDeploy(active), rollout: active.rollout ?? null },
+      };
+    });
+  }
+
   async lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined> {
     const rows = await this.pool.query(
       `select id, version from manent.deploys
@@ -328,4 +376,20 @@ function newDeployValues(d: NewDeploy): unknown[] {
     d.submittedBy ?? null,
     d.submittedById ?? null,
   ];
+}
+
+/** The most cells an overview shows (application × artifact × environment). */
+const overviewLimit = 2000;
+
+/** A deploy row as `to_jsonb` gives it (timestamps as JSON strings). */
+function overviewDeploy(r: Record<string, unknown>): OverviewDeploy {
+  return {
+    id: r.id as string,
+    kind: r.kind as OverviewDeploy["kind"],
+    version: r.version as string,
+    status: r.status as DeployStatus,
+    by: (r.submitted_by as string | null) ?? null,
+    created_at: new Date(r.created_at as string).toISOString(),
+    finished_at: r.finished_at ? new Date(r.finished_at as string).toISOString() : null,
+  };
 }

@@ -190,6 +190,7 @@ describe("HTTP API under fuzzing", () => {
     );
     const route = fc.oneof(
       query.map((q) => ["GET", `/api/v1/deploys?${q}`] as const),
+      query.map((q) => ["GET", `/api/v1/overview?${q}`] as const),
       fc.tuple(segment, query).map(([id, q]) => ["GET", `/api/v1/deploys/${id}?${q}`] as const),
       fc
         .tuple(segment, fc.constantFrom("cancel", "approve", "promote", "abort"))

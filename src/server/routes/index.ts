@@ -29,6 +29,7 @@ import { deployRoutes } from "./deploys.js";
 import { eventRoutes } from "./events.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
+import { overviewRoutes } from "./overview.js";
 import { oidcRoutes } from "./oidc.js";
 import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
@@ -44,6 +45,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   sessionRoutes(app);
   oidcRoutes(app, deps);
   deployRoutes(app, deps);
+  overviewRoutes(app, deps);
   rolloutRoutes(app, deps);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);

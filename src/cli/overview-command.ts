@@ -1,0 +1,62 @@
+import type { Command, Option } from "commander";
+import type { Overview, OverviewCell } from "../core/environments/overview.js";
+import type { ApiClient } from "./api-client.js";
+
+type Output = "text" | "json";
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+/** `manent overview`: applications by environment, each cell the version live there and what moves. */
+export function overviewCommand(
+  program: Command,
+  client: () => Promise<ApiClient>,
+  output: () => Option,
+  outputOf: (chosen: Output | undefined) => Output,
+): void {
+  program
+    .command("overview")
+    .description(
+      "what runs where: each application's artifact by environment, with the version live there, when and by whom, " +
+        "the last deploy if it did not succeed, and a rollout in progress",
+    )
+    .option("--tenant <tenant>", "only this tenant (you see only what you may read)")
+    .option("--application <application>", "only this application")
+    .addOption(output())
+    .action(async (o: { tenant?: string; application?: string; output?: Output }) => {
+      const overview = await (await client()).overview({ tenant: o.tenant, application: o.application });
+      if (outputOf(o.output) === "json") return out(JSON.stringify(overview, null, 2));
+      for (const line of overviewLines(overview)) out(line);
+    });
+}
+
+/**
+ * One block per application's artifact, one line per environment in the overview's order:
+ *   team-a/hello (hello)
+ *     dev      1.4.0  2026-12-02 10:14 by alice@example.com
+ *     prod     1.3.0  2026-12-01 16:02 by bob@example.com; 1.4.0 running: canary step 2/4 at 25 %
+ */
+export function overviewLines(o: Overview): string[] {
+  if (o.rows.length === 0) return ["nothing deployed yet (or nothing you may read)"];
+  const width = Math.max(...o.environments.map((e) => e.length));
+  const lines: string[] = [];
+  for (const row of o.rows) {
+    lines.push(`${row.tenant}/${row.application}${row.artifact === row.application ? "" : ` (${row.artifact})`}`);
+    for (const cell of row.cells) lines.push(`  ${cell.environment.padEnd(width)}  ${cellText(cell)}`);
+  }
+  return lines;
+}
+
+function cellText(c: OverviewCell): string {
+  const parts: string[] = [];
+  parts.push(c.live ? `${c.live.version}  ${when(c.live.finished_at)}${c.live.by ? ` by ${c.live.by}` : ""}` : "nothing live");
+  if (c.live && c.live.kind === "rollback") parts[0] += " (a rollback)";
+  const p = c.in_progress;
+  if (p) parts.push(`${p.version} ${p.status}${p.rollout ? `: ${p.rollout}` : ""}${p.waiting ? `; ${p.waiting}` : ""} (${p.id})`);
+  else if (c.last.status !== "succeeded") parts.push(`last deploy ${c.last.version} ${c.last.status.replace("_", " ")} (${c.last.id})`);
+  return parts.join("; ");
+}
+
+/** "2026-12-02 10:14" (UTC), or "-". */
+function when(iso: string | null): string {
+  return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)}` : "-";
+}

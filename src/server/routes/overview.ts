@@ -1,0 +1,84 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { readOverview } from "../../core/environments/overview.js";
+import { Code } from "../../core/errors.js";
+import { errorResponses } from "../api-schemas.js";
+import { scopesFor } from "../identity/index.js";
+import type { ApiApp, ApiDeps } from "../http-api.js";
+import { nameQuery } from "./deploys.js";
+
+const deployKind = z.enum(["deploy", "rollback"]);
+const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
+
+const overviewDeploySchema = z
+  .object({
+    id: z.string(),
+    kind: deployKind,
+    version: z.string(),
+    status: deployStatus,
+    by: z.string().nullable().describe("who submitted it: a person's e-mail (or subject) or a token's name"),
+    created_at: z.string(),
+    finished_at: z.string().nullable(),
+  })
+  .openapi("OverviewDeploy");
+
+const overviewSchema = z
+  .object({
+    environments: z
+      .array(z.string())
+      .describe("every environment of the rows, ordered by when each was first deployed to (the columns of the overview)"),
+    rows: z.array(
+      z
+        .object({
+          tenant: z.string(),
+          application: z.string(),
+          artifact: z.string(),
+          cells: z.array(
+            z
+              .object({
+                environment: z.string(),
+                live: overviewDeploySchema.nullable().describe("the release running there: the last deploy or rollback that succeeded"),
+                last: overviewDeploySchema.describe("the last deploy or rollback submitted there, whatever its status"),
+                in_progress: overviewDeploySchema
+                  .extend({
+                    rollout: z.string().nullable().describe('where its rollout stands: "canary step 2/4 at 25 %", "wave 2 of 3"'),
+                    waiting: z.string().nullable().describe("what it waits for and how to go on (a pause, an approval)"),
+                  })
+                  .nullable()
+                  .describe("the newest deploy queued or running there"),
+              })
+              .openapi("OverviewCell"),
+          ),
+        })
+        .openapi("OverviewRow"),
+    ),
+  })
+  .openapi("Overview");
+
+const get = createRoute({
+  method: "get",
+  path: "/api/v1/overview",
+  summary: "What runs where: every application's artifact by environment, with its live release, last deploy and rollout in progress",
+  tags: ["deploys"],
+  request: {
+    query: z.object({
+      tenant: nameQuery.describe("only this tenant (a caller sees only what its grants let it read, whatever it asks)"),
+      application: nameQuery,
+    }),
+  },
+  responses: {
+    200: { description: "the overview", content: { "application/json": { schema: overviewSchema } } },
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated),
+  },
+});
+
+export function overviewRoutes(app: ApiApp, deps: ApiDeps): void {
+  app.openapi(get, async (c) => {
+    const q = c.req.valid("query");
+    const overview = await readOverview(deps.overview, {
+      scopes: scopesFor(c.get("caller"), "read"),
+      ...(q.tenant !== undefined && { tenant: q.tenant }),
+      ...(q.application !== undefined && { application: q.application }),
+    });
+    return c.json(overview, 200);
+  });
+}

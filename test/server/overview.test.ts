@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { ApiClient } from "../../src/cli/api-client.js";
+import type { Overview } from "../../src/core/environments/overview.js";
+import { collect } from "../support/event-stream.js";
+import { TestPostgres } from "../support/postgres.js";
+import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const tokens = { admin: "overview-admin-token-01", teamA: "overview-team-a-viewer2", teamB: "overview-team-b-deploy3" };
+
+/**
+ * The overview on a real server: applications by environment, each cell the release live there,
+ * the last deploy when it did not succeed and a rollout in progress; only what the caller may read.
+ */
+describe("overview: what runs where", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let server: ServerProcess;
+  let artifact: string;
+  const api = (token: string) => new ApiClient(server.url, token);
+  const envconfig = (tenant: string, app: string, env: string, extra: Record<string, unknown> = {}) =>
+    ws.write(`envconfig/${tenant}/${app}/${app}/${env}.yml`, {
+      plugin: "noop",
+      targets: [{ host: `${app}-${env}-1` }, { host: `${app}-${env}-2` }],
+      params: { state_dir: ws.path("state"), ...(extra.params as object) },
+      ...(extra.rollout !== undefined && { rollout: extra.rollout }),
+    });
+  const deploy = async (token: string, tenant: string, app: string, env: string, version: string) => {
+    const { id } = await api(token).submit({
+      descriptor: { ...descriptor(app, env, artifact, version), tenant },
+      descriptor_file: `${app}.yml`,
+    });
+    return id;
+  };
+  const ended = async (token: string, id: string) => (await api(token).deploy(id, 60)).status;
+  let failedStaging = "";
+  let canary = "";
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifact = await ws.write("dist/app.txt", "overview\n");
+    const config = await ws.write(
+      "manent.yml",
+      manentYml(await pg.createDatabase(), {
+        auth: {
+          tokens: [
+            { name: "root", tenant: "*", sha256: sha(tokens.admin) },
+            { name: "looker", tenant: "team-a", role: "viewer", sha256: sha(tokens.teamA) },
+            { name: "bank-ci", tenant: "team-b", role: "deployer", sha256: sha(tokens.teamB) },
+          ],
+        },
+      }),
+    );
+    server = await startServer(config, { cwd: ws.dir });
+    // Environments first deployed in the order of a release path: the overview's columns follow it.
+    for (const env of ["dev", "staging", "prod"]) {
+      await envconfig("team-a", "shop", env);
+      assert.equal(await ended(tokens.admin, await deploy(tokens.admin, "team-a", "shop", env, "1.0.0")), "succeeded");
+    }
+    assert.equal(await ended(tokens.admin, await deploy(tokens.admin, "team-a", "shop", "dev", "1.1.0")), "succeeded");
+    await envconfig("team-a", "shop", "staging", { params: { fail_hosts: "shop-staging-2", fail_mode: "permanent" } });
+    failedStaging = await deploy(tokens.admin, "team-a", "shop", "staging", "1.1.0");
+    assert.notEqual(await ended(tokens.admin, failedStaging), "succeeded");
+    await envconfig("team-a", "shop", "prod", {
+      rollout: { canary: { steps: [{ set_weight: 25 }, { pause: {} }, { set_weight: 100 }] } },
+    });
+    const stream = collect(server.url, tokens.admin, "/api/v1/events");
+    await stream.opened;
+    canary = await deploy(tokens.admin, "team-a", "shop", "prod", "1.1.0");
+    await envconfig("team-b", "bank", "dev");
+    assert.equal(await ended(tokens.teamB, await deploy(tokens.teamB, "team-b", "bank", "dev", "2.0.0")), "succeeded");
+    // The canary waits at its pause (its state is recorded before the event is sent).
+    await stream.waitFor((e) => e.deploy_id === canary && e.type === "gate.waiting");
+    await stream.stop();
+  });
+
+  after(async () => {
+    await server?.stop();
+    await pg?.stop();
+  });
+
+  it("shows each application's artifact by environment: live release, a failed last deploy, a rollout in progress", async () => {
+    const o: Overview = await api(tokens.admin).overview({});
+    assert.deepEqual(o.environments, ["dev", "staging", "prod"]);
+    assert.deepEqual(
+      o.rows.map((r) => `${r.tenant}/${r.application}/${r.artifact}`),
+      ["team-a/shop/shop", "team-b/bank/bank"],
+    );
+    const [dev, staging, prod] = o.rows[0]!.cells;
+    assert.deepEqual([dev!.environment, dev!.live?.version, dev!.live?.by, dev!.in_progress], ["dev", "1.1.0", "root", null]);
+    assert.equal(dev!.last.id, dev!.live!.id);
+    assert.deepEqual(
+      [staging!.live?.version, staging!.last.id, staging!.last.version, staging!.last.status],
+      ["1.0.0", failedStaging, "1.1.0", "failed"],
+    );
+    assert.equal(prod!.live?.version, "1.0.0", "the canary's stable release is what runs in prod");
+    assert.equal(prod!.in_progress?.id, canary);
+    assert.equal(prod!.in_progress?.version, "1.1.0");
+    assert.match(prod!.in_progress?.rollout ?? "", /^canary step 2\/3 at 25 %$/);
+    assert.match(prod!.in_progress?.waiting ?? "", new RegExp(`manent promote ${canary}`));
+    assert.deepEqual(
+      o.rows[1]!.cells.map((c) => [c.environment, c.live?.version]),
+      [["dev", "2.0.0"]],
+    );
+  });
+
+  it("shows a caller only what it may read, whatever it asks for", async () => {
+    const a = await api(tokens.teamA).overview({});
+    assert.deepEqual(
+      a.rows.map((r) => r.tenant),
+      ["team-a"],
+    );
+    assert.deepEqual((await api(tokens.teamA).overview({ tenant: "team-b" })).rows, []);
+    const b = await api(tokens.teamB).overview({});
+    assert.deepEqual([b.environments, b.rows.map((r) => r.application)], [["dev"], ["bank"]]);
+    assert.deepEqual(
+      (await api(tokens.admin).overview({ application: "bank" })).rows.map((r) => r.tenant),
+      ["team-b"],
+    );
+  });
+
+  it("refuses a malformed filter naming the field", async () => {
+    const res = await fetch(new URL("/api/v1/overview?tenant=Team%00A", server.url), {
+      headers: { authorization: `Bearer ${tokens.admin}` },
+    });
+    assert.equal(res.status, 400);
+    assert.match(await res.text(), /tenant/);
+  });
+
+  it("manent overview prints one line per environment, in the overview's order", async () => {
+    const r = await runCli(["overview", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trimEnd().split("\n");
+    assert.equal(lines[0], "team-a/shop");
+    assert.match(lines[1]!, /^ {2}dev {6}1\.1\.0 {2}\d{4}-\d\d-\d\d \d\d:\d\d by root$/);
+    assert.match(lines[2]!, new RegExp(`^  staging  1\\.0\\.0 .* by root; last deploy 1\\.1\\.0 failed \\(${failedStaging}\\)$`));
+    assert.match(
+      lines[3]!,
+      new RegExp(`^  prod {5}1\\.0\\.0 .*; 1\\.1\\.0 running: canary step 2/3 at 25 %; .*manent promote ${canary}.* \\(${canary}\\)$`),
+    );
+    assert.equal(lines.length, 4);
+    const json = await runCli(["overview", "-o", "json"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
+    assert.deepEqual((JSON.parse(json.stdout) as Overview).environments, ["dev", "staging", "prod"]);
+  });
+});
