@@ -2,19 +2,31 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { readlink } from "node:fs/promises";
+import { createServer } from "node:net";
 import { describe, it } from "node:test";
 import { repoRoot } from "./support/server-process.js";
 
 /**
  * The README's first command after `npm ci`: examples/quickstart/run.sh, from a fresh state
- * (no targets, no embedded Postgres). It uses port 8080 and /tmp/manent-quickstart, as documented.
+ * (no embedded Postgres), on a free port given with its --port argument (the machine is shared).
  */
+async function freePort(): Promise<number> {
+  const srv = createServer().listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const { port } = srv.address() as { port: number };
+  srv.close();
+  return port;
+}
+
 describe("quickstart", () => {
   it("deploys hello three times, rolls the third back and lists all three", async () => {
-    // The targets under /tmp/manent-quickstart and the quickstart's workdir are shared with the
-    // test of docs/getting-started.md: each holds this lock while it uses them.
-    const fresh = "rm -rf /tmp/manent-quickstart examples/quickstart/work && exec bash examples/quickstart/run.sh";
-    const child = spawn("flock", ["-o", "/tmp/manent-quickstart.lock", "bash", "-c", fresh], {
+    // The quickstart's workdir and targets (examples/quickstart) are shared with the test of
+    // docs/getting-started.md, which holds this lock while it uses them. A previous run's targets
+    // (here, web-1 on 1.0.0 already) are emptied by run.sh: the first deploy deploys.
+    const fresh =
+      "rm -rf examples/quickstart/work && mkdir -p examples/quickstart/targets/web-1/releases/1.0.0 && " +
+      `ln -sfn releases/1.0.0 examples/quickstart/targets/web-1/current && exec bash examples/quickstart/run.sh --port ${await freePort()}`;
+    const child = spawn("flock", ["-o", "/tmp/manent-port-8080.lock", "bash", "-c", fresh], {
       cwd: repoRoot,
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -51,7 +63,7 @@ describe("quickstart", () => {
     // Both targets are back on 1.1.0.
     for (const host of ["web-1", "web-2"]) {
       assert.match(sections[3]!, new RegExp(`^${host}: (.*/)?releases/1\\.1\\.0$`, "m"));
-      assert.match(await readlink(`/tmp/manent-quickstart/${host}/current`), /releases\/1\.1\.0$/);
+      assert.match(await readlink(`${repoRoot}examples/quickstart/targets/${host}/current`), /releases\/1\.1\.0$/);
     }
 
     // History, newest first: all three deploys with their status.

@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { z } from "zod";
 import { parseDuration } from "../../core/config/duration.js";
 import { targetId, type Target } from "../../core/contract/index.js";
@@ -25,6 +26,8 @@ const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
  * - `transport`: `local` (the manent worker's own filesystem) or `ssh` (default).
  * - `base`: absolute directory on each target holding `releases/<version>` and the `current`
  *   symlink. `{host}` is replaced by the target's host, so several local targets get distinct dirs.
+ *   With transport local it may be relative: to the server's working directory, as `workdir` is
+ *   (so an example's targets stay in its own directory).
  * - `keep_releases`: how many releases to keep on each target (default 5, at least 2); the current
  *   and the previous release are never deleted.
  * - `activate`: optional shell command run with `sh -c` in the new release dir after `current`
@@ -67,13 +70,12 @@ export const paramsSchema = z
     base: z
       .string()
       .min(1)
-      .refine((v) => v.startsWith("/"), { message: "must be an absolute path" })
       .refine((v) => !v.split("/").includes(".."), {
         message: "must not contain '..'",
       })
       .transform((v) => (v.length > 1 ? v.replace(/\/+$/, "") : v))
       .describe(
-        "Absolute directory on each target holding `releases/<version>` and the `current` symlink; `{host}` is replaced by the target's host, so several local targets get distinct directories",
+        "Absolute directory on each target holding `releases/<version>` and the `current` symlink; `{host}` is replaced by the target's host, so several local targets get distinct directories. With transport `local` it may be relative, to the server's working directory",
       ),
     keep_releases: z
       .string()
@@ -181,6 +183,7 @@ export const paramsSchema = z
     if ((p.haproxy_backend || p.haproxy_tester_backend) && !p.haproxy_socket)
       ctx.addIssue({ code: "custom", path: ["haproxy_socket"], message: "is required with haproxy_backend" });
     if (p.transport !== "ssh") return;
+    if (!p.base.startsWith("/")) ctx.addIssue({ code: "custom", path: ["base"], message: "must be an absolute path with transport ssh" });
     if (!p.user)
       ctx.addIssue({
         code: "custom",
@@ -202,7 +205,8 @@ export type Params = z.output<typeof paramsSchema>;
 /** Parses params; an invalid one is a permanent `invalid_argument` error naming the param. */
 export function parseParams(raw: Record<string, string>): Params {
   const r = paramsSchema.safeParse(raw);
-  if (r.success) return r.data;
+  // A relative base (transport local) is the server's, as its workdir is.
+  if (r.success) return r.data.base.startsWith("/") ? r.data : { ...r.data, base: resolve(r.data.base) };
   // A misspelt param would otherwise be ignored and its default silently used.
   const unknown = r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" ? i.keys : []));
   if (unknown.length > 0) {

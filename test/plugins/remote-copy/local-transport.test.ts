@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError, ResultError, capabilitiesOf } from "../../../src/plugin.js";
 import { remoteCopyFactory } from "../../../src/plugins/remote-copy/index.js";
+import { parseParams } from "../../../src/plugins/remote-copy/params.js";
 import { currentOf, makeFile, makeTarball, RecordingLogger, request, rollbackRequest, type TestArtifact } from "./helpers.js";
 
 const targets = [
@@ -59,6 +60,11 @@ describe("remote-copy, local transport", () => {
     ]);
   });
 
+  it("takes a relative base with transport local as the server's, as its workdir", () => {
+    assert.equal(parseParams({ transport: "local", base: "targets/{host}" }).base, join(process.cwd(), "targets/{host}"));
+    assert.equal(parseParams({ transport: "local", base: "/srv/{host}/" }).base, "/srv/{host}");
+  });
+
   it("validates params, naming the bad one", async () => {
     const d = await plugin();
     const bad = async (p: Record<string, string>, name: string) => {
@@ -68,7 +74,8 @@ describe("remote-copy, local transport", () => {
         return true;
       });
     };
-    await bad({ ...params, base: "relative/dir" }, "base");
+    await bad({ ...params, base: "../dir" }, "base");
+    await bad({ transport: "ssh", base: "relative/dir", user: "deploy", host_key_fingerprint: `SHA256:${"A".repeat(43)}` }, "base");
     await bad({ ...params, keep_releases: "1" }, "keep_releases");
     await bad({ ...params, activate_timeout: "soon" }, "activate_timeout");
     await bad({ ...params, transport: "ftp" }, "transport");
