@@ -1,20 +1,17 @@
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
-
 /**
- * Runs the runnable blocks of a Markdown page, in order, in one real bash session, and compares
- * each block's output with the output block shown after it.
+ * Reads the runnable blocks of a Markdown page and compares what each printed with the output
+ * block shown after it; `terminal-session.ts` runs them, in order, in one bash session in a
+ * pseudo-terminal, with only the environment a reader's shell has.
  *
  * Markers (fenced code blocks' info strings; a code host shows them as ordinary blocks):
  * - ```` ```sh runnable ```` runs the block; `exit=N` expects that exit status (default 0);
- *   `background` starts it in the background and waits until it prints `listening on <url>`,
- *   then exports MANENT_SERVER=<url> in the session (a server "in another terminal").
- * - ```` ```output ```` right after a runnable block is what it prints (stdout and stderr).
+ *   `background` starts it in the background and waits until it prints `listening on <url>`
+ *   (a server "in another terminal"); the page itself says how the CLI reaches it.
+ * - ```` ```output ```` right after a runnable block is what the terminal shows (stdout and
+ *   stderr, rendered as a terminal renders them).
  *   Placeholders: `<id>` a deploy id, `<sha256>` 64 hex digits, `<hex>` hex digits, `<n>` a
  *   number, `<time>` an RFC 3339 time, `<any>` anything on one line; a line `...` stands for
- *   any number of lines. `manent`'s `  … step` lines (a step seen running) are ignored on both
+ *   any number of lines; a tab stands for the spaces a terminal shows for it. `manent`'s `  … step` lines (a step seen running) are ignored on both
  *   sides: whether the CLI sees a step running depends on timing.
  * - ```` ```yaml file=PATH ```` (any language) is written to PATH, relative to the session's
  *   current directory, when the run reaches it: the reader writes the same file.
@@ -94,129 +91,10 @@ export function compareOutput(expected: string, actual: string): string | undefi
     }
     let p = line.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     for (const [name, re] of Object.entries(placeholders)) p = p.split(name).join(re);
+    // A terminal shows a tab as the spaces to the next tab stop: a page's tab stands for those.
+    p = p.split("\t").join("[ \\t]+");
     pattern += `${p}\\n`;
   }
   if (new RegExp(`${pattern}$`).test(`${act}\n`)) return undefined;
   return `output differs.\n--- expected (the page)\n${exp}\n--- actual\n${act}\n---`;
-}
-
-export interface RunResult {
-  output: string;
-  status: number;
-}
-
-/** One bash process, as a reader's terminal: `cd` and exports carry over between blocks. */
-export class ShellSession {
-  private readonly child: ChildProcessWithoutNullStreams;
-  private buffer = "";
-  private waiter: (() => void) | undefined;
-  private readonly background: number[] = [];
-  private exited = false;
-
-  constructor(
-    readonly cwd: string,
-    readonly env: NodeJS.ProcessEnv,
-    /** `/home/you` in the page stands for this directory. */
-    readonly home: string,
-    /** Runs bash under this command (e.g. `flock FILE`), when the page needs a resource alone. */
-    wrapper: string[] = [],
-  ) {
-    const [cmd, ...args] = [...wrapper, "bash", "--norc", "--noprofile"];
-    this.child = spawn(cmd!, args, { cwd, env: { ...env, HOME: home }, stdio: ["pipe", "pipe", "pipe"] });
-    const onData = (d: Buffer) => {
-      this.buffer += d.toString();
-      this.waiter?.();
-    };
-    this.child.stdout.on("data", onData);
-    this.child.stderr.on("data", onData);
-    this.child.on("exit", () => {
-      this.exited = true;
-      this.waiter?.();
-    });
-    this.child.stdin.write("exec 2>&1\n");
-  }
-
-  /** `/home/you` -> the session's home, in what the page gives the shell. */
-  private toReal(text: string): string {
-    return text.split("/home/you").join(this.home);
-  }
-
-  /** The session's home -> `/home/you`, in what the shell prints. */
-  toPage(text: string): string {
-    return text.split(this.home).join("/home/you");
-  }
-
-  /** Runs a block like a pasted script (stdin is not the session's), returns its output and last status. */
-  async run(code: string, timeoutMs = 300_000): Promise<RunResult> {
-    const mark = `__DOC_END_${randomBytes(6).toString("hex")}__`;
-    this.buffer = "";
-    this.child.stdin.write(`{\n${this.toReal(code)}\n} </dev/null\nprintf '\\n${mark} %d\\n' $?\n`);
-    const re = new RegExp(`\\n${mark} (\\d+)\\n`);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const m = re.exec(this.buffer);
-      if (m) {
-        const output = this.buffer.slice(0, m.index);
-        this.buffer = this.buffer.slice(m.index + m[0].length);
-        return { output: this.toPage(output), status: Number(m[1]) };
-      }
-      if (this.exited) throw new Error(`the shell exited while running the block:\n${this.toPage(this.buffer)}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`the block did not finish within ${timeoutMs / 1000}s; output so far:\n${this.toPage(this.buffer)}`);
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.waiter = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.waiter = undefined;
-    }
-  }
-
-  /** Starts a block in the background; resolves with the URL it prints as `listening on <url>`. */
-  async startBackground(code: string, timeoutMs = 180_000): Promise<string> {
-    const log = `${this.home}/.doc-background-${this.background.length}.log`;
-    // One simple command, so $! is the server itself and a SIGTERM reaches it (not a subshell).
-    if (code.trim().includes("\n")) throw new Error("a background block is one command");
-    const started = await this.run(`${code.trim()} >${log} 2>&1 &\necho $!`);
-    this.background.push(Number(started.output.trim()));
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const text = await readFile(log, "utf8").catch(() => "");
-      const m = /listening on (http:\/\/\S+)/.exec(text);
-      if (m) {
-        await this.run(`export MANENT_SERVER=${m[1]}`);
-        return m[1]!;
-      }
-      const alive = await this.run(`kill -0 ${this.background.at(-1)} 2>/dev/null && echo alive`);
-      if (!alive.output.includes("alive")) throw new Error(`the background block exited:\n${this.toPage(text).slice(-3000)}`);
-      if (Date.now() > deadline)
-        throw new Error(
-          `the background block did not print "listening on" within ${timeoutMs / 1000}s:\n${this.toPage(text).slice(-3000)}`,
-        );
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-
-  /** Writes a file the page shows, relative to the session's current directory. */
-  async writeFile(path: string, content: string): Promise<void> {
-    const pwd = (await this.run("pwd")).output.trim();
-    const full = resolve(this.toReal(pwd), this.toReal(path));
-    await mkdir(dirname(full), { recursive: true });
-    await writeFile(full, this.toReal(content));
-  }
-
-  /** Stops background processes (SIGTERM, then waits for them), then the shell. */
-  async close(): Promise<void> {
-    for (const pid of this.background.reverse()) {
-      await this.run(`kill -TERM ${pid} 2>/dev/null; for _ in $(seq 1 600); do kill -0 ${pid} 2>/dev/null || break; sleep 0.1; done`).catch(
-        () => undefined,
-      );
-    }
-    if (!this.exited) {
-      this.child.stdin.end("exit\n");
-      await new Promise((r) => this.child.once("exit", r));
-    }
-  }
 }

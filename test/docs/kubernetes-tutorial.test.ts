@@ -8,7 +8,7 @@ import { baseSetup, testPage } from "./page-test.js";
 /**
  * docs/tutorials/kubernetes.md against a real control plane (kube-apiserver, controller manager,
  * etcd; a simulated kubelet runs pods whose image is allowed). The reader administers the cluster:
- * kubectl gets a cluster-admin token in its kubeconfig.
+ * kubectl gets a cluster-admin token in ~/.kube/config, where it looks by default.
  */
 testPage("docs/tutorials/kubernetes.md", async () => {
   const base = await baseSetup();
@@ -32,7 +32,7 @@ testPage("docs/tutorials/kubernetes.md", async () => {
   const path = existsSync(join(tools, "kubectl")) ? `${tools}:${base.env.PATH}` : base.env.PATH;
   return {
     ...base,
-    env: { ...base.env, PATH: path, KUBECONFIG: join(base.home, ".kube/config") },
+    env: { ...base.env, PATH: path },
     cleanup: async () => {
       await cp.stop();
       await base.cleanup?.();

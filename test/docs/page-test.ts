@@ -1,32 +1,45 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { repoRoot } from "../support/server-process.js";
-import { compareOutput, parsePage, ShellSession } from "./doc-runner.js";
+import { compareOutput, parsePage } from "./doc-runner.js";
+import { TerminalSession } from "./terminal-session.js";
 
 /**
- * A page's runnable blocks as tests, in order, in a real shell against real servers (see
- * doc-runner.ts for the markers). One shell, and at most one manent-server, per page.
+ * A page's runnable blocks as tests, in order, in a real shell in a pseudo-terminal against real
+ * servers (see doc-runner.ts for the markers). One shell per page, with the environment a
+ * reader's shell has and nothing else: the page must say everything the reader sets.
  */
 
-/** `manent` and `manent-server` on PATH, as after `npm install -g`; the server on a free port. */
-async function shims(dir: string): Promise<string> {
+/** `manent` and `manent-server` on PATH as `npm link` puts them: links to the clone's bin/. */
+async function linkedBin(dir: string): Promise<string> {
   const bin = join(dir, "bin");
   await mkdir(bin, { recursive: true });
-  await writeFile(join(bin, "manent"), `#!/bin/sh\nexec "${process.execPath}" "${repoRoot}bin/manent.js" "$@"\n`);
-  // Tests share the machine: the server takes a free port (it prints it; the runner exports
-  // MANENT_SERVER), where a reader's would take manent.yml's listen.
-  await writeFile(
-    join(bin, "manent-server"),
-    `#!/bin/sh\nexec "${process.execPath}" "${repoRoot}bin/manent-server.js" "$@" --listen 127.0.0.1:0\n`,
-  );
-  await chmod(join(bin, "manent"), 0o755);
-  await chmod(join(bin, "manent-server"), 0o755);
+  await symlink(join(repoRoot, "bin/manent.js"), join(bin, "manent"));
+  await symlink(join(repoRoot, "bin/manent-server.js"), join(bin, "manent-server"));
   return bin;
 }
+
+/** The directories of a reader's PATH: the system's, Node's, and Go's when it is installed. */
+function readerPath(): string[] {
+  const dirs = [dirname(process.execPath)];
+  const go = ["/usr/local/go/bin/go", ...(process.env.PATH ?? "").split(":").map((d) => join(d, "go"))].find((f) => existsSync(f));
+  if (go) dirs.push(dirname(go));
+  return [...new Set([...dirs, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"])];
+}
+
+/** What a login shell on a terminal has: nothing of manent's, no test variable. */
+const readerVariables = new Set(["HOME", "PATH", "TERM", "LANG", "USER", "LOGNAME", "SHELL"]);
+
+/**
+ * Serializes the pages and tests that use a fixed port of this machine (shared by every clone
+ * on it): the pages run a server on the port their manent.yml names, as a reader's would.
+ */
+export const portLock = (port: number): string[] => ["flock", "-o", `/tmp/manent-port-${port}.lock`];
 
 export interface PageSetup {
   cwd: string;
@@ -39,11 +52,15 @@ export interface PageSetup {
 export function testPage(page: string, setup: () => Promise<PageSetup>): void {
   const items = parsePage(readFileSync(join(repoRoot, page), "utf8"));
   describe(page, () => {
-    let session: ShellSession;
+    let session: TerminalSession;
     let fixture: PageSetup;
     before(async () => {
       fixture = await setup();
-      session = new ShellSession(fixture.cwd, fixture.env, fixture.home, fixture.wrapper);
+      // A variable beyond a reader's own is one the page tells the reader to set.
+      const markdown = readFileSync(join(repoRoot, page), "utf8");
+      for (const name of Object.keys(fixture.env).filter((n) => !readerVariables.has(n)))
+        assert.match(markdown, new RegExp(`^\\s*export (?:.* )?${name}=`, "m"), `${page} never tells the reader to set ${name}`);
+      session = new TerminalSession(fixture.cwd, fixture.env, fixture.home, fixture.wrapper);
     });
     after(async () => {
       await session?.close();
@@ -78,15 +95,34 @@ export function testPage(page: string, setup: () => Promise<PageSetup>): void {
   });
 }
 
+/**
+ * A temporary HOME, and PATH with the linked `manent` and `manent-server`; the shell waits for
+ * port 8080 (manent's default listen), which its pages' servers use.
+ */
 export async function baseSetup(cwd?: string): Promise<PageSetup> {
   const dir = await mkdtemp(join(tmpdir(), "manent-doc-"));
   await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user and must reach it
   const home = join(dir, "home");
   await mkdir(home, { recursive: true, mode: 0o755 });
-  const bin = await shims(dir);
-  // MANENT_OUTPUT=text: the pages show what a reader sees on a terminal; this shell's stdout is a pipe (JSON otherwise).
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, MANENT_LOG_LEVEL: "info", MANENT_OUTPUT: "text" };
-  delete env.MANENT_SERVER;
-  delete env.MANENT_TOKEN;
-  return { cwd: cwd ?? home, home, env, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  const bin = await linkedBin(dir);
+  const env: NodeJS.ProcessEnv = {
+    HOME: home,
+    PATH: [bin, ...readerPath()].join(":"),
+    TERM: "xterm-256color",
+    LANG: "C.UTF-8",
+    USER: process.env.USER ?? "root",
+    LOGNAME: process.env.USER ?? "root",
+    SHELL: "/bin/bash",
+  };
+  return { cwd: cwd ?? home, home, env, wrapper: portLock(8080), cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** The reader's Go caches in the temporary HOME (links to the real ones), where Go looks by default. */
+export async function linkGoCaches(home: string): Promise<void> {
+  const [cache, modcache, gopath] = execFileSync("go", ["env", "GOCACHE", "GOMODCACHE", "GOPATH"], { encoding: "utf8" }).trim().split("\n");
+  await mkdir(join(home, ".cache"), { recursive: true });
+  await symlink(cache!, join(home, ".cache/go-build"));
+  await mkdir(join(home, "go/pkg"), { recursive: true });
+  await symlink(modcache!, join(home, "go/pkg/mod"));
+  if (existsSync(join(gopath!, "bin"))) await symlink(join(gopath!, "bin"), join(home, "go/bin"));
 }

@@ -1,6 +1,6 @@
 /**
  * The reader's browser in the sign-in tutorial's test (docs/tutorials/sign-in-oidc.md): what
- * `manent login` opens ($BROWSER), where the reader signs in as the page says (alice, any password)
+ * `manent login` opens (as xdg-open), where the reader signs in as the page says (alice, any password)
  * and confirms. A real Chromium on the provider's real pages.
  */
 import { launchChromium, signInAtProvider } from "../support/browser.js";

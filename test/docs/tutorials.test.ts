@@ -3,18 +3,16 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { repoRoot } from "../support/server-process.js";
 import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
-import { baseSetup, testPage } from "./page-test.js";
+import { baseSetup, linkGoCaches, testPage } from "./page-test.js";
 
 /** The tutorials that need no Kubernetes: run as the reader would, against real servers. */
 
-// The quickstart's files, run by hand. Its targets (/tmp/manent-quickstart) are shared with
-// test/quickstart.test.ts: both hold this lock while they use them.
-testPage("docs/getting-started.md", async () => ({
-  ...(await baseSetup(repoRoot)),
-  wrapper: ["flock", "-o", "/tmp/manent-quickstart.lock"],
-}));
+// The quickstart's files, run by hand. Its workdir and targets (in examples/quickstart) are
+// shared with test/quickstart.test.ts, which holds the same port lock while it uses them.
+testPage("docs/getting-started.md", () => baseSetup(repoRoot));
 
-// Two real sshd "hosts" on loopback addresses, letting the deploy user in with a generated key.
+// Two real sshd "hosts" on loopback addresses, letting the deploy user in with a generated key:
+// the page tells the reader to export their hosts' names in these variables.
 testPage("docs/tutorials/remote-copy-ssh.md", async () => {
   const base = await baseSetup();
   const hosts = await startSshHosts(2);
@@ -44,8 +42,8 @@ testPage("docs/tutorials/remote-copy-ssh.md", async () => {
 testPage("docs/tutorials/external-plugin.md", async () => {
   const base = await baseSetup(repoRoot);
   // The reader's Go caches; the session's temporary HOME would otherwise start them cold.
-  const goEnv = execFileSync("go", ["env", "GOCACHE", "GOMODCACHE", "GOPATH"], { encoding: "utf8" }).trim().split("\n");
-  return { ...base, env: { ...base.env, GOCACHE: goEnv[0], GOMODCACHE: goEnv[1], GOPATH: goEnv[2] } };
+  await linkGoCaches(base.home);
+  return base;
 });
 
 // The canary quickstart's files, HAProxy and fixed ports: shared with test/canary-quickstart.test.ts
@@ -68,9 +66,11 @@ testPage("docs/tutorials/canary-analysis.md", async () => {
 testPage("docs/tutorials/sign-in-oidc.md", async () => {
   const base = await baseSetup(repoRoot);
   // The reader's browser, which `manent login` opens: signs in on the provider's page as the page says.
-  const browser = join(base.home, "reader-browser");
-  await writeFile(browser, `#!/bin/sh\ncd ${repoRoot} && exec node --import tsx test/docs/reader-browser.ts "$@"\n`, { mode: 0o755 });
-  // The reader's credentials go to their home (~/.config/manent), as the page shows.
-  const { XDG_CONFIG_HOME: _xdg, ...env } = base.env;
-  return { ...base, env: { ...env, BROWSER: browser } };
+  // (xdg-open, as on a Linux desktop, first on the reader's PATH: this machine's own opens nothing).
+  const desktop = join(base.home, "..", "desktop-bin");
+  await mkdir(desktop, { recursive: true });
+  await writeFile(join(desktop, "xdg-open"), `#!/bin/sh\ncd ${repoRoot} && exec node --import tsx test/docs/reader-browser.ts "$@"\n`, {
+    mode: 0o755,
+  });
+  return { ...base, env: { ...base.env, PATH: `${desktop}:${base.env.PATH}` } };
 });
