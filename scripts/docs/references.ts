@@ -4,6 +4,7 @@ import { descriptorSchema, envconfigSchema, manentConfigSchema } from "../../src
 import { main as serverMain } from "../../src/server/main.js";
 import { cliReference } from "./cli-reference.js";
 import { codesReference } from "./codes-reference.js";
+import { eventsReference } from "./events-reference.js";
 import { loadOpenApi, placeholderRoutes, renderOpenApi } from "./http-reference.js";
 import { metricsReference } from "./metrics-reference.js";
 import { pluginsReference } from "./plugins-reference.js";
@@ -106,6 +107,16 @@ export async function generateReferences(): Promise<References> {
       "src/core/errors.ts, src/server/http-status.ts and src/cli/exit-codes.ts",
       "",
       await codesReference(repoRoot),
+    ),
+  );
+
+  files.set(
+    "docs/reference/events.md",
+    page(
+      "Event stream reference",
+      "deployEventTypes in src/core/engine/deploy-events.ts (test/docs/event-types.test.ts compares it with the database triggers that write the events)",
+      "",
+      eventsReference(),
     ),
   );
 

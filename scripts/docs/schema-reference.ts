@@ -106,12 +106,28 @@ function typeName(schema: Schema, meta: z.core.GlobalMeta): string {
   }
 }
 
-function formatDefault(value: unknown, type: string): string {
-  if (type === "duration" && typeof value === "number") return `\`${formatDuration(value)}\``;
-  if (Array.isArray(value) && value.length === 0) return "`[]`";
-  if (typeof value === "object" && value !== null && Object.keys(value).length === 0) return "`{}`";
-  if (typeof value === "string") return `\`${value}\``;
-  return `\`${JSON.stringify(value)}\``;
+function formatDefault(value: unknown, type: string, schema: Schema): string {
+  return `\`${defaultText(value, type, schema)}\``;
+}
+
+/**
+ * A default as it would be written in the file (YAML flow style): an object's durations as
+ * `5s`, like the rows of its keys, never the milliseconds they are parsed into.
+ */
+function defaultText(value: unknown, type: string, schema: Schema): string {
+  if (type === "duration" && typeof value === "number") return formatDuration(value);
+  if (Array.isArray(value)) return value.length === 0 ? "[]" : JSON.stringify(value);
+  if (typeof value === "object" && value !== null) {
+    const d = def(schema);
+    const shape = d.type === "object" ? (d.shape as Record<string, Schema>) : {};
+    const entries = Object.entries(value).map(([k, v]) => {
+      const child = shape[k] ? unwrap(shape[k]) : undefined;
+      return `${k}: ${child ? defaultText(v, typeName(child.inner, child.meta), child.inner) : JSON.stringify(v)}`;
+    });
+    return entries.length === 0 ? "{}" : `{${entries.join(", ")}}`;
+  }
+  if (typeof value === "string") return value;
+  return JSON.stringify(value);
 }
 
 /** Milliseconds as manent reads durations: 1000 → "1s", 90000 → "1m30s". */
@@ -144,7 +160,7 @@ function walk(schema: Schema, path: string, rows: Row[], required: boolean): voi
       key: path,
       type,
       required: required && !u.optional,
-      ...(u.hasDefault && { defaultValue: formatDefault(u.defaultValue, type) }),
+      ...(u.hasDefault && { defaultValue: formatDefault(u.defaultValue, type, u.inner) }),
       ...(typeof u.meta.description === "string" && { description: u.meta.description }),
       examples: Array.isArray(u.meta.examples) ? u.meta.examples.map(formatExample) : [],
     });

@@ -11,7 +11,7 @@ import { sessionStatements } from "./pg-session-store.js";
  * checkpoints; these keep what users see: deploy records, step and target progress.
  * Statements are idempotent and run under the schema lock, so several servers can start at once.
  */
-const statements = [
+export const schemaStatements = [
   `create schema if not exists manent`,
   `create table if not exists manent.deploys (
      id text primary key,
@@ -121,6 +121,13 @@ export async function underSchemaLock<T>(pool: pg.Pool, logger: Logger, fn: () =
 /** Creates or updates manent's tables: statements that are idempotent, run {@link underSchemaLock}. */
 export async function migrate(pool: pg.Pool): Promise<void> {
   // Events and audit last: their triggers attach to the tables above.
-  for (const sql of [...statements, ...uploadStatements, ...tokenStatements, ...sessionStatements, ...eventStatements, ...auditStatements])
+  for (const sql of [
+    ...schemaStatements,
+    ...uploadStatements,
+    ...tokenStatements,
+    ...sessionStatements,
+    ...eventStatements,
+    ...auditStatements,
+  ])
     await pool.query(sql);
 }

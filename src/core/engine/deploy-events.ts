@@ -6,11 +6,7 @@ import { terminalStatuses, type DeployRecord, type DeployStatus, type StepStatus
  * `GET /api/v1/events`). `id` is a durable, increasing sequence: a client that reconnects with
  * `Last-Event-ID: <id>` gets every later event.
  *
- * Types: `deploy.created`, `deploy.status` (a terminal `status` means finished), `step.started`,
- * `step.succeeded`, `step.failed` (one attempt failed; a retry starts again), `step.skipped`,
- * `target.updated`, and for rollouts `wave.moved`, `canary.moved`, `analysis.measured`,
- * `gate.waiting`, `gate.passed`, `gate.approved`, `canary.promoted`, `rollout.aborted`,
- * `rollout.updated`.
+ * Its `type` is one of {@link deployEventTypes}.
  */
 export interface DeployEvent {
   id: number;
@@ -20,6 +16,81 @@ export interface DeployEvent {
   type: string;
   data: Record<string, unknown>;
 }
+
+/**
+ * Every event type and the keys of its `data`: what `docs/reference/events.md` lists (generated
+ * from this), and what the triggers of src/storage/events-schema.ts write (a test compares them).
+ */
+export const deployEventTypes = {
+  "deploy.created": {
+    about: "A deploy, rollback or dry-run was recorded: the deploy as `GET /api/v1/deploys/{id}` shows it, without steps and targets",
+    data: [
+      "id",
+      "kind",
+      "tenant",
+      "application",
+      "artifact",
+      "environment",
+      "version",
+      "plugin",
+      "status",
+      "error",
+      "submitted_by",
+      "submitted_by_id",
+      "created_at",
+      "started_at",
+      "finished_at",
+    ],
+  },
+  "deploy.status": {
+    about: "The deploy's status, error or plugin changed; a terminal `status` (succeeded, failed, rolled_back, cancelled) is its end",
+    data: ["status", "error", "plugin", "started_at", "finished_at"],
+  },
+  "step.started": {
+    about: "An attempt of a step began (`attempt` counts from 1; a retry is a new attempt)",
+    data: ["name", "seq", "attempt", "started_at"],
+  },
+  "step.succeeded": { about: "The step's attempt succeeded", data: ["name", "seq", "attempt", "duration_ms", "error"] },
+  "step.failed": {
+    about: "The step's attempt failed with `error`; a retry starts it again with a new `step.started`",
+    data: ["name", "seq", "attempt", "duration_ms", "error"],
+  },
+  "step.skipped": {
+    about: "The step did not run (nothing to do, or the deploy ended first)",
+    data: ["name", "seq", "attempt", "duration_ms", "error"],
+  },
+  "target.updated": {
+    about:
+      "A target's result in a phase (`deploy`, `rollback`, …) changed (`status` deployed, failed, skipped, unchanged, rolled_back and others; `error` its message)",
+    data: ["phase", "host", "status", "duration_ms", "error", "details"],
+  },
+  "wave.moved": { about: "A rollout in waves moved to another wave, or a wave's state changed", data: ["current_wave", "waves"] },
+  "canary.moved": { about: "A canary's step, weight or phase changed", data: ["canary"] },
+  "analysis.measured": { about: "Analysis checks took new measurements (only the new ones)", data: ["measurements"] },
+  "gate.waiting": {
+    about: "The rollout waits: a pause or an approval (`waiting`), `previous` the wait before it if any",
+    data: ["waiting", "previous"],
+  },
+  "gate.passed": { about: "The rollout no longer waits (`waiting` null, `previous` the wait that ended)", data: ["waiting", "previous"] },
+  "gate.approved": {
+    about: "Someone approved (`manent approve`): the command as recorded",
+    data: ["seq", "command", "full_promote", "sent_by", "sent_at", "during"],
+  },
+  "canary.promoted": {
+    about: "Someone promoted (`manent promote`, `full_promote` for --full): the command as recorded",
+    data: ["seq", "command", "full_promote", "sent_by", "sent_at", "during"],
+  },
+  "rollout.aborted": {
+    about: "Someone aborted the rollout (`manent abort`): the command as recorded",
+    data: ["seq", "command", "full_promote", "sent_by", "sent_at", "during"],
+  },
+  "rollout.updated": {
+    about: "The whole rollout state after any change of it (sent after the more specific events above)",
+    data: ["rollout"],
+  },
+} as const satisfies Record<string, { about: string; data: readonly string[] }>;
+
+export type DeployEventType = keyof typeof deployEventTypes;
 
 /** The deploy a stream of events describes, without what only the full record has (request, step output). */
 export type DeployView = Omit<DeployRecord, "request"> & { request?: Record<string, unknown> };

@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { deployEventTypes } from "../../src/core/engine/deploy-events.js";
+import type { StepStatus } from "../../src/core/engine/deploy-store.js";
+import { eventStatements } from "../../src/storage/events-schema.js";
+import { schemaStatements } from "../../src/storage/schema.js";
+
+/**
+ * The event types docs/reference/events.md lists (generated from `deployEventTypes`) are the ones
+ * the database triggers write, with the same keys in `data`: read from the triggers' SQL.
+ */
+
+/** The statuses a finished step attempt is written with (`'step.' || new.status`): every one but running. */
+const stepEnds = ["succeeded", "failed", "skipped"] as const;
+// Fails to compile when StepStatus gains a status this list does not name.
+const allStepEnds: [Exclude<StepStatus, "running" | (typeof stepEnds)[number]>] extends [never] ? true : false = true;
+
+/** The keys of the first `jsonb_build_object(...)` at or after `from`. */
+function objectKeys(sql: string, from: number): string[] {
+  const start = sql.indexOf("jsonb_build_object(", from);
+  assert.ok(start >= 0, `no jsonb_build_object after ${sql.slice(from, from + 60)}`);
+  let depth = 0;
+  let end = start + "jsonb_build_object".length;
+  for (; end < sql.length; end++) {
+    if (sql[end] === "(") depth++;
+    else if (sql[end] === ")" && --depth === 0) break;
+  }
+  // Arguments alternate key, value: the keys are the quoted names followed by a comma.
+  return [...new Set([...sql.slice(start, end).matchAll(/'([a-z_]+)',/g)].map((m) => m[1]!))];
+}
+
+describe("event types", () => {
+  const sql = eventStatements.join("\n");
+  const commandsFn = eventStatements.find((s) => s.includes("manent.command_events()") && s.includes("language plpgsql"))!;
+  const commandsTable = schemaStatements.find((s) => s.includes("create table if not exists manent.deploy_commands"))!;
+  const commandColumns = [...commandsTable.matchAll(/^\s+([a-z_]+) [a-z]/gm)]
+    .map((m) => m[1]!)
+    .filter((c) => c !== "deploy_id" && c !== "primary");
+
+  /** type -> keys of data, as the triggers write them. */
+  const written = new Map<string, string[]>();
+  for (const m of sql.matchAll(/'([a-z]+\.[a-z_]+)'/g)) {
+    const type = m[1]!;
+    if (type.startsWith("manent.")) continue; // a table's name
+    written.set(type, commandsFn.includes(`'${type}'`) ? commandColumns : objectKeys(sql, m.index));
+  }
+  const stepEnd = sql.indexOf("'step.' || new.status");
+  assert.ok(stepEnd >= 0 && allStepEnds);
+  for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
+
+  it("documents every type the triggers write, and no other", () => {
+    assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());
+  });
+
+  for (const [type, keys] of written) {
+    it(`${type}: documents the keys of data the trigger writes`, () => {
+      const documented = (deployEventTypes as Record<string, { data: readonly string[] }>)[type]?.data ?? [];
+      assert.deepEqual([...documented].sort(), [...keys].sort());
+    });
+  }
+});
