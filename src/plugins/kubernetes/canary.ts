@@ -62,9 +62,87 @@ export function specReplicas(o: KubeObject | undefined): number {
   return typeof r === "number" && r >= 0 ? r : 1;
 }
 
-/** Candidate replicas at `weight`: in proportion to the stable ones, rounded up; at least one when testers need a pod. */
-export function canaryReplicas(stable: number, weight: number, minimum: number): number {
-  return Math.max(minimum, Math.ceil((stable * weight) / 100));
+/** Candidate replicas at `weight` with a route (the route carries the share): in proportion to the stable ones, rounded up, at least one (testers need a pod). */
+export function canaryReplicas(stable: number, weight: number): number {
+  return Math.max(1, Math.ceil((stable * weight) / 100));
+}
+
+/**
+ * Without a route the share of the stable Service's endpoints is the share of pods, so the `n`
+ * pods the stable Deployment had are divided: the candidate gets round(n·w/100) and the stable the
+ * rest, as Argo Rollouts does without a traffic router. Between 0 and 100 each keeps at least one
+ * pod (the candidate gets some traffic, the stable is not gone before the promote), so with one
+ * pod both run one (50 %), and with n pods the share moves in steps of 1/n.
+ */
+export function replicaSplit(n: number, weight: number): { candidate: number; stable: number } {
+  if (weight <= 0) return { candidate: 0, stable: n };
+  if (weight >= 100) return { candidate: n, stable: 0 };
+  const candidate = Math.min(Math.max(1, Math.round((n * weight) / 100)), Math.max(1, n - 1));
+  return { candidate, stable: Math.max(1, n - candidate) };
+}
+
+/** The field manager of the stable Deployments' replicas while a canary without a route divides them. */
+export const canaryFieldManager = "manent-canary";
+
+/** Sets a stable Deployment's replicas (a merge patch, as `kubectl scale` would, by manent-canary). */
+export async function scaleStable(
+  client: ClusterClient,
+  namespace: string,
+  name: string,
+  replicas: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const path = await client.pathOf("apps/v1", "Deployment", namespace, name);
+  try {
+    await client.request("PATCH", path, {
+      query: { fieldManager: canaryFieldManager },
+      body: { spec: { replicas } },
+      contentType: "application/merge-patch+json",
+      signal,
+    });
+  } catch (err) {
+    throw objectError(client, { apiVersion: "apps/v1", kind: "Deployment", namespace, name }, "patch", err);
+  }
+}
+
+/**
+ * Gives a stable Deployment its `replicas` back and drops manent-canary's claim on them, so the
+ * next server-side apply of the release owns `spec.replicas` again (with the claim left, a release
+ * changing its replicas would conflict with manent-canary). False when there was nothing to do.
+ */
+export async function restoreStable(
+  client: ClusterClient,
+  namespace: string,
+  name: string,
+  replicas: number,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const live = await client.get("apps/v1", "Deployment", namespace, name, signal);
+  if (!live) return false;
+  const entries = (live.metadata.managedFields ?? []) as { manager?: string; operation?: string }[];
+  const claimed = entries.findIndex((m) => m.manager === canaryFieldManager && m.operation === "Update");
+  if (claimed < 0 && specReplicas(live) === replicas) return false;
+  if (specReplicas(live) !== replicas) await scaleStable(client, namespace, name, replicas, signal);
+  const after = await client.get("apps/v1", "Deployment", namespace, name, signal);
+  const i = ((after?.metadata.managedFields ?? []) as { manager?: string; operation?: string }[]).findIndex(
+    (m) => m.manager === canaryFieldManager && m.operation === "Update",
+  );
+  if (i >= 0) {
+    const path = await client.pathOf("apps/v1", "Deployment", namespace, name);
+    try {
+      await client.request("PATCH", path, {
+        body: [
+          { op: "test", path: `/metadata/managedFields/${i}/manager`, value: canaryFieldManager },
+          { op: "remove", path: `/metadata/managedFields/${i}` },
+        ],
+        contentType: "application/json-patch+json",
+        signal,
+      });
+    } catch (err) {
+      throw objectError(client, { apiVersion: "apps/v1", kind: "Deployment", namespace, name }, "patch", err);
+    }
+  }
+  return true;
 }
 
 interface BackendRef {

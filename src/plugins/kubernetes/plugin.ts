@@ -47,6 +47,10 @@ import {
   canaryReplicas,
   candidateObjects,
   listCandidates,
+  replicaSplit,
+  restoreStable,
+  scaleStable,
+  canaryName,
   recordedRules,
   recordRules,
   readRoute,
@@ -196,8 +200,12 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forAllTargets(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
-        // At weight 0 nothing is asked of the candidate: a revert must not wait on (or fail with) a candidate that never became ready.
-        await this.candidates(req, prep, client, weight, weight > 0);
+        if (prep.params.traffic_route) {
+          // At weight 0 nothing is asked of the candidate: a revert must not wait on (or fail with) a candidate that never became ready.
+          await this.candidates(req, prep, client, weight, weight > 0);
+          return {};
+        }
+        await this.divideReplicas(req, prep, client, weight);
         return {};
       }),
     );
@@ -235,13 +243,22 @@ export class KubernetesDeployer
         const route = await readRoute(client, prep.params.namespace, prep.params.traffic_route, req.signal);
         return routeWeight(route.spec?.rules ?? [], await this.stableServices(req, prep, client));
       }
+      // The candidate's share of the pods behind the stable Service (see replicaSplit).
       const cands = (await listCandidates(client, prep.params.namespace, selectorOf(prep.ctx), req.signal)).filter(
         (o) => o.kind === "Deployment",
       );
       const first = cands[0];
       if (!first) return 0;
-      const stable = Number(req.traffic?.[`replicas/${clusterKey(t)}/${first.metadata.name.replace(/-canary$/, "")}`] ?? 1);
-      return stable === 0 ? 0 : Math.min(100, Math.round((100 * specReplicas(first)) / stable));
+      const stable = await client.get(
+        "apps/v1",
+        "Deployment",
+        prep.params.namespace,
+        first.metadata.name.replace(/-canary$/, ""),
+        req.signal,
+      );
+      const c = specReplicas(first);
+      const all = c + (stable ? specReplicas(stable) : 0);
+      return all === 0 ? 0 : Math.round((100 * c) / all);
     });
   }
 
@@ -280,8 +297,11 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forEachTarget(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
+        // Without a route the stable Deployments were scaled down: their replicas back first, and
+        // manent-canary's claim on them dropped, so that the release's apply owns them again.
+        if (!prep.params.traffic_route) await this.restoreStables(req, prep.params, client, false);
         const result = await this.deployTarget(req, prep, t, client);
-        await this.removeCandidate(req, prep.params, prep.ctx, client);
+        await this.removeCandidate(req, prep.params, prep.ctx, client, false);
         return result;
       }),
     );
@@ -297,7 +317,7 @@ export class KubernetesDeployer
     const ctx = contextOf(req, params);
     const out = await forAllTargets(req, (t) =>
       withClient(req, params, t, async (client) => {
-        await this.removeCandidate(req, params, ctx, client);
+        await this.removeCandidate(req, params, ctx, client, true);
         return {};
       }),
     );
@@ -308,10 +328,9 @@ export class KubernetesDeployer
   private async candidates(req: Request, prep: Prepared, client: ClusterClient, weight: number, wait: boolean): Promise<KubeObject[]> {
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
     const withRoute = Boolean(prep.params.traffic_route);
-    const key = clusterKey(client.target);
     const cands = candidateObjects(r.objects, withRoute, (o) => {
-      const recorded = req.traffic?.[`replicas/${key}/${o.metadata.name}`];
-      return canaryReplicas(recorded === undefined ? specReplicas(o) : Number(recorded), weight, withRoute ? 1 : 0);
+      const n = this.recordedReplicas(req, client, o);
+      return withRoute ? canaryReplicas(n, weight) : replicaSplit(n, weight).candidate;
     });
     if (!cands.some((o) => o.kind === "Deployment")) {
       throw new ManentError(
@@ -325,14 +344,78 @@ export class KubernetesDeployer
     return cands;
   }
 
+  /** The stable Deployment's replicas PrepareSlots recorded (else the manifest's). */
+  private recordedReplicas(req: Request, client: ClusterClient, stable: KubeObject): number {
+    const recorded = req.traffic?.[`replicas/${clusterKey(client.target)}/${stable.metadata.name}`];
+    return recorded === undefined ? specReplicas(stable) : Number(recorded);
+  }
+
+  /**
+   * Without a route: the recorded pods of each stable Deployment divided between it and its
+   * candidate ({@link replicaSplit}), so the candidate's share of the stable Service's endpoints is
+   * the weight. The side that grows goes first and is waited for, then the other shrinks: capacity
+   * never drops below what was recorded.
+   */
+  private async divideReplicas(req: Request, prep: Prepared, client: ClusterClient, weight: number): Promise<void> {
+    const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
+    const stables = r.objects.filter((o) => o.apiVersion === "apps/v1" && o.kind === "Deployment");
+    const first = stables[0];
+    if (!first) return;
+    const live = await client.get("apps/v1", "Deployment", prep.params.namespace, canaryName(first.metadata.name), req.signal);
+    const up = replicaSplit(this.recordedReplicas(req, client, first), weight).candidate >= (live ? specReplicas(live) : 0);
+    const scaleStables = async () => {
+      for (const o of stables) {
+        const stable = replicaSplit(this.recordedReplicas(req, client, o), weight).stable;
+        await scaleStable(client, prep.params.namespace, o.metadata.name, stable, req.signal);
+      }
+      await waitForRollouts(client, stables, prep.params.wait_timeout, req.signal);
+    };
+    if (!up) await scaleStables();
+    // At weight 0 nothing is asked of the candidate: a revert must not wait on (or fail with) a candidate that never became ready.
+    await this.candidates(req, prep, client, weight, weight > 0);
+    if (up) await scaleStables();
+    req.logger.info("kubernetes: replicas divided", { cluster: targetId(client.target), candidate_weight: weight });
+  }
+
+  /** Gives the stable Deployments the replicas PrepareSlots recorded (see restoreStable); with `wait`, until they have rolled out. */
+  private async restoreStables(req: Request, params: KubernetesParams, client: ClusterClient, wait: boolean): Promise<void> {
+    const prefix = `replicas/${clusterKey(client.target)}/`;
+    const restored: KubeObject[] = [];
+    for (const [k, v] of Object.entries(req.traffic ?? {})) {
+      if (!k.startsWith(prefix)) continue;
+      const name = k.slice(prefix.length);
+      if (await restoreStable(client, params.namespace, name, Number(v), req.signal))
+        restored.push({ apiVersion: "apps/v1", kind: "Deployment", metadata: { name, namespace: params.namespace } });
+    }
+    if (wait) await waitForRollouts(client, restored, params.wait_timeout, req.signal);
+  }
+
   private async stableServices(req: Request, prep: Prepared, client: ClusterClient): Promise<Set<string>> {
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, await client.version());
     return new Set(r.objects.filter((o) => o.apiVersion === "v1" && o.kind === "Service").map((o) => o.metadata.name));
   }
 
-  /** Route back to the stable Services only (no candidate refs, no tester rule); candidate objects deleted. */
-  private async removeCandidate(req: Request, params: KubernetesParams, ctx: ReleaseContext, client: ClusterClient): Promise<void> {
+  /** The route back to its recorded rules (no candidate refs, no tester rule), or the stable replicas back without one; candidate objects deleted. */
+  private async removeCandidate(
+    req: Request,
+    params: KubernetesParams,
+    ctx: ReleaseContext,
+    client: ClusterClient,
+    restoreStables: boolean,
+  ): Promise<void> {
     const cands = await listCandidates(client, params.namespace, selectorOf(ctx), req.signal);
+    // After a promote the release's apply gave the stable Deployments their (new) replicas.
+    if (!params.traffic_route && restoreStables) {
+      // The stable pods back before the candidate's go; the candidate goes even when they do not come back.
+      const failed = await this.restoreStables(req, params, client, true).then(
+        () => undefined,
+        (err: unknown) => ManentError.from(err),
+      );
+      if (failed) {
+        await deleteAll(client, sortForDelete(cands.map(refOf)), req.signal);
+        throw failed;
+      }
+    }
     if (params.traffic_route) {
       const services = new Set(cands.filter((o) => o.kind === "Service").map((o) => o.metadata.name.replace(/-canary$/, "")));
       const current = await readRoute(client, params.namespace, params.traffic_route, req.signal);

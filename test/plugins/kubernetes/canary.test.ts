@@ -8,7 +8,17 @@ import { ManentError, type Request } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, tutorialRoleRules, type ClusterAccess } from "../../support/kube/control-plane.js";
 import { repoRoot } from "../../support/server-process.js";
-import { getObj, helloManifest, makeRequest, memoryLogger, pullableImages, rollbackRequest, scratch, stuckManifest } from "./helpers.js";
+import {
+  getObj,
+  helloManifest,
+  specManagers,
+  makeRequest,
+  memoryLogger,
+  pullableImages,
+  rollbackRequest,
+  scratch,
+  stuckManifest,
+} from "./helpers.js";
 
 const run = promisify(execFile);
 
@@ -177,28 +187,72 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     assert.equal(await version("hello"), "1.0.0");
   });
 
-  it("without a route, the weight is the candidate's share of replicas behind the stable Service", async () => {
+  it("without a route, the weight is the candidate's share of the stable Service's ready endpoints; the stable gets its pods back", async () => {
     const traffic = await d.prepareSlots(req("1.2.0"));
     const r = req("1.2.0", {}, traffic);
     await d.deployCandidate(r);
     assert.equal((await deployment("hello-canary"))!.spec.replicas, 0);
     assert.equal(await service("hello-canary"), undefined, "no candidate Service: the stable one selects the candidate pods too");
-    const podLabels = ((await deployment("hello-canary"))!.spec as { template?: { metadata?: { labels?: Record<string, string> } } })
-      .template?.metadata?.labels;
+    const podLabels = (await deployment("hello-canary"))!.spec.template?.metadata?.labels;
     assert.equal(podLabels?.["app"], "hello");
-    for (const [weight, replicas] of [
-      [10, 1],
-      [50, 2],
+    /** The ready endpoints of the stable Service hello, as its EndpointSlices list them: candidate pods and the others. */
+    const endpoints = async () => {
+      const slices = await cp.list("discovery.k8s.io/v1", "EndpointSlice", "hello", "kubernetes.io/service-name=hello");
+      const pods = slices.flatMap((s) =>
+        ((s as { endpoints?: { conditions?: { ready?: boolean }; targetRef?: { name?: string } }[] }).endpoints ?? [])
+          .filter((e) => e.conditions?.ready)
+          .map((e) => e.targetRef?.name ?? ""),
+      );
+      const candidate = pods.filter((p) => p.startsWith("hello-canary-")).length;
+      return { candidate, stable: pods.length - candidate };
+    };
+    /** Waits until the endpoint controller has caught up with the Deployments' replicas. */
+    const settled = (candidate: number, stable: number) =>
+      cp.admin.waitFor(`${candidate} candidate and ${stable} stable endpoints`, async () => {
+        const e = await endpoints();
+        return e.candidate === candidate && e.stable === stable ? e : undefined;
+      });
+    // 4 pods divided: the candidate's share of the endpoints is the weight (to the nearest pod, at least one each).
+    for (const [weight, candidate, stable] of [
+      [10, 1, 3],
+      [25, 1, 3],
+      [50, 2, 2],
+      [75, 3, 1],
+      [90, 3, 1],
+      [100, 4, 0],
+      [50, 2, 2],
     ] as const) {
       await d.scaleCandidate(r, weight);
-      await d.setCandidateWeight(r, weight);
-      assert.equal((await deployment("hello-canary"))!.spec.replicas, replicas);
-      assert.equal(await d.candidateWeight(r), weight === 10 ? 25 : 50);
+      assert.equal((await deployment("hello-canary"))!.spec.replicas, candidate, `candidate replicas at ${weight} %`);
+      assert.equal((await deployment("hello"))!.spec.replicas, stable, `stable replicas at ${weight} %`);
+      await settled(candidate, stable);
+      assert.equal(await d.candidateWeight(r), Math.round((100 * candidate) / 4));
     }
+    // The engine's abort: weight 0, then RevertCandidate. The stable Deployment gets its 4 pods back,
+    // and manent-canary's claim on its replicas goes, so the next apply of the release owns them.
     await d.scaleCandidate(r, 0);
+    await settled(0, 4);
     await d.revertCandidate(r);
     assert.equal(await deployment("hello-canary"), undefined);
+    assert.equal((await deployment("hello"))!.spec.replicas, 4);
+    assert.ok(!specManagers((await getObj(cp, "apps/v1", "Deployment", "hello"))!).some((m) => m.startsWith("manent-canary")));
     assert.equal(await version("hello"), "1.0.0");
+
+    // A promote from 100 %: the release's apply with other replicas (6) is not refused by the canary's claim.
+    const six = req("1.2.0", { "var.REPLICAS": "6" });
+    const r6 = { ...six, traffic: await d.prepareSlots(six) };
+    await d.deployCandidate(r6);
+    await d.scaleCandidate(r6, 100);
+    await settled(4, 0);
+    await d.promoteCandidate(r6);
+    assert.equal(await version("hello"), "1.2.0");
+    assert.equal((await deployment("hello"))!.spec.replicas, 6);
+    await settled(0, 6);
+    assert.ok(!specManagers((await getObj(cp, "apps/v1", "Deployment", "hello"))!).some((m) => m.startsWith("manent-canary")));
+    // Back to 1.0.0 with 4 replicas for the next tests.
+    const rolled = await d.rollback(rollbackRequest(req("1.2.0"), [{ host: cp.host, version: "1.0.0" }]));
+    assert.equal(rolled.targets[0]!.status, "rolled_back");
+    assert.equal((await deployment("hello"))!.spec.replicas, 4);
   });
 
   it("a candidate that never becomes ready is removed by the revert, also with a token that may not patch the route", async () => {
