@@ -76,10 +76,13 @@ export class TerminalSession {
     this.child = spawn(cmd!, args, { cwd, env: { ...env, HOME: home }, stdio: ["pipe", "pipe", "pipe"], detached: true });
     // Read-write: opening a FIFO this way does not wait for the reader.
     this.fifo = openSync(commands, "r+");
-    const onData = (d: Buffer) => {
-      this.buffer += d.toString();
+    const onData = (d: string) => {
+      this.buffer += d;
       this.waiter?.();
     };
+    // Decoded per stream, so a character split across two reads (✓, →) stays whole.
+    this.child.stdout.setEncoding("utf8");
+    this.child.stderr.setEncoding("utf8");
     this.child.stdout.on("data", onData);
     this.child.stderr.on("data", onData);
     this.child.on("exit", () => {
