@@ -57,6 +57,9 @@ const codeNames: Record<Code, string> = {
   16: "unauthenticated",
 };
 
+/** Every code's snake_case name, in code order (the web UI's audit filter offers them). */
+export const allCodeNames: readonly string[] = Object.values(codeNames);
+
 /** The snake_case name of a code, as it appears in JSON (`"invalid_argument"`). */
 export function codeName(code: Code): string {
   return codeNames[code];

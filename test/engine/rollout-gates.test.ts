@@ -128,6 +128,11 @@ describe("rollout gates and commands", () => {
       ["abort anonymous canary-2:pause"],
     );
     assert.equal(d.rollout!.waiting, null);
+    // The candidate's target is listed reverted after the deploy that put it there, not left `deployed`.
+    assert.deepEqual(
+      d.targets.filter((t) => t.host === "abrt-1").map((t) => `${t.phase} ${t.status}`),
+      ["deploy deployed", "revert_candidate rolled_back"],
+    );
   });
 
   it("reverts a canary cancelled during a pause, and says so", async () => {

@@ -72,6 +72,11 @@ describe("web UI sign-in with OpenID Connect", () => {
 
   it("signs in through the provider's login page and keeps an HttpOnly, SameSite session cookie", async () => {
     await page.goto(server.url);
+    await page.getByRole("link", { name: "Sign in with Acme SSO" }).waitFor();
+    // The provider first; an API token only when asked for.
+    assert.equal(await page.getByLabel("API token").isVisible(), false, "the token field is shown beside the provider");
+    await page.getByText("Sign in with an API token instead").click();
+    await page.getByLabel("API token").waitFor();
     await page.getByRole("link", { name: "Sign in with Acme SSO" }).click();
     // The provider's own page.
     await page.waitForURL(`${provider.issuer}/**`);

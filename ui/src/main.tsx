@@ -12,8 +12,16 @@ import { PluginsPage } from "./pages/plugins.js";
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   const [token, setToken] = useState("");
   const [error, setError] = useState<string>();
-  const [provider, setProvider] = useState<{ name: string }>();
-  useEffect(() => void signInProvider().then(setProvider, () => undefined), []);
+  // undefined while asking the server; null when it has no provider to sign in with.
+  const [provider, setProvider] = useState<{ name: string } | null>();
+  useEffect(
+    () =>
+      void signInProvider().then(
+        (p) => setProvider(p ?? null),
+        () => setProvider(null),
+      ),
+    [],
+  );
   const submit = async (e: Event): Promise<void> => {
     e.preventDefault();
     const api = new Api(token.trim());
@@ -25,34 +33,47 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
       setError((err as Error).message);
     }
   };
+  const form = (
+    <form onSubmit={(e) => void submit(e)}>
+      <label for="token">API token</label>
+      <input
+        id="token"
+        name="token"
+        type="password"
+        autocomplete="current-password"
+        value={token}
+        onInput={(e) => setToken(e.currentTarget.value)}
+        required
+      />
+      <p class="hint">Kept in this tab only (session storage).</p>
+      <button type="submit">Sign in</button>
+      <p class="error" role="alert">
+        {error ?? ""}
+      </p>
+    </form>
+  );
   return (
     <main class="signin">
       <h1>manent</h1>
-      {provider && (
-        // A plain link: the browser goes to the provider and comes back with the session cookie.
-        <p>
-          <a class="button" href={`/auth/login?return_to=${encodeURIComponent("/")}`}>
-            Sign in with {provider.name}
-          </a>
-        </p>
+      {provider === undefined ? (
+        <p aria-busy="true">Loading…</p>
+      ) : provider ? (
+        <>
+          {/* A plain link: the browser goes to the provider and comes back with the session cookie. */}
+          <p>
+            <a class="button" href={`/auth/login?return_to=${encodeURIComponent("/")}`}>
+              Sign in with {provider.name}
+            </a>
+          </p>
+          {/* People sign in with the provider; an API token (automation, break-glass) stays one click away. */}
+          <details>
+            <summary>Sign in with an API token instead</summary>
+            {form}
+          </details>
+        </>
+      ) : (
+        form
       )}
-      <form onSubmit={(e) => void submit(e)}>
-        <label for="token">API token</label>
-        <input
-          id="token"
-          name="token"
-          type="password"
-          autocomplete="current-password"
-          value={token}
-          onInput={(e) => setToken(e.currentTarget.value)}
-          required
-        />
-        <p class="hint">Kept in this tab only (session storage).</p>
-        <button type="submit">Sign in</button>
-        <p class="error" role="alert">
-          {error ?? ""}
-        </p>
-      </form>
     </main>
   );
 }
@@ -95,12 +116,19 @@ function App() {
           <a href="#/audit" aria-current={current("audit")}>
             Audit
           </a>
-          <span class="who">
-            {session.me.name} · {reach(session.me)}
-          </span>
-          <button class="link" onClick={() => void signOut()}>
-            Sign out
-          </button>
+          {session.me.kind === "anonymous" ? (
+            // An open API (no way to sign in configured, loopback only): nobody to sign out.
+            <span class="who">open API, no sign-in configured</span>
+          ) : (
+            <>
+              <span class="who">
+                {session.me.name} · {reach(session.me)}
+              </span>
+              <button class="link" onClick={() => void signOut()}>
+                Sign out
+              </button>
+            </>
+          )}
         </nav>
       </header>
       <main>

@@ -3,6 +3,8 @@ import {
   isSlotScaler,
   isTesterRouter,
   isTrafficRouter,
+  TargetStatus,
+  targetId,
   type Deployer,
   type Request,
   type Result,
@@ -142,7 +144,12 @@ export async function runCanary(
       weightError = ManentError.from(weightErr);
     }
     try {
-      await call("revert_candidate", "revert_candidate", async (d, req) => (await slots(d)).revertCandidate(req));
+      await call("revert_candidate", "revert_candidate", async (d, req) => {
+        await (await slots(d)).revertCandidate(req);
+        // RevertCandidate returns no targets: each is recorded reverted here, or the API and the
+        // web UI would go on listing the candidate's targets as `deployed` after an abort.
+        for (const t of req.targets) req.progress?.({ host: targetId(t), status: TargetStatus.RolledBack });
+      });
     } catch (revertErr) {
       if (isCancellation(revertErr)) throw revertErr;
       const r = ManentError.from(revertErr);

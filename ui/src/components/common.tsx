@@ -13,8 +13,8 @@ const statusClass: Record<string, string> = {
 };
 
 /** A status in words and colour (the words carry the meaning; colour only helps). */
-export function Status({ status }: { status: string }) {
-  return <span class={`status status-${statusClass[status] ?? "muted"}`}>{status.replace(/_/g, " ")}</span>;
+export function Status({ status, label }: { status: string; label?: string }) {
+  return <span class={`status status-${statusClass[status] ?? "muted"}`}>{label ?? status.replace(/_/g, " ")}</span>;
 }
 
 export function Time({ iso }: { iso: string | null | undefined }) {

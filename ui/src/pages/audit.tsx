@@ -1,60 +1,89 @@
-import { useState } from "preact/hooks";
-import { Time } from "../components/common.js";
-import { useLoad } from "../hooks.js";
-import type { Session } from "../session.js";
+import { useEffect, useState } from "preact/hooks";
+import { allCodeNames } from "../../../src/core/errors.js";
+import { actions } from "../../../src/core/identity/grants.js";
 import type { AuditEntry as Entry } from "../../../src/storage/pg-audit-log.js";
+import { Time } from "../components/common.js";
+import { DataTable, type Column } from "../components/data-table.js";
+import { FilterBar, filterQuery, type Filter } from "../components/filter-bar.js";
+import type { Session } from "../session.js";
 
+/** Entries per page: the newest first, older ones a click away (the log only grows). */
+const pageSize = 25;
+
+// What the log records: the actions that change something, the token admin's two, and sign-ins.
+const auditActions = [
+  ...actions.filter((a) => !["read", "audit_read", "token_admin"].includes(a)),
+  "token_create",
+  "token_revoke",
+  "sign_in",
+];
+const filters: Filter<"action" | "actor" | "outcome">[] = [
+  { name: "action", label: "Action", options: auditActions },
+  { name: "actor", label: "Who" },
+  { name: "outcome", label: "Outcome", options: ["ok", ...allCodeNames] },
+];
+
+const columns: Column<Entry>[] = [
+  { label: "When", rowHeader: true, cell: (e) => <Time iso={e.at} /> },
+  { label: "Who", cell: (e) => e.actor ?? "—" },
+  { label: "Tenant", cell: (e) => e.tenant ?? "—" },
+  { label: "Action", cell: (e) => e.action },
+  { label: "Deploy", cell: (e) => (e.deploy_id ? <a href={`#/deploys/${e.deploy_id}`}>{e.deploy_id.slice(0, 8)}</a> : "—") },
+  { label: "Outcome", cell: (e) => <span class={e.outcome === "ok" ? "" : "bad"}>{e.outcome}</span> },
+  { label: "From", cell: (e) => e.client_address ?? "—" },
+  { label: "Message", class: "wide", cell: (e) => e.message ?? "" },
+];
+
+/** The audit log, newest first, a page at a time ("Show older entries" asks for the entries before the last shown). */
 export function AuditPage({ session }: { session: Session }) {
-  const [filters, setFilters] = useState({ action: "", actor: "", outcome: "" });
-  const q = new URLSearchParams(Object.entries({ ...filters, limit: "200" }).filter(([, v]) => v !== "")).toString();
-  const { value, error } = useLoad(() => session.api.call<{ entries: Entry[] }>("GET", `/api/v1/audit?${q}`).then((r) => r.entries), [q]);
-  const field = (name: keyof typeof filters, label: string) => (
-    <label>
-      {label}
-      <input value={filters[name]} onChange={(e) => setFilters({ ...filters, [name]: e.currentTarget.value.trim() })} />
-    </label>
-  );
+  const [filter, setFilter] = useState({ action: "", actor: "", outcome: "" });
+  const [entries, setEntries] = useState<Entry[]>();
+  const [more, setMore] = useState(false);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const load = async (before: number | undefined, shown: Entry[], live: () => boolean): Promise<void> => {
+    setBusy(true);
+    try {
+      const q = filterQuery(filter, { limit: String(pageSize + 1), ...(before !== undefined && { before: String(before) }) });
+      const page = (await session.api.call<{ entries: Entry[] }>("GET", `/api/v1/audit?${q}`)).entries;
+      if (!live()) return;
+      // One more than shown asked for: whether there are older entries, without a count of the whole log.
+      setEntries([...shown, ...page.slice(0, pageSize)]);
+      setMore(page.length > pageSize);
+      setError(undefined);
+    } catch (err) {
+      if (live()) setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      if (live()) setBusy(false);
+    }
+  };
+  useEffect(() => {
+    let live = true;
+    void load(undefined, [], () => live);
+    return () => {
+      live = false;
+    };
+  }, [filterQuery(filter)]);
   return (
     <>
       <h1>Audit log</h1>
-      <form class="filters" aria-label="filters" onSubmit={(e) => e.preventDefault()}>
-        {field("action", "Action")}
-        {field("actor", "Who")}
-        {field("outcome", "Outcome")}
-      </form>
+      <FilterBar filters={filters} value={filter} onChange={setFilter} />
       <p class="error" role="alert">
         {error ?? ""}
       </p>
-      <table class="audit">
-        <thead>
-          <tr>
-            <th scope="col">When</th>
-            <th scope="col">Who</th>
-            <th scope="col">Tenant</th>
-            <th scope="col">Action</th>
-            <th scope="col">Deploy</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">From</th>
-            <th scope="col">Message</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(value ?? []).map((e) => (
-            <tr key={e.id} data-audit={e.action}>
-              <td>
-                <Time iso={e.at} />
-              </td>
-              <td>{e.actor ?? "—"}</td>
-              <td>{e.tenant ?? "—"}</td>
-              <td>{e.action}</td>
-              <td>{e.deploy_id ? <a href={`#/deploys/${e.deploy_id}`}>{e.deploy_id.slice(0, 8)}</a> : "—"}</td>
-              <td class={e.outcome === "ok" ? "" : "error"}>{e.outcome}</td>
-              <td>{e.client_address ?? "—"}</td>
-              <td>{e.message ?? ""}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <DataTable
+        label="audit log"
+        columns={columns}
+        rows={entries}
+        rowKey={(e) => e.id}
+        rowAttrs={(e) => ({ "data-audit": e.action })}
+        empty="No entry matches."
+      />
+      {more && (
+        <button class="more" disabled={busy} onClick={() => void load(entries?.at(-1)?.id, entries ?? [], () => true)}>
+          Show older entries
+        </button>
+      )}
     </>
   );
 }

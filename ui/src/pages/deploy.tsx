@@ -4,6 +4,7 @@ import { terminalStatuses, type DeployRecord } from "../../../src/core/engine/de
 import type { ApprovalRecord, WaitingState } from "../../../src/core/rollout/rollout-state.js";
 import { Approvals } from "../components/approvals.js";
 import { Duration, Status, Time } from "../components/common.js";
+import { ScrollBox } from "../components/data-table.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
 import { historyHref } from "./deploys.js";
@@ -126,6 +127,21 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
         )}
         {running && rollout && (
           <button
+            disabled={busy}
+            onClick={() =>
+              void act(
+                "promote",
+                `/api/v1/deploys/${id}/promote`,
+                { full: true },
+                "Promote fully: skip every remaining step and gate and promote now? (An approval that names its approvers still waits for them.)",
+              )
+            }
+          >
+            Promote fully
+          </button>
+        )}
+        {running && rollout && (
+          <button
             class="danger"
             disabled={busy}
             onClick={() => void act("abort", `/api/v1/deploys/${id}/abort`, {}, "Abort the rollout and revert?")}
@@ -188,42 +204,63 @@ function attemptsOf(events: DeployEvent[], step: string): Attempt[] {
   return out;
 }
 
+/** The phases that change what a target runs, last first: its state now is the latest of them it has. */
+const outcomePhases = ["rollback", "revert_candidate", "deploy"];
+
+/** A target's status in a phase, in words: a candidate taken away by an abort reads `reverted`. */
+function TargetStatus({ phase, status }: { phase: string; status: string }) {
+  return <Status status={status} label={phase === "revert_candidate" && status === "rolled_back" ? "reverted" : undefined} />;
+}
+
+/** Targets by phase; a target's error is written in its cell (read without a mouse, by a screen reader too). */
 function TargetGrid({ d }: { d: DeployView }) {
   const phases = [...new Set(d.targets.map((t) => t.phase))];
   const hosts = [...new Set(d.targets.map((t) => t.host))].sort();
   if (hosts.length === 0) return <p class="muted">No target has reported yet.</p>;
+  const now = (h: string) => outcomePhases.map((p) => d.targets.find((x) => x.host === h && x.phase === p)).find((t) => t !== undefined);
+  const withNow = phases.length > 1 && phases.some((p) => outcomePhases.includes(p));
   return (
-    <table class="grid">
-      <thead>
-        <tr>
-          <th scope="col">Target</th>
-          {phases.map((p) => (
-            <th scope="col">{p}</th>
-          ))}
-        </tr>
-      </thead>
-      <tbody>
-        {hosts.map((h) => (
-          <tr key={h} data-target={h}>
-            <th scope="row">{h}</th>
-            {phases.map((p) => {
-              const t = d.targets.find((x) => x.host === h && x.phase === p);
-              return (
-                <td title={t?.error ?? undefined}>
-                  {t ? (
-                    <>
-                      <Status status={t.status} /> <Duration ms={t.duration_ms} />
-                    </>
-                  ) : (
-                    <span class="muted">—</span>
-                  )}
-                </td>
-              );
-            })}
+    <ScrollBox label="targets by phase">
+      <table class="grid">
+        <thead>
+          <tr>
+            <th scope="col">Target</th>
+            {withNow && <th scope="col">Now</th>}
+            {phases.map((p) => (
+              <th scope="col">{p}</th>
+            ))}
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {hosts.map((h) => {
+            const last = now(h);
+            return (
+              <tr key={h} data-target={h}>
+                <th scope="row">{h}</th>
+                {withNow && (
+                  <td data-now>{last ? <TargetStatus phase={last.phase} status={last.status} /> : <span class="muted">—</span>}</td>
+                )}
+                {phases.map((p) => {
+                  const t = d.targets.find((x) => x.host === h && x.phase === p);
+                  return (
+                    <td data-phase={p}>
+                      {t ? (
+                        <>
+                          <TargetStatus phase={p} status={t.status} /> <Duration ms={t.duration_ms} />
+                          {t.error && <p class="target-error">{t.error}</p>}
+                        </>
+                      ) : (
+                        <span class="muted">—</span>
+                      )}
+                    </td>
+                  );
+                })}
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </ScrollBox>
   );
 }
 
@@ -276,35 +313,37 @@ function RolloutPicture({ rollout, events }: { rollout: Rollout; events: DeployE
         </div>
       )}
       {rollout.measurements.length > 0 && (
-        <table class="measurements">
-          <caption>Analysis</caption>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Step</th>
-              <th scope="col">Check</th>
-              <th scope="col">Value</th>
-              <th scope="col">Verdict</th>
-              <th scope="col">Against</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rollout.measurements.map((m) => (
+        <ScrollBox label="analysis measurements">
+          <table class="measurements">
+            <caption>Analysis</caption>
+            <thead>
               <tr>
-                <td>
-                  <Time iso={m.at} />
-                </td>
-                <td>{m.step}</td>
-                <td>{m.check}</td>
-                <td class="num">{m.value ?? "—"}</td>
-                <td>
-                  <Status status={m.verdict === "successful" ? "succeeded" : m.verdict === "failed" ? "failed" : "skipped"} />
-                </td>
-                <td>{m.message}</td>
+                <th scope="col">When</th>
+                <th scope="col">Step</th>
+                <th scope="col">Check</th>
+                <th scope="col">Value</th>
+                <th scope="col">Verdict</th>
+                <th scope="col">Against</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {rollout.measurements.map((m) => (
+                <tr>
+                  <td>
+                    <Time iso={m.at} />
+                  </td>
+                  <td>{m.step}</td>
+                  <td>{m.check}</td>
+                  <td class="num">{m.value ?? "—"}</td>
+                  <td>
+                    <Status status={m.verdict === "successful" ? "succeeded" : m.verdict === "failed" ? "failed" : "skipped"} />
+                  </td>
+                  <td>{m.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </ScrollBox>
       )}
       {rollout.message && <p class="error">{rollout.message}</p>}
     </section>
@@ -315,7 +354,7 @@ function WeightChart({ points }: { points: { at: number; weight: number }[] }) {
   const w = 480;
   const h = 120;
   if (points.length === 0)
-    return <svg class="chart" width={w} height={h} role="img" aria-label="candidate weight over time: no data yet" />;
+    return <svg class="chart" viewBox={`0 0 ${w} ${h}`} role="img" aria-label="candidate weight over time: no data yet" />;
   const t0 = points[0]!.at;
   const t1 = Math.max(points[points.length - 1]!.at, t0 + 1);
   const x = (t: number) => 30 + ((t - t0) / (t1 - t0)) * (w - 40);
@@ -327,8 +366,7 @@ function WeightChart({ points }: { points: { at: number; weight: number }[] }) {
   return (
     <svg
       class="chart"
-      width={w}
-      height={h}
+      viewBox={`0 0 ${w} ${h}`}
       role="img"
       aria-label={`candidate weight over time: ${points.map((p) => `${p.weight}%`).join(", ")}`}
     >

@@ -1,21 +1,45 @@
 import { useState } from "preact/hooks";
 import type { DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Status, Time } from "../components/common.js";
+import { DataTable, type Column } from "../components/data-table.js";
+import { FilterBar, filterQuery, type Filter } from "../components/filter-bar.js";
 import { useEventStream, useLoad } from "../hooks.js";
 import { oneTenant } from "../api.js";
 import type { Session } from "../session.js";
 
 export type Summary = Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">;
-const statuses = ["", "queued", "running", "succeeded", "failed", "rolled_back", "cancelled"];
+const statuses = ["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"];
+/** Deploys shown at first, and added by each "Show more" (the API lists at most 1,000). */
+const pageSize = 50;
 
 export function historyHref(d: Pick<Summary, "tenant" | "application" | "artifact" | "environment">): string {
   return `#/history/${[d.tenant, d.application, d.artifact, d.environment].map(encodeURIComponent).join("/")}`;
 }
 
+const columns: Column<Summary>[] = [
+  {
+    label: "Created",
+    rowHeader: true,
+    cell: (d) => (
+      <a href={`#/deploys/${d.id}`}>
+        <Time iso={d.created_at} />
+      </a>
+    ),
+  },
+  { label: "Tenant", cell: (d) => d.tenant },
+  { label: "Application", cell: (d) => <a href={historyHref(d)}>{d.application}</a> },
+  { label: "Environment", cell: (d) => d.environment },
+  { label: "Version", class: "num", cell: (d) => d.version },
+  { label: "Kind", cell: (d) => d.kind.replace("_", "-") },
+  { label: "Status", cell: (d) => <Status status={d.status} /> },
+  { label: "By", cell: (d) => d.submitted_by ?? "—" },
+];
+
 /** Deploys, newest first, with filters; new deploys and status changes arrive on the tenant's event stream. */
 export function DeploysPage({ session }: { session: Session }) {
   const [filters, setFilters] = useState({ tenant: "", application: "", environment: "", status: "" });
-  const query = new URLSearchParams(Object.entries({ ...filters, limit: "100" }).filter(([, v]) => v !== "")).toString();
+  const [limit, setLimit] = useState(pageSize);
+  const query = filterQuery(filters, { limit: String(limit) });
   const {
     value: deploys,
     error,
@@ -44,68 +68,33 @@ export function DeploysPage({ session }: { session: Session }) {
     {},
     [query],
   );
-  const field = (name: keyof typeof filters, label: string) => (
-    <label>
-      {label}
-      <input value={filters[name]} onChange={(e) => setFilters({ ...filters, [name]: e.currentTarget.value.trim() })} />
-    </label>
-  );
+  const shown: Filter<keyof typeof filters>[] = [
+    ...(oneTenant(session.me) === undefined ? [{ name: "tenant" as const, label: "Tenant" }] : []),
+    { name: "application", label: "Application" },
+    { name: "environment", label: "Environment" },
+    { name: "status", label: "Status", options: statuses },
+  ];
   return (
     <>
       <h1>Deploys</h1>
-      <form class="filters" aria-label="filters" onSubmit={(e) => e.preventDefault()}>
-        {oneTenant(session.me) === undefined && field("tenant", "Tenant")}
-        {field("application", "Application")}
-        {field("environment", "Environment")}
-        <label>
-          Status
-          <select value={filters.status} onChange={(e) => setFilters({ ...filters, status: e.currentTarget.value })}>
-            {statuses.map((s) => (
-              <option value={s}>{s === "" ? "any" : s.replace("_", " ")}</option>
-            ))}
-          </select>
-        </label>
-      </form>
+      <FilterBar filters={shown} value={filters} onChange={(f) => (setFilters(f), setLimit(pageSize))} />
       <p class="error" role="alert">
         {error ?? ""}
       </p>
-      <table class="deploys">
-        <thead>
-          <tr>
-            <th scope="col">Created</th>
-            <th scope="col">Tenant</th>
-            <th scope="col">Application</th>
-            <th scope="col">Environment</th>
-            <th scope="col">Version</th>
-            <th scope="col">Kind</th>
-            <th scope="col">Status</th>
-            <th scope="col">By</th>
-          </tr>
-        </thead>
-        <tbody aria-live="polite">
-          {(deploys ?? []).map((d) => (
-            <tr key={d.id} data-deploy={d.id}>
-              <td>
-                <a href={`#/deploys/${d.id}`}>
-                  <Time iso={d.created_at} />
-                </a>
-              </td>
-              <td>{d.tenant}</td>
-              <td>
-                <a href={historyHref(d)}>{d.application}</a>
-              </td>
-              <td>{d.environment}</td>
-              <td class="num">{d.version}</td>
-              <td>{d.kind.replace("_", "-")}</td>
-              <td>
-                <Status status={d.status} />
-              </td>
-              <td>{d.submitted_by ?? "—"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {deploys?.length === 0 && <p class="muted">No deploys match.</p>}
+      <DataTable
+        label="deploys"
+        columns={oneTenant(session.me) === undefined ? columns : columns.filter((c) => c.label !== "Tenant")}
+        rows={deploys}
+        rowKey={(d) => d.id}
+        rowAttrs={(d) => ({ "data-deploy": d.id })}
+        empty="No deploys match."
+        live
+      />
+      {deploys !== undefined && deploys.length >= limit && limit < 1000 && (
+        <button class="more" onClick={() => setLimit(Math.min(limit + pageSize, 1000))}>
+          Show more
+        </button>
+      )}
     </>
   );
 }

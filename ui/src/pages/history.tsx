@@ -1,9 +1,15 @@
 import { useState } from "preact/hooks";
 import type { DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import { Status, Time } from "../components/common.js";
+import { DataTable, type Column } from "../components/data-table.js";
+import { FilterBar, type Filter } from "../components/filter-bar.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
 import type { Summary } from "./deploys.js";
+
+const historyFilters: Filter<"status">[] = [
+  { name: "status", label: "Status", options: ["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"] },
+];
 
 /** An application's environment: its releases, newest first, each a click from being rolled back to. */
 export function HistoryPage({
@@ -47,6 +53,7 @@ export function HistoryPage({
   );
   const releases = (deploys ?? []).filter((d) => d.kind !== "dry_run");
   const current = releases.find((d) => d.status === "succeeded");
+  const [filters, setFilters] = useState({ status: "" });
   const rollbackTo = async (d: Summary): Promise<void> => {
     if (!confirm(`Roll ${application} in ${environment} back to ${d.version}?`)) return;
     setActionError(undefined);
@@ -63,6 +70,33 @@ export function HistoryPage({
       setActionError((err as Error).message);
     }
   };
+  const columns: Column<Summary>[] = [
+    {
+      label: "When",
+      rowHeader: true,
+      cell: (d) => (
+        <a href={`#/deploys/${d.id}`}>
+          <Time iso={d.created_at} />
+        </a>
+      ),
+    },
+    { label: "Version", class: "num", cell: (d) => d.version },
+    { label: "Kind", cell: (d) => d.kind.replace("_", "-") },
+    { label: "Status", cell: (d) => <Status status={d.status} /> },
+    { label: "By", cell: (d) => d.submitted_by ?? "—" },
+    {
+      label: "Actions",
+      hideLabel: true,
+      cell: (d) =>
+        d.status === "succeeded" &&
+        current &&
+        d.version !== current.version && (
+          <button onClick={() => void rollbackTo(d)} aria-label={`Roll back to ${d.version}`}>
+            Roll back to {d.version}
+          </button>
+        ),
+    },
+  ];
   return (
     <>
       <h1>
@@ -74,44 +108,15 @@ export function HistoryPage({
       <p class="error" role="alert">
         {error ?? actionError ?? ""}
       </p>
-      <table class="history">
-        <thead>
-          <tr>
-            <th scope="col">When</th>
-            <th scope="col">Version</th>
-            <th scope="col">Kind</th>
-            <th scope="col">Status</th>
-            <th scope="col">By</th>
-            <th scope="col">
-              <span class="sr-only">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {releases.map((d) => (
-            <tr key={d.id} data-deploy={d.id}>
-              <td>
-                <a href={`#/deploys/${d.id}`}>
-                  <Time iso={d.created_at} />
-                </a>
-              </td>
-              <td class="num">{d.version}</td>
-              <td>{d.kind}</td>
-              <td>
-                <Status status={d.status} />
-              </td>
-              <td>{d.submitted_by ?? "—"}</td>
-              <td>
-                {d.status === "succeeded" && current && d.version !== current.version && (
-                  <button onClick={() => void rollbackTo(d)} aria-label={`Roll back to ${d.version}`}>
-                    Roll back to {d.version}
-                  </button>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <FilterBar filters={historyFilters} value={filters} onChange={setFilters} />
+      <DataTable
+        label="releases"
+        columns={columns}
+        rows={deploys && releases.filter((d) => !filters.status || d.status === filters.status)}
+        rowKey={(d) => d.id}
+        rowAttrs={(d) => ({ "data-deploy": d.id })}
+        empty="No release matches."
+      />
     </>
   );
 }
