@@ -35,7 +35,7 @@ describe("web UI", () => {
     await page.goto(server.url);
     await page.getByLabel("API token").fill(token);
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Deploys" }).waitFor();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
     return page;
   };
 
@@ -91,6 +91,8 @@ describe("web UI", () => {
     assert.equal((await new ApiClient(server.url, teamA).deploy(first.id, 60)).status, "succeeded");
 
     const page = await open(teamA);
+    await page.getByRole("link", { name: "Deploys" }).click();
+    await page.getByRole("heading", { name: "Deploys" }).waitFor();
     const events = collect(server.url, adminToken, "/api/v1/events");
     await events.opened;
     const file = await ws.write("shop.yml", { ...descriptor("shop", "test", `file://${artifact}`, "2.0.0"), tenant: "team-a" });
@@ -243,6 +245,9 @@ describe("web UI", () => {
     const shop = (await new ApiClient(server.url, teamA).list({ application: "shop" })).deploys[0]!;
 
     const page = await open(teamB);
+    await page.locator('[data-application="team-b/bank/bank"]').waitFor();
+    assert.equal(await page.locator('[data-application^="team-a/"]').count(), 0);
+    await page.getByRole("link", { name: "Deploys" }).click();
     await page.locator(`tr[data-deploy="${bank.id}"]`).waitFor();
     assert.equal(await page.locator(`tr[data-deploy="${shop.id}"]`).count(), 0);
     assert.equal(await page.getByText("team-a").count(), 0);
@@ -280,6 +285,35 @@ describe("web UI", () => {
       await page.locator('tr[data-audit="plugin_restart"]').first().innerText(),
       /admin[\s\S]*plugin_restart[\s\S]*ok[\s\S]*plugin sample/,
     );
+    await page.close();
+  });
+
+  it("the overview shows what runs where, follows a deploy live, and fits a phone's screen", async () => {
+    const page = await open(teamA);
+    const cell = page.locator('[data-application="team-a/shop/shop"] li[data-environment="test"]');
+    await cell.locator(".live .version").waitFor();
+    const before = await cell.locator(".live .version").innerText();
+    // A deploy from elsewhere: the cell shows it in progress, then live, from the event stream alone.
+    const next = await new ApiClient(server.url, teamA).submit({
+      descriptor: { ...descriptor("shop", "test", artifact, "9.9.0"), tenant: "team-a" },
+    });
+    await cell.locator(".progress", { hasText: "9.9.0" }).waitFor();
+    await cell.locator(".live .version", { hasText: "9.9.0" }).waitFor();
+    assert.notEqual(before, "9.9.0");
+    assert.equal(await cell.locator(".progress").count(), 0);
+    // From a cell: the deploy's page.
+    await cell.getByRole("link", { name: "9.9.0" }).click();
+    await page.getByRole("heading", { name: /Deploy of shop 9\.9\.0/ }).waitFor();
+    assert.match(page.url(), new RegExp(`#/deploys/${next.id}$`));
+    await page.goBack();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(shots, "overview-phone.png"), fullPage: true });
+    // The overview's cards stay within the screen (the page's header is the layout's own test).
+    const [right, width] = (await page.evaluate(
+      "[Math.max(...[...document.querySelectorAll('.overview, .overview *')].map((e) => e.getBoundingClientRect().right)), innerWidth]",
+    )) as [number, number];
+    assert.ok(right <= width, `the overview reaches ${right} px on a ${width} px wide screen`);
     await page.close();
   });
 });

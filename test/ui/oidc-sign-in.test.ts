@@ -81,7 +81,7 @@ describe("web UI sign-in with OpenID Connect", () => {
     // The provider's own page.
     await page.waitForURL(`${provider.issuer}/**`);
     await signInAtProvider(page, "alice");
-    await page.getByRole("heading", { name: "Deploys" }).waitFor();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
     assert.match(await page.locator(".who").innerText(), /alice@example\.com/);
 
     const { session, csrf } = await sessionCookies();
@@ -140,7 +140,7 @@ describe("web UI sign-in with OpenID Connect", () => {
   it("keeps the session while the provider rotates its signing key", async () => {
     await provider.rotateKeys();
     await page.reload();
-    await page.getByRole("heading", { name: "Deploys" }).waitFor();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
     assert.match(await page.locator(".who").innerText(), /alice@example\.com/);
   });
 

@@ -7,6 +7,7 @@ import { AuditPage } from "./pages/audit.js";
 import { DeployPage } from "./pages/deploy.js";
 import { DeploysPage } from "./pages/deploys.js";
 import { HistoryPage } from "./pages/history.js";
+import { OverviewPage } from "./pages/overview.js";
 import { PluginsPage } from "./pages/plugins.js";
 
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
@@ -98,7 +99,7 @@ function App() {
   };
   if (checking) return <main aria-busy="true" />;
   if (!session) return <SignIn onSignedIn={setSession} />;
-  const [page = "deploys", ...rest] = route;
+  const [page = "overview", ...rest] = route;
   const current = (name: string) => (page === name ? "page" : undefined);
   return (
     <>
@@ -107,7 +108,10 @@ function App() {
           <a class="brand" href="#/">
             manent
           </a>
-          <a href="#/" aria-current={current("deploys")}>
+          <a href="#/" aria-current={current("overview")}>
+            Overview
+          </a>
+          <a href="#/deploys" aria-current={current("deploys")}>
             Deploys
           </a>
           <a href="#/plugins" aria-current={current("plugins")}>
@@ -148,8 +152,10 @@ function App() {
           <PluginsPage session={session} />
         ) : page === "audit" ? (
           <AuditPage session={session} />
-        ) : (
+        ) : page === "deploys" ? (
           <DeploysPage session={session} />
+        ) : (
+          <OverviewPage session={session} />
         )}
       </main>
     </>
