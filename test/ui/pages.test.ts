@@ -60,12 +60,13 @@ describe("web UI pages", () => {
     await page.goto(server.url);
     await page.getByLabel("API token").fill(adminToken);
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Deploys" }).waitFor();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
     return page;
   };
   /** Each page, shown once its content is there: what the checks below look at. */
   const pages = (): { name: string; hash: string; ready: (p: Page) => Promise<unknown> }[] => [
-    { name: "deploys", hash: "#/", ready: (p) => p.locator("tr[data-deploy]").first().waitFor() },
+    { name: "overview", hash: "#/", ready: (p) => p.locator("[data-application] li[data-environment]").first().waitFor() },
+    { name: "deploys", hash: "#/deploys", ready: (p) => p.locator("tr[data-deploy]").first().waitFor() },
     {
       name: "deploy (failed target)",
       hash: `#/deploys/${failed.id}`,
@@ -233,7 +234,7 @@ describe("web UI pages", () => {
       const context = await chromium.browser.newContext();
       const page = await context.newPage();
       await page.goto(open.url);
-      await page.getByRole("heading", { name: "Deploys" }).waitFor();
+      await page.getByRole("heading", { name: "Overview" }).waitFor();
       assert.equal(await page.getByLabel("API token").count(), 0);
       assert.equal(await page.getByRole("button", { name: "Sign out" }).count(), 0, "nobody to sign out");
       await page.getByText("open API, no sign-in configured").waitFor();
