@@ -166,7 +166,8 @@ describe("HTTPS", () => {
         await page.goto(server.url);
         await page.getByLabel("API token").fill(token);
         await page.getByRole("button", { name: "Sign in" }).click();
-        await page.getByRole("heading", { name: "Deploys" }).waitFor();
+        await page.getByRole("heading", { name: "Overview" }).waitFor();
+        await page.getByRole("link", { name: "Deploys" }).click();
         await page.locator(`tr[data-deploy="${deployId}"]`).waitFor();
         assert.equal(new URL(page.url()).protocol, "https:");
       } finally {
