@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal, type JournalEntry } from "../support/journal.js";
@@ -262,5 +263,40 @@ describe("per-target resume", () => {
     // Without per-target resume every restart would start again from the first target (at least 3 + 3 + 10).
     assert.ok(deployed.length <= all.length + 2 * killed, `targets deployed ${deployed.length} times: ${deployed.join(",")}`);
     for (const host of all) assert.equal((await readFile(ws.path("ext-targets", host, "current"), "utf8")).trim(), "4.0.0", host);
+  });
+  it("gives an external plugin (the TS sample) one DeployCandidate per target in a canary, so each candidate is recorded as it is done", async () => {
+    const app = "extcanary";
+    const all = hosts(app, 3);
+    const plugin = await buildSamplePlugin(ws.dir);
+    await ws.write("keys/deploy-key", "the-deploy-key");
+    const extConfig = await ws.write(
+      "manent-external-canary.yml",
+      manentYml(await pg.createDatabase(), { workdir: "./work-external-canary", plugins: { sample: { external: { command: plugin } } } }),
+    );
+    const base = ws.path("ext-canary-targets");
+    await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
+      plugin: "sample",
+      targets: all.map((host) => ({ host })),
+      params: { base },
+      secrets: [{ name: "deploy-key", ref: `file:${ws.path("keys/deploy-key")}` }],
+      rollout: { canary: { steps: [{ set_weight: 50 }] } },
+    });
+    const server = await startServer(extConfig, { cwd: ws.dir });
+    try {
+      const { id } = await server.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.1.0"), descriptor_file: `${app}.yml` });
+      const d = await server.api.deploy(id, 120);
+      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+      const candidates = d.targets.filter((t) => t.phase === "deploy");
+      assert.deepEqual(candidates.map((t) => `${t.host}=${t.status}`).sort(), all.map((h) => `${h}=deployed`).sort());
+    } finally {
+      await server.stop();
+    }
+    const calls = (await readFile(join(base, "rollout.jsonl"), "utf8"))
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { call: string }).call);
+    assert.equal(calls.filter((c) => c === "DeployCandidate").length, all.length, calls.join(" "));
+    assert.equal(calls.filter((c) => c === "PromoteCandidate").length, 1, calls.join(" "));
+    for (const host of all) assert.equal((await readFile(ws.path("ext-canary-targets", host, "current"), "utf8")).trim(), "4.1.0", host);
   });
 });

@@ -2,6 +2,7 @@ import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type {
   Capability,
+  Deployer,
   HostedPlugin,
   Logger,
   Request,
@@ -200,6 +201,23 @@ export class DeployWorkflow {
     name: string,
     targets: Target[],
   ): Promise<Result> {
+    return this.resumableDeploy(id, r, plugin, caps, name, { targets }, (deployer, req) => deployer.deploy(req));
+  }
+
+  /**
+   * A call that changes targets (a deploy, a canary's DeployCandidate) as one step: run again, it
+   * gives the plugin only the targets of `scope` not done yet, and keeps the others' recorded results.
+   */
+  private resumableDeploy(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    caps: Capability[],
+    name: string,
+    scope: CallScope,
+    fn: (deployer: Deployer, req: Request) => Promise<Result>,
+  ): Promise<Result> {
+    const { targets } = scope;
     return this.step(id, seq.deploy, name, r.steps.deploy, async (ctx) => {
       const deployer = await plugin.deployer();
       const { done, todo } = await pendingTargets(this.deps.store, id, "deploy", targets);
@@ -207,9 +225,9 @@ export class DeployWorkflow {
       if (todo.length === 0) return { plugin: plugin.name, targets: done };
       try {
         // An external plugin reports its targets only when a call returns: one call per target lets each be recorded as it finishes.
-        const deploy = (req: Request): Promise<Result> =>
-          plugin.kind === "external" ? deployPerTarget(deployer, req) : deployer.deploy(req);
-        return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, deploy, { targets: todo }));
+        const call = (req: Request): Promise<Result> =>
+          plugin.kind === "external" ? deployPerTarget(deployer, req, (one) => fn(deployer, one)) : fn(deployer, req);
+        return mergeResults(targets, done, await this.call(id, "deploy", r, caps, ctx, true, call, { ...scope, targets: todo }));
       } catch (err) {
         if (err instanceof ResultError && done.length > 0) throw new ResultError(err, mergeResults(targets, done, err.result));
         throw err;
@@ -234,6 +252,7 @@ export class DeployWorkflow {
         return this.call(id, phase, r, caps, ctx, true, (req) => fn(deployer, req), scope);
       },
       deployTargets: (name, targets) => this.deployTargets(id, r, plugin, caps, name, targets),
+      deployStep: (name, scope, fn) => this.resumableDeploy(id, r, plugin, caps, name, scope, fn),
       rollbackTargets: (targets, releases) => this.rollbackStep(id, r, plugin, caps, releases, targets),
     };
   }

@@ -82,7 +82,8 @@ export async function runCanary(
     await rec.save();
 
     await checkAbort((where = "deploy_candidate"));
-    const result = await call("deploy_candidate", "deploy", async (d, req) => (await slots(d)).deployCandidate(req));
+    // Resumed per target, as a deploy is: a server that died during a wave's candidates gives the plugin only those not done.
+    const result = await host.deployStep(`${prefix}deploy_candidate`, scope, async (d, req) => (await slots(d)).deployCandidate(req));
     if (settings.testers) {
       await checkAbort((where = "route_testers"));
       state.testers = await call("route_testers", "route_testers", async (d, req) => {

@@ -35,6 +35,11 @@ export interface RolloutHost {
   call<T>(phase: string, ctx: StepContext, scope: CallScope, fn: (deployer: Deployer, req: Request) => Promise<T>): Promise<T>;
   /** Deploys `targets` as one step named `name`. */
   deployTargets(name: string, targets: Target[]): Promise<Result>;
+  /**
+   * A call that changes targets on `scope` (a candidate's deploy) as one step named `name`,
+   * resumed per target as a deploy is: run again, the plugin gets only the targets not done yet.
+   */
+  deployStep(name: string, scope: CallScope, fn: (deployer: Deployer, req: Request) => Promise<Result>): Promise<Result>;
   /** Returns `targets` to `releases` (the checkpoint's) in the rollback step. */
   rollbackTargets(targets: Target[], releases: TargetRelease[]): Promise<Result>;
 }

@@ -52,7 +52,9 @@ export const paramsSchema = z.looseObject({
   journal_targets: z
     .stringbool()
     .default(false)
-    .describe("With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host)."),
+    .describe(
+      "With `journal`, a deploy also journals each target as it changes it (`deploy_target`, one host), and a canary each candidate (`deploy_candidate_target`).",
+    ),
   fail_hosts: z
     .string()
     .optional()
@@ -178,6 +180,7 @@ class NoopDeployer
       if (p.delay) await sleep(p.delay, signal);
       await this.write(p, targetId(t), req.artifact.version, "candidate");
       await this.write(p, targetId(t), "0", "weight");
+      if (p.journal_targets) await journal(p, "deploy_candidate_target", { ...req, targets: [t] });
       return { details: { version: req.artifact.version, slot: "candidate" } };
     });
     return resultOrThrow({ plugin: "noop", targets: out.targets }, out.error);
