@@ -176,11 +176,23 @@ export class KubernetesDeployer
     return state;
   }
 
-  /** Applies the candidate Deployments (and Services, with a route) beside the stable ones and waits for them. */
+  /**
+   * Applies the candidate Deployments (and Services, with a route) beside the stable ones and waits
+   * for them. A cluster with no release in service has nothing to compare the candidate with, nor a
+   * stable Service to weight: the release is deployed there as a plain deploy, and the later calls
+   * leave that cluster alone, but for RevertCandidate, which removes the release.
+   */
   async deployCandidate(req: Request): Promise<Result> {
     const prep = await this.prepare(req);
     const out = await forEachTarget(req, (t) =>
-      withClient(req, prep.params, t, async (client) => {
+      withClient(req, prep.params, t, async (client): Promise<TargetOutcome> => {
+        if (firstRelease(req, t)) {
+          req.logger.info("kubernetes: no release in service: the first release is deployed in full, not as a candidate", {
+            cluster: targetId(t),
+          });
+          const deployed = await this.deployTarget(req, prep, t, client);
+          return { ...deployed, details: { ...(deployed.details ?? {}), first_release: "true" } };
+        }
         const cands = await this.candidates(req, prep, client, 0, true);
         req.logger.info("kubernetes: candidate applied, waiting for it", {
           cluster: targetId(t),
@@ -200,6 +212,7 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forAllTargets(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
+        if (firstRelease(req, t)) return {};
         if (prep.params.traffic_route) {
           // At weight 0 nothing is asked of the candidate: a revert must not wait on (or fail with) a candidate that never became ready.
           await this.candidates(req, prep, client, weight, weight > 0);
@@ -219,6 +232,8 @@ export class KubernetesDeployer
     if (!route) return;
     const out = await forAllTargets(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
+        // No stable Service to weight against: the first release has all of the route already.
+        if (firstRelease(req, t)) return {};
         const services = await this.stableServices(req, prep, client);
         const current = await readRoute(client, prep.params.namespace, route, req.signal);
         const rules = routeRules(current.spec?.rules ?? [], services, weight, {
@@ -238,6 +253,7 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const t = req.targets[0];
     if (!t) return 0;
+    if (firstRelease(req, t)) return 100;
     return withClient(req, prep.params, t, async (client) => {
       if (prep.params.traffic_route) {
         const route = await readRoute(client, prep.params.namespace, prep.params.traffic_route, req.signal);
@@ -276,6 +292,8 @@ export class KubernetesDeployer
     const header = testerMatch(prep.params.tester_header);
     const out = await forAllTargets(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
+        // The first release serves every request, testers' included.
+        if (firstRelease(req, t)) return {};
         const services = await this.stableServices(req, prep, client);
         const current = await readRoute(client, prep.params.namespace, route, req.signal);
         const rules = current.spec?.rules ?? [];
@@ -297,6 +315,8 @@ export class KubernetesDeployer
     const prep = await this.prepare(req);
     const out = await forEachTarget(req, (t) =>
       withClient(req, prep.params, t, async (client) => {
+        // A first release is in service since DeployCandidate.
+        if (firstRelease(req, t)) return { status: TargetStatus.Unchanged };
         // Without a route the stable Deployments were scaled down: their replicas back first, and
         // manent-canary's claim on them dropped, so that the release's apply owns them again.
         if (!prep.params.traffic_route) await this.restoreStables(req, prep.params, client, false);
@@ -311,12 +331,17 @@ export class KubernetesDeployer
   /** Nothing left to retire: the promote's rollout replaced the previous pods. */
   async retirePrevious(_req: Request): Promise<void> {}
 
-  /** Weight back to the stable Services, tester rule and candidate objects removed. */
+  /** Weight back to the stable Services, tester rule and candidate objects removed; a first release removed as a rollback to nothing does. */
   async revertCandidate(req: Request): Promise<void> {
     const params = parseParams(req.params);
     const ctx = contextOf(req, params);
     const out = await forAllTargets(req, (t) =>
       withClient(req, params, t, async (client) => {
+        if (firstRelease(req, t)) {
+          const none = { host: targetId(t), version: "" };
+          await this.rollbackOn(client, { ...req, releases: [none] }, params, ctx, none);
+          return {};
+        }
         await this.removeCandidate(req, params, ctx, client, true);
         return {};
       }),
@@ -447,7 +472,8 @@ export class KubernetesDeployer
   private async dryRunTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
     const version = await client.version();
     const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
-    const checkable = await checkOnServer(client, r, prep, await readIndex(client, prep.ctx, req.signal), req.signal, true);
+    const index = await readIndex(client, prep.ctx, req.signal);
+    const checkable = await checkOnServer(client, r, prep, index, req.signal, true);
     return {
       status: TargetStatus.Ready,
       details: {
@@ -455,6 +481,9 @@ export class KubernetesDeployer
         namespace: prep.params.namespace,
         objects_checked: String(checkable.length),
         objects_skipped: String(r.skipped + (r.objects.length - checkable.length)),
+        // Said before the deploy: a canary's first release on this cluster is a plain deploy.
+        ...(req.rollout &&
+          !index.current && { canary: "no release in service: the first release is deployed in full, its steps are gates" }),
       },
     };
   }
@@ -674,6 +703,14 @@ async function checkOnServer(
     throw new ManentError(refused[0]!.code, refused.map((e) => e.message).join("; "), { details: refused[0]!.details });
   }
   return checkable;
+}
+
+/**
+ * Whether the cluster had no release in service when the canary began (PrepareSlots recorded an
+ * empty stable version): its candidate is the release itself, deployed in full.
+ */
+function firstRelease(req: Request, t: Target): boolean {
+  return req.traffic?.[`stable_version/${clusterKey(t)}`] === "";
 }
 
 /** A cluster in the rollout state: host and port, as two clusters may share a host. */

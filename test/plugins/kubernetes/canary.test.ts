@@ -278,6 +278,89 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     }
   });
 
+  /** A namespace with the route to `hello` and a token for it, where no release was ever deployed. */
+  const fresh = async (ns: string) => {
+    const who = await cp.serviceAccount(ns, "manent", [...tutorialRoleRules, routeRule]);
+    await cp.admin.applyYaml(routeManifest.replace("namespace: hello", `namespace: ${ns}`));
+    const params = { traffic_route: "hello", namespace: ns };
+    const inNs = {
+      deployment: async (name: string) => (await getObj(cp, "apps/v1", "Deployment", name, ns)) as unknown as Obj | undefined,
+      service: async (name: string) => (await getObj(cp, "v1", "Service", name, ns)) as unknown as Obj | undefined,
+      weights: async () =>
+        ((await getObj(cp, "gateway.networking.k8s.io/v1", "HTTPRoute", "hello", ns)) as unknown as Obj).spec.rules!.map((r) =>
+          r.backendRefs.map((b) => `${b.name}=${b.weight ?? "-"}`).join(" "),
+        ),
+      owned: async () => {
+        const sel = "manent.io/application=hello";
+        const deployments = (await cp.list("apps/v1", "Deployment", ns, sel)).map((o) => `Deployment/${String(o.metadata.name)}`);
+        const services = (await cp.list("v1", "Service", ns, sel)).map((o) => `Service/${String(o.metadata.name)}`);
+        return [...deployments, ...services].sort();
+      },
+    };
+    return { who, params, ...inNs };
+  };
+
+  it("a first canary, with no release in service, deploys the release in full and weights no Service that does not exist", async () => {
+    const { who, params, deployment, service, weights, owned } = await fresh("first");
+    const routeBefore = await weights();
+    const traffic = await d.prepareSlots(req("1.0.0", params, undefined, who));
+    const r = req("1.0.0", params, traffic, who);
+    const deployed = await d.deployCandidate(r);
+    assert.equal(deployed.targets[0]!.status, "deployed");
+    assert.equal(deployed.targets[0]!.details?.["first_release"], "true");
+    // The release itself, under its own names: the route's stable backend now exists.
+    assert.equal((await deployment("hello"))?.metadata.annotations?.["manent.io/version"], "1.0.0");
+    assert.ok(await service("hello"));
+    assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "no candidate objects");
+
+    await d.routeTesters(r);
+    for (const weight of [10, 50, 100]) {
+      await d.scaleCandidate(r, weight);
+      await d.setCandidateWeight(r, weight);
+      assert.deepEqual(await weights(), routeBefore, `weight ${weight} leaves the route as it was`);
+      assert.equal(await d.candidateWeight(r), 100, "the first release has all the traffic");
+    }
+    await d.promoteCandidate(r);
+    await d.retirePrevious(r);
+    assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"]);
+    assert.equal((await deployment("hello"))!.spec.replicas, 4);
+    assert.deepEqual(await weights(), routeBefore);
+    assert.deepEqual(
+      (await d.currentRelease(r)).map((x) => x.version),
+      ["1.0.0"],
+    );
+    // The next canary there is a real one: a candidate beside the stable release.
+    const next = await d.prepareSlots(req("1.1.0", params, undefined, who));
+    assert.equal(next[`stable_version/${cp.host}:${cp.port}`], "1.0.0");
+    await d.deployCandidate(req("1.1.0", params, next, who));
+    assert.deepEqual(await owned(), ["Deployment/hello", "Deployment/hello-canary", "Service/hello", "Service/hello-canary"]);
+    await d.revertCandidate(req("1.1.0", params, next, who));
+    assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"]);
+  });
+
+  it("a first canary aborted removes the release it deployed, as a rollback to nothing; its dry-run says so", async () => {
+    const { who, params, weights, owned } = await fresh("first-abort");
+    const routeBefore = await weights();
+    const dry = await d.dryRun({ ...req("1.0.0", params, undefined, who), rollout: { weights: true, testers: false } });
+    assert.match(dry.targets[0]!.details?.["canary"] ?? "", /no release in service: the first release is deployed in full/);
+    assert.equal((await d.dryRun(req("1.0.0", params, undefined, who))).targets[0]!.details?.["canary"], undefined);
+
+    const traffic = await d.prepareSlots(req("1.0.0", params, undefined, who));
+    const r = req("1.0.0", params, traffic, who);
+    await d.deployCandidate(r);
+    await d.setCandidateWeight(r, 50);
+    // The engine's revert: weight 0, then RevertCandidate.
+    await d.scaleCandidate(r, 0);
+    await d.setCandidateWeight(r, 0);
+    await d.revertCandidate(r);
+    assert.deepEqual(await owned(), [], "nothing of the release is left");
+    assert.deepEqual(await weights(), routeBefore, "the route is as its admin wrote it");
+    assert.deepEqual(
+      (await d.currentRelease(r)).map((x) => x.version),
+      [""],
+    );
+  });
+
   it("dry-run checks the route: a token that cannot patch the HTTPRoute gets the 403 in the dry-run", async () => {
     const ok = await d.dryRun(req("1.2.0", { traffic_route: "hello" }));
     assert.equal(ok.targets[0]!.status, "ready");
