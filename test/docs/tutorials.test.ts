@@ -3,7 +3,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { repoRoot } from "../support/server-process.js";
 import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
-import { baseSetup, linkGoCaches, testPage } from "./page-test.js";
+import { baseSetup, linkGoCaches, portLock, testPage } from "./page-test.js";
 
 /** The tutorials that need no Kubernetes: run as the reader would, against real servers. */
 
@@ -74,3 +74,6 @@ testPage("docs/tutorials/sign-in-oidc.md", async () => {
   });
   return { ...base, env: { ...base.env, PATH: `${desktop}:${base.env.PATH}` } };
 });
+
+// The backup, restore and upgrade procedure on the embedded Postgres, on its own port (8097).
+testPage("docs/operations/backup-and-restore.md", async () => ({ ...(await baseSetup()), wrapper: portLock(8097) }));
