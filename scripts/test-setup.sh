@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 if ! command -v jq >/dev/null || ! command -v curl >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl
 fi
+# zsh and fish: the completion tests check `manent completion zsh|fish` with each shell's own parser (and fish's completer).
+if ! command -v zsh >/dev/null || ! command -v fish >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish
+fi
 # chromium: the web UI's browser tests drive Debian's Chromium with playwright-core.
 if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium

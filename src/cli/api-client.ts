@@ -80,6 +80,11 @@ export class ApiClient {
     return this.request("PUT", uploadPath(tenant, sha256), { raw: body, type: "application/octet-stream", length: size });
   }
 
+  /** The server's version (answered without a token). */
+  serverVersion(): Promise<{ version: string; api: string }> {
+    return this.request("GET", "/api/v1/version");
+  }
+
   /** Who the caller is (kind, id, name, e-mail, groups) and its grants. */
   whoami(): Promise<Principal> {
     return this.request("GET", "/api/v1/whoami");

@@ -2,8 +2,7 @@ import { Argument, type Command, type Option } from "commander";
 import { actions, type Action } from "../core/identity/grants.js";
 import type { ApiClient } from "./api-client.js";
 import { Exit } from "./exit-codes.js";
-
-type Output = "text" | "json";
+import { printedAsDocument, type Output } from "./output/output-format.js";
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -11,12 +10,7 @@ const out = (line: string): void => void process.stdout.write(`${line}\n`);
  * `manent auth whoami` and `manent auth can-i`: who the server takes the caller for, and whether it
  * may take an action somewhere (exit 0 yes, 1 no, as `kubectl auth can-i`), so a policy can be tested.
  */
-export function authCommands(
-  program: Command,
-  client: () => Promise<ApiClient>,
-  output: () => Option,
-  outputOf: (chosen: Output | undefined) => Output,
-): void {
+export function authCommands(program: Command, client: () => Promise<ApiClient>, output: () => Option): void {
   const auth = program.command("auth").description("who you are to the server and what you may do where");
 
   auth
@@ -25,7 +19,7 @@ export function authCommands(
     .addOption(output())
     .action(async (o: { output?: Output }) => {
       const me = await (await client()).whoami();
-      if (outputOf(o.output) === "json") return out(JSON.stringify(me, null, 2));
+      if (await printedAsDocument(me, o.output)) return;
       out(`${me.name} (${me.id})${me.email !== undefined && me.email !== me.name ? ` <${me.email}>` : ""}`);
       if (me.groups.length > 0) out(`groups: ${me.groups.join(", ")}`);
       if (me.grants.length === 0) out("no roles: you may not see anything");
@@ -46,8 +40,7 @@ export function authCommands(
     .addOption(output())
     .action(async (action: Action, o: { tenant?: string; application?: string; environment?: string; output?: Output }) => {
       const answer = await (await client()).canI({ action, tenant: o.tenant, application: o.application, environment: o.environment });
-      if (outputOf(o.output) === "json") out(JSON.stringify(answer, null, 2));
-      else out(`${answer.allowed ? "yes" : "no"}: ${answer.reason}`);
+      if (!(await printedAsDocument(answer, o.output))) out(`${answer.allowed ? "yes" : "no"}: ${answer.reason}`);
       process.exitCode = answer.allowed ? Exit.Ok : Exit.No;
     });
 }

@@ -10,7 +10,7 @@ export const Exit = {
   No: 1,
   /** Bad input: a malformed or invalid file, an unknown flag, a refused submission. */
   BadInput: 2,
-  /** The server could not be reached, refused the token, or failed. */
+  /** The server could not be reached, refused the token (401) or the permission (403), or failed. */
   ServerError: 3,
 } as const;
 

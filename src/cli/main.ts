@@ -6,12 +6,13 @@ import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
+import { completionCommand } from "./completion/completion-command.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
+import { colourFor, type Painter } from "./output/colour.js";
+import { documentOf, isDocument, outputOf, outputOption, printedAsDocument, type Output } from "./output/output-format.js";
 import { overviewCommand } from "./overview-command.js";
 // What only some commands use is imported when they run (a `manent --help` or a `manent status`
 // loads neither zod nor yaml): the CLI's start time is mostly module loading.
-
-type Output = "text" | "json";
 
 /** Descriptors are small; a larger file is refused before it is read whole. */
 export const maxDescriptorBytes = 1 << 20;
@@ -21,6 +22,8 @@ interface GlobalOpts {
   caFile?: string;
   certFile?: string;
   keyFile?: string;
+  /** false with --no-color. */
+  color: boolean;
 }
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -43,27 +46,28 @@ export async function main(argv: string[]): Promise<void> {
       new Option("--cert-file <pem>", "client certificate, for a server with mutual TLS (tls.client_ca_file)").env("MANENT_CLIENT_CERT"),
     )
     .addOption(new Option("--key-file <pem>", "the private key of --cert-file").env("MANENT_CLIENT_KEY"))
+    .option("--no-color", "no colours (also when NO_COLOR is set); colours are used only on a terminal")
     .showHelpAfterError()
     // Program options only before the subcommand, so `deploy --version V` is the deploy's flag.
     .enablePositionalOptions()
     .exitOverride();
   let transport: Promise<typeof fetch | undefined> | undefined;
-  const client = async (): Promise<ApiClient> => {
+  const client = async (opts: { anonymous?: boolean } = {}): Promise<ApiClient> => {
     const g = program.opts<GlobalOpts>();
     // One transport (and connection pool) for the whole command; undici is loaded only for --ca-file or --cert-file.
     transport ??= g.server.startsWith("https:")
       ? import("./tls-transport.js").then(({ tlsFetch }) => tlsFetch(g))
       : Promise.resolve(undefined);
     const [{ ApiClient }, fetchWith] = await Promise.all([import("./api-client.js"), transport]);
+    if (opts.anonymous) return new ApiClient(g.server, undefined, fetchWith);
     if (g.token !== undefined) return new ApiClient(g.server, g.token, fetchWith);
     // No token given: the ID token `manent login` stored for this server, if any (renewed when expired).
     const { idTokenFor } = await import("./login/oidc-login.js");
     return new ApiClient(g.server, await idTokenFor(g.server), fetchWith);
   };
-  const output = () =>
-    new Option("-o, --output <format>", "text or json (default: text on a terminal, json when stdout is a pipe or a file)")
-      .choices(["text", "json"])
-      .env("MANENT_OUTPUT");
+  const output = outputOption;
+  /** Colours for what goes to this stream (a terminal's, unless NO_COLOR or --no-color). */
+  const colours = (stream: NodeJS.WriteStream): Painter => colourFor(stream, program.opts<GlobalOpts>().color);
 
   program
     .command("deploy")
@@ -97,7 +101,7 @@ export async function main(argv: string[]): Promise<void> {
           ...(o.sha256 !== undefined && { sha256: o.sha256 }),
         };
         const submitted = await (await client()).submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
-        await follow(await client(), submitted, o.wait, outputOf(o.output));
+        await follow(await client(), submitted, o.wait, outputOf(o.output), colours);
       },
     );
 
@@ -111,7 +115,7 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (o: { file: string; to?: string; wait: boolean; output?: Output }) => {
       const descriptor = await readDescriptor(o.file);
       const submitted = await (await client()).rollback({ descriptor, descriptor_file: o.file, ...(o.to !== undefined && { to: o.to }) });
-      await follow(await client(), submitted, o.wait, outputOf(o.output));
+      await follow(await client(), submitted, o.wait, outputOf(o.output), colours);
     });
 
   program
@@ -121,7 +125,7 @@ export async function main(argv: string[]): Promise<void> {
     .option("-w, --watch", "follow it to the end")
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
-      await follow(await client(), { id }, o.watch === true, outputOf(o.output), true);
+      await follow(await client(), { id }, o.watch === true, outputOf(o.output), colours, true);
     });
 
   program
@@ -131,7 +135,7 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (id: string, o: { output?: Output }) => {
       const d = await (await client()).cancel(id);
-      if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
+      if (await printedAsDocument(d, o.output)) return;
       out(`${d.id} ${d.cancel?.outcome ?? d.status}${d.cancel ? `: ${d.cancel.message}` : ""}`);
     });
 
@@ -140,7 +144,7 @@ export async function main(argv: string[]): Promise<void> {
     if (withFull) cmd.option("--full", "skip every remaining step and gate, and promote now");
     cmd.action(async (id: string, o: { full?: boolean; output?: Output }) => {
       const d = await (await client()).rolloutCommand(id, command, o.full === true);
-      if (outputOf(o.output) === "json") return out(JSON.stringify(d, null, 2));
+      if (await printedAsDocument(d, o.output)) return;
       const done = d.rollout?.commands.at(-1);
       out(
         `${d.id} ${command}${o.full ? " --full" : ""} sent${done?.by ? ` by ${done.by}` : ""}${done?.during ? ` during ${done.during}` : ""}`,
@@ -158,7 +162,16 @@ export async function main(argv: string[]): Promise<void> {
     .option("--application <application>", "only this application's deploys")
     .option("--environment <environment>", "only deploys to this environment")
     .option("--artifact <artifact>", "only deploys of this artifact")
-    .option("--status <status>", "only deploys in this status (queued, running, succeeded, failed, rolled_back, cancelled)")
+    .addOption(
+      new Option("--status <status>", "only deploys in this status").choices([
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "rolled_back",
+        "cancelled",
+      ]),
+    )
     .option("--limit <n>", "how many", "20")
     .addOption(output())
     .action(
@@ -181,9 +194,28 @@ export async function main(argv: string[]): Promise<void> {
           status: o.status,
           limit: o.limit,
         });
-        if (outputOf(o.output) === "json") return out(JSON.stringify(deploys, null, 2));
-        out(["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"].join("\t"));
-        for (const d of deploys) out([d.created_at, d.id, d.kind, d.application, d.environment, d.version, d.status].join("\t"));
+        if (await printedAsDocument(deploys, o.output)) return;
+        const paint = colours(process.stdout);
+        const wide = outputOf(o.output) === "wide";
+        out(
+          ["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"]
+            .concat(wide ? ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ERROR"] : [])
+            .join("\t"),
+        );
+        for (const d of deploys) {
+          const row = [d.created_at, d.id, d.kind, d.application, d.environment, d.version, paint.status(d.status)];
+          if (wide)
+            row.push(
+              d.tenant,
+              d.artifact,
+              d.plugin ?? "-",
+              d.submitted_by ?? "-",
+              d.started_at ?? "-",
+              d.finished_at ?? "-",
+              d.error?.message ?? "",
+            );
+          out(row.join("\t"));
+        }
       },
     );
 
@@ -193,7 +225,16 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (o: { output?: Output }) => {
       const { plugins } = await (await client()).plugins();
-      if (outputOf(o.output) === "json") return out(JSON.stringify(plugins, null, 2));
+      if (await printedAsDocument(plugins, o.output)) return;
+      const paint = colours(process.stdout);
+      if (outputOf(o.output) === "wide") {
+        out(["NAME", "KIND", "STATUS", "RESTARTS", "LAST_START", "CAPABILITIES", "CAPABILITIES_AS_OF", "LAST_ERROR"].join("\t"));
+        for (const p of plugins) {
+          const row = [p.name, p.kind, paint.status(p.status ?? "-"), String(p.restarts ?? "-"), p.last_start ?? "-"];
+          out([...row, p.capabilities?.join(",") ?? "-", p.capabilities_as_of ?? "-", p.last_error ?? ""].join("\t"));
+        }
+        return;
+      }
       for (const p of plugins) {
         const caps =
           p.capabilities !== null
@@ -201,7 +242,7 @@ export async function main(argv: string[]): Promise<void> {
             : p.status === "start_failed"
               ? "(unknown: its start failed; the next use tries again)"
               : "(not started yet: capabilities known after its first use)";
-        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${p.status}` : ""}${p.last_error ? `\t${p.last_error}` : ""}`);
+        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${paint.status(p.status)}` : ""}${p.last_error ? `\t${p.last_error}` : ""}`);
       }
     });
   plugins
@@ -214,7 +255,7 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (name: string, o: { output?: Output }) => {
       const p = await (await client()).restartPlugin(name);
-      if (outputOf(o.output) === "json") return out(JSON.stringify(p, null, 2));
+      if (await printedAsDocument(p, o.output)) return;
       out(`${p.name} restarted: ${p.status ?? "up"}${p.last_start ? ` since ${p.last_start}` : ""}`);
     });
 
@@ -253,20 +294,29 @@ export async function main(argv: string[]): Promise<void> {
           outcome: o.outcome,
           limit: o.limit,
         });
-        if (outputOf(o.output) === "json") return out(JSON.stringify(entries, null, 2));
-        out(["AT", "ACTOR", "TENANT", "ACTION", "DEPLOY", "OUTCOME", "CLIENT", "MESSAGE"].join("\t"));
+        if (await printedAsDocument(entries, o.output)) return;
+        const paint = colours(process.stdout);
+        const wide = outputOf(o.output) === "wide";
+        const more = ["ACTOR_ID", "GROUPS", "APPLICATION", "ENVIRONMENT"];
+        out(["AT", "ACTOR", "TENANT", "ACTION", "DEPLOY", "OUTCOME", "CLIENT", ...(wide ? more : []), "MESSAGE"].join("\t"));
         for (const e of entries) {
-          out(
-            [e.at, e.actor ?? "-", e.tenant ?? "-", e.action, e.deploy_id ?? "-", e.outcome, e.client_address ?? "-", e.message ?? ""].join(
-              "\t",
-            ),
-          );
+          const row = [
+            e.at,
+            e.actor ?? "-",
+            e.tenant ?? "-",
+            e.action,
+            e.deploy_id ?? "-",
+            paint.status(e.outcome),
+            e.client_address ?? "-",
+          ];
+          if (wide) row.push(e.actor_id ?? "-", e.actor_groups?.join(",") || "-", e.application ?? "-", e.environment ?? "-");
+          out([...row, e.message ?? ""].join("\t"));
         }
       },
     );
 
-  authCommands(program, client, output, outputOf);
-  overviewCommand(program, client, output, outputOf);
+  authCommands(program, client, output);
+  overviewCommand(program, client, output);
 
   const token = program
     .command("token")
@@ -307,7 +357,7 @@ export async function main(argv: string[]): Promise<void> {
           environment: o.environment,
           expires_in: o.expires,
         });
-        if (outputOf(o.output) === "json") return out(JSON.stringify(t, null, 2));
+        if (await printedAsDocument(t, o.output)) return;
         out(
           `created token ${t.name} (id ${t.id}): ${t.role} in tenant ${t.tenant}, application ${t.application}, environment ${t.environment}, expires ${t.expires_at}`,
         );
@@ -323,14 +373,40 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (o: { tenant?: string; limit: string; output?: Output }) => {
       const { tokens } = await (await client()).tokens({ tenant: o.tenant, limit: o.limit });
-      if (outputOf(o.output) === "json") return out(JSON.stringify(tokens, null, 2));
-      out(["ID", "NAME", "ROLE", "TENANT", "APPLICATION", "ENVIRONMENT", "STATUS", "EXPIRES", "LAST_USED", "CREATED_BY"].join("\t"));
+      if (await printedAsDocument(tokens, o.output)) return;
+      const paint = colours(process.stdout);
+      const wide = outputOf(o.output) === "wide";
+      const more = ["CREATED", "CREATED_BY_ID", "REVOKED", "REVOKED_BY"];
+      out(
+        [
+          "ID",
+          "NAME",
+          "ROLE",
+          "TENANT",
+          "APPLICATION",
+          "ENVIRONMENT",
+          "STATUS",
+          "EXPIRES",
+          "LAST_USED",
+          "CREATED_BY",
+          ...(wide ? more : []),
+        ].join("\t"),
+      );
       for (const t of tokens) {
-        out(
-          [t.id, t.name, t.role, t.tenant, t.application, t.environment, t.status, t.expires_at, t.last_used_at ?? "-", t.created_by].join(
-            "\t",
-          ),
-        );
+        const row = [
+          t.id,
+          t.name,
+          t.role,
+          t.tenant,
+          t.application,
+          t.environment,
+          paint.status(t.status),
+          t.expires_at,
+          t.last_used_at ?? "-",
+        ];
+        row.push(t.created_by);
+        if (wide) row.push(t.created_at, t.created_by_id, t.revoked_at ?? "-", t.revoked_by ?? "-");
+        out(row.join("\t"));
       }
     });
   token
@@ -340,7 +416,7 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (id: string, o: { output?: Output }) => {
       const t = await (await client()).revokeToken(id);
-      if (outputOf(o.output) === "json") return out(JSON.stringify(t, null, 2));
+      if (await printedAsDocument(t, o.output)) return;
       out(`revoked token ${t.name} (id ${t.id}) at ${t.revoked_at}`);
     });
 
@@ -372,6 +448,27 @@ export async function main(argv: string[]): Promise<void> {
       out(`Signed out of ${server} (${login.name})`);
     });
 
+  program
+    .command("version")
+    .description("show the versions of this CLI and of the server it talks to (--server)")
+    .addOption(output())
+    .action(async (o: { output?: Output }) => {
+      const { server } = program.opts<GlobalOpts>();
+      const answer = await (await client({ anonymous: true })).serverVersion().then(
+        (s) => ({ client: { version }, server: { address: server, version: s.version, api: s.api } }),
+        (e: unknown) => ({ client: { version }, server: { address: server, error: ManentError.from(e).toJSON() } }),
+      );
+      if (!(await printedAsDocument(answer, o.output))) {
+        out(`client: manent ${version}`);
+        if ("version" in answer.server) out(`server: manent-server ${answer.server.version} at ${server}`);
+        else out(`server: unknown — ${answer.server.error.message}`);
+      }
+      // The client's version is shown either way; the exit says whether the server's could be.
+      if ("error" in answer.server) process.exitCode = exitCodeFor(ManentError.fromJSON(answer.server.error));
+    });
+
+  completionCommand(program);
+
   try {
     await program.parseAsync(argv);
   } catch (err) {
@@ -383,11 +480,6 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`manent: ${e.message}\n`);
     process.exitCode = exitCodeFor(e);
   }
-}
-
-/** JSON for programs (stdout a pipe or a file), text for people; `-o` or MANENT_OUTPUT decide otherwise. */
-function outputOf(chosen: Output | undefined): Output {
-  return chosen ?? (process.stdout.isTTY ? "text" : "json");
 }
 
 /**
@@ -433,35 +525,49 @@ async function absoluteSource(source: string, base: string): Promise<string> {
   return isRemoteSource(source) || isAbsolute(source) ? source : resolve(base, source);
 }
 
+/** Where a followed deploy's progress goes: a view redrawn in place on a terminal, lines elsewhere. */
+interface Progress {
+  update(d: DeployView): void;
+  finish(d: DeployView): void;
+}
+
 async function follow(
   api: ApiClient,
   submitted: { id: string; queued_behind?: string },
   wait: boolean,
   output: Output,
+  colours: (stream: NodeJS.WriteStream) => Painter,
   quietStart = false,
 ): Promise<void> {
+  const [{ ProgressPrinter }, { terminalStatuses }] = await Promise.all([
+    import("./progress-printer.js"),
+    import("../core/engine/deploy-store.js"),
+  ]);
+  // Text goes to stdout; a document goes to stdout once, at the end, while a person watching the
+  // terminal still sees the progress on stderr.
+  const stream = isDocument(output) ? (process.stderr.isTTY ? process.stderr : undefined) : process.stdout;
+  const write = (line: string) => void stream?.write(`${line}\n`);
+  const progress = async (): Promise<Progress | undefined> => {
+    if (!stream) return undefined;
+    if (stream.isTTY) return new (await import("./live-view.js")).LiveView(stream, colours(stream));
+    return new ProgressPrinter(write, colours(stream));
+  };
   if (!wait) {
     const d = await api.deploy(submitted.id);
-    const [{ ProgressPrinter }, { terminalStatuses }] = await Promise.all([
-      import("./progress-printer.js"),
-      import("../core/engine/deploy-store.js"),
-    ]);
-    if (output === "json") out(JSON.stringify(d, null, 2));
-    else if (quietStart) new ProgressPrinter(out).finish(d);
-    else out(submitted.id);
+    if (isDocument(output)) out(await documentOf(d, output));
+    else if (!quietStart) out(submitted.id);
+    else if (process.stdout.isTTY) {
+      // `manent status ID` on a terminal: the deploy's whole view, once.
+      const [{ deployView }, paint] = [await import("./deploy-view.js"), colours(process.stdout)];
+      for (const line of deployView(d, paint)) out(line);
+    } else new ProgressPrinter(out, colours(process.stdout)).finish(d);
     process.exitCode = terminalStatuses.has(d.status) && d.status !== "succeeded" ? Exit.DeployFailed : Exit.Ok;
     return;
   }
-  const [{ ProgressPrinter }, { terminalStatuses }, { applyEvent, isFinishEvent }] = await Promise.all([
-    import("./progress-printer.js"),
-    import("../core/engine/deploy-store.js"),
-    import("../core/engine/deploy-events.js"),
-  ]);
-  // JSON goes to stdout once, at the end; a person watching the terminal still sees the progress on stderr.
-  const printer = output === "text" ? new ProgressPrinter(out) : process.stderr.isTTY ? new ProgressPrinter(err) : undefined;
-  if (submitted.queued_behind && printer)
-    (output === "text" ? out : err)(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
+  const { applyEvent, isFinishEvent } = await import("../core/engine/deploy-events.js");
+  if (submitted.queued_behind) write(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
   let d = await api.deploy(submitted.id);
+  const printer = await progress();
   if (!terminalStatuses.has(d.status)) {
     // Follow the deploy's event stream (no polling): its history from the start, then live, until it ends.
     let view: DeployView = { ...d, steps: [], targets: [] };
@@ -476,11 +582,8 @@ async function follow(
     );
     d = await api.deploy(submitted.id); // the final record, with every step's output
   }
-  if (output === "text") printer!.finish(d);
-  else {
-    printer?.finish(d);
-    out(JSON.stringify(d, null, 2));
-  }
+  printer?.finish(d);
+  if (isDocument(output)) out(await documentOf(d, output));
   process.exitCode = d.status === "succeeded" ? Exit.Ok : Exit.DeployFailed;
 }
 

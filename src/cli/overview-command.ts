@@ -1,18 +1,12 @@
 import type { Command, Option } from "commander";
 import type { Overview, OverviewCell } from "../core/environments/overview.js";
 import type { ApiClient } from "./api-client.js";
-
-type Output = "text" | "json";
+import { printedAsDocument, type Output } from "./output/output-format.js";
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 /** `manent overview`: applications by environment, each cell the version live there and what moves. */
-export function overviewCommand(
-  program: Command,
-  client: () => Promise<ApiClient>,
-  output: () => Option,
-  outputOf: (chosen: Output | undefined) => Output,
-): void {
+export function overviewCommand(program: Command, client: () => Promise<ApiClient>, output: () => Option): void {
   program
     .command("overview")
     .description(
@@ -24,7 +18,7 @@ export function overviewCommand(
     .addOption(output())
     .action(async (o: { tenant?: string; application?: string; output?: Output }) => {
       const overview = await (await client()).overview({ tenant: o.tenant, application: o.application });
-      if (outputOf(o.output) === "json") return out(JSON.stringify(overview, null, 2));
+      if (await printedAsDocument(overview, o.output)) return;
       for (const line of overviewLines(overview)) out(line);
     });
 }

@@ -1,5 +1,6 @@
 import type { DeployView } from "../core/engine/deploy-events.js";
 import type { StepRecord } from "../core/engine/deploy-store.js";
+import { plain, type Painter } from "./output/colour.js";
 import { rolloutLines } from "./rollout-printer.js";
 
 const marks: Record<string, string> = { running: "…", succeeded: "✓", failed: "✗", skipped: "-" };
@@ -11,7 +12,10 @@ const marks: Record<string, string> = { running: "…", succeeded: "✓", failed
 export class ProgressPrinter {
   private readonly printed = new Set<string>();
 
-  constructor(private readonly write: (line: string) => void) {}
+  constructor(
+    private readonly write: (line: string) => void,
+    private readonly paint: Painter = plain,
+  ) {}
 
   update(d: DeployView): void {
     this.once(`head`, `${label(d)}`);
@@ -24,17 +28,17 @@ export class ProgressPrinter {
       for (const t of d.targets.filter((t) => phasesOf(step.name).includes(t.phase))) {
         this.once(
           `${t.phase}:${t.host}:${t.status}`,
-          `      ${t.host}: ${t.status}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`,
+          `      ${t.host}: ${this.paint.status(t.status)}${t.duration_ms != null ? ` ${t.duration_ms}ms` : ""}${t.error ? ` — ${t.error}` : ""}`,
         );
       }
-      this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step));
+      this.once(`${step.name}:${step.status}:${step.attempts}`, stepLine(step, this.paint));
     }
     for (const { key, line } of rolloutLines(d)) this.once(`rollout:${key}`, line);
   }
 
   finish(d: DeployView): void {
     this.update(d);
-    this.write(d.error ? `${d.status}: ${d.error.message}` : d.status);
+    this.write(d.error ? `${this.paint.status(d.status)}: ${d.error.message}` : this.paint.status(d.status));
   }
 
   private once(key: string, line: string): void {
@@ -52,10 +56,10 @@ function label(d: DeployView): string {
   return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]`;
 }
 
-function stepLine(s: StepRecord): string {
+function stepLine(s: StepRecord, paint: Painter): string {
   const attempts = s.attempts > 1 ? `, ${s.attempts} attempts` : "";
   const took = s.duration_ms != null ? ` (${s.duration_ms}ms${attempts})` : "";
-  return `  ${marks[s.status] ?? "?"} ${s.name}${took}${s.error ? ` — ${s.error.message}` : ""}`;
+  return `  ${paint.status(marks[s.status] ?? "?")} ${s.name}${took}${s.error ? ` — ${s.error.message}` : ""}`;
 }
 
 /** The plugin calls whose target results belong under a step (a dry-run reports under "deploy"; a checkpoint only reads). */

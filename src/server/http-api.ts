@@ -22,7 +22,7 @@ import { httpStatus } from "./http-status.js";
 import { csrfProtection } from "./oidc/csrf.js";
 import type { RelyingParty } from "./oidc/relying-party.js";
 import { databaseUnavailable, isDatabaseUnavailable, looksLikeConnectionLoss, type DatabaseHealth } from "../storage/database-health.js";
-import { registerRoutes, openApiPath } from "./routes/index.js";
+import { registerRoutes, publicApiPaths } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import { SignInRefusals } from "./sign-in-refusals.js";
 import type { ManagedTokens } from "./tokens/managed-tokens.js";
@@ -119,7 +119,7 @@ export function createApiApp(deps: ApiDeps): ApiApp {
   app.use("/api/v1/*", csrfProtection());
   app.use("/auth/logout", csrfProtection());
   app.use("/api/v1/*", async (c, next) => {
-    if (c.req.path !== openApiPath) {
+    if (!publicApiPaths.has(c.req.path)) {
       try {
         c.set("caller", await deps.auth.authenticate({ authorization: c.req.header("authorization"), cookies: getCookie(c) }));
       } catch (err) {
@@ -143,7 +143,7 @@ export function createApiApp(deps: ApiDeps): ApiApp {
         throw err;
       }
     }
-    if (c.req.path !== openApiPath) deps.database?.assertAvailable();
+    if (!publicApiPaths.has(c.req.path)) deps.database?.assertAvailable();
     await next();
   });
 

@@ -205,6 +205,8 @@ describe("HTTP API under fuzzing", () => {
         .tuple(fc.constantFrom("read", "submit", "approve", "token_admin", "fly", ""), query)
         .map(([action, q]) => ["GET", `/api/v1/auth/can-i?action=${action}&${q}`] as const),
       query.map((q) => ["GET", `/api/v1/audit?${q}`] as const),
+      // The server's version, answered without a token: hostile queries and methods change nothing.
+      fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE"), query).map(([m, q]) => [m, `/api/v1/version?${q}`] as const),
     );
     await fc.assert(
       fc.asyncProperty(

@@ -8,6 +8,7 @@ import { createWorkspace, manentYml } from "../support/workspace.js";
 
 type OpenApiDocument = {
   openapi: string;
+  info: { version: string };
   paths: Record<string, Record<string, { responses?: Record<string, unknown>; parameters?: unknown[] }>>;
   components?: { schemas?: Record<string, unknown> };
 };
@@ -46,6 +47,13 @@ describe("OpenAPI document", () => {
   after(async () => {
     await server?.stop();
     await pg?.stop();
+  });
+
+  it("serves the server's version without a token, and only that among the API's routes", async () => {
+    const res = await fetch(new URL("/api/v1/version", server.url));
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { version: doc.info.version, api: "v1" });
+    assert.equal((await fetch(new URL("/api/v1/deploys", server.url))).status, 401);
   });
 
   it("documents exactly the routes the app registers", () => {

@@ -37,11 +37,16 @@ import { rolloutRoutes } from "./rollouts.js";
 import { sessionRoutes } from "./session.js";
 import { tokenRoutes } from "./tokens.js";
 import { uiRoutesOn } from "./ui.js";
+import { versionPath, versionRoute } from "./version.js";
+
+/** The /api/v1/ routes answered without authentication (nor the database): the API's description and the server's version. */
+export const publicApiPaths: ReadonlySet<string> = new Set([openApiPath, versionPath]);
 
 export { openApiPath };
 
 export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   healthRoutes(app, deps);
+  versionRoute(app);
   sessionRoutes(app);
   oidcRoutes(app, deps);
   deployRoutes(app, deps);

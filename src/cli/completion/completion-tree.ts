@@ -1,0 +1,77 @@
+import type { Command } from "commander";
+
+/** A flag as completion offers it. */
+export interface FlagNode {
+  /** "-o", "--output". */
+  names: string[];
+  description: string;
+  takesValue: boolean;
+  /** The values it takes, when they are a fixed list. */
+  choices: string[];
+  /** Its value is a file (a descriptor, a PEM, a local artifact). */
+  file: boolean;
+}
+
+/** A command (the program itself, or a subcommand at any depth) as completion offers it. */
+export interface CommandNode {
+  /** The words that reach it: ["manent"], ["manent", "plugins", "restart"]. */
+  path: string[];
+  description: string;
+  commands: CommandNode[];
+  flags: FlagNode[];
+  /** Values of its first argument, when they are a fixed list (a shell, an action, a command for help). */
+  argumentChoices: string[];
+}
+
+/** Option values named so are files on this machine. */
+const fileValues = new Set(["descriptor", "pem", "source", "file", "path"]);
+
+/**
+ * The commands, flags and fixed values of a commander program, read from its definitions (and
+ * commander's own help command and flags), so the completion scripts follow the CLI as it changes.
+ */
+export function completionTree(cmd: Command, parent: string[] = []): CommandNode {
+  const help = cmd.createHelp();
+  const path = [...parent, cmd.name()];
+  const subcommands = help.visibleCommands(cmd);
+  const commands = subcommands.map((sub) => {
+    const node = completionTree(sub, path);
+    // commander's own `help [command]`: its argument is one of its siblings.
+    if (sub.name() === "help" && !cmd.commands.includes(sub))
+      node.argumentChoices = subcommands.filter((s) => s !== sub).map((s) => s.name());
+    return node;
+  });
+  const flags = help.visibleOptions(cmd).map((o) => {
+    const value = /[<[]([^>\]]+)[>\]]/.exec(o.flags)?.[1] ?? "";
+    return {
+      names: [o.short, o.long].filter((n): n is string => n !== undefined),
+      description: oneLine(o.description),
+      takesValue: o.required || o.optional,
+      choices: o.argChoices ?? [],
+      file: fileValues.has(value),
+    };
+  });
+  return {
+    path,
+    description: oneLine(cmd.description()),
+    commands,
+    flags,
+    argumentChoices: cmd.registeredArguments[0]?.argChoices ?? [],
+  };
+}
+
+/** Every command of the tree, the program first. */
+export function allCommands(node: CommandNode): CommandNode[] {
+  return [node, ...node.commands.flatMap(allCommands)];
+}
+
+/** A description short enough for a completion menu: its first clause. */
+function oneLine(text: string): string {
+  const first = text.split(/[;:(]\s|\. /)[0]!.trim();
+  return first.length > 90 ? `${first.slice(0, 89)}…` : first;
+}
+
+/** A string as one single-quoted word of sh, bash, zsh (and fish, where only \ and ' need escaping). */
+export function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
