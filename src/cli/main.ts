@@ -122,7 +122,7 @@ export async function main(argv: string[]): Promise<void> {
     .command("status")
     .description("show a deploy: its steps, targets and result")
     .argument("<id>", "deploy id")
-    .option("-w, --watch", "follow it to the end")
+    .option("-w, --watch", "follow it to the end (on a terminal: one view redrawn in place; in a pipe: a line per change)")
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
       await follow(await client(), { id }, o.watch === true, outputOf(o.output), colours, true);
@@ -539,6 +539,9 @@ async function follow(
   colours: (stream: NodeJS.WriteStream) => Painter,
   quietStart = false,
 ): Promise<void> {
+  // `manent status` is the dashboard: on a terminal, one view redrawn in place. `deploy` and
+  // `rollback` print a timeline, one line per change, that stays in the scrollback and in CI logs.
+  const live = quietStart;
   const [{ ProgressPrinter }, { terminalStatuses }] = await Promise.all([
     import("./progress-printer.js"),
     import("../core/engine/deploy-store.js"),
@@ -549,7 +552,7 @@ async function follow(
   const write = (line: string) => void stream?.write(`${line}\n`);
   const progress = async (): Promise<Progress | undefined> => {
     if (!stream) return undefined;
-    if (stream.isTTY) return new (await import("./live-view.js")).LiveView(stream, colours(stream));
+    if (live && stream.isTTY) return new (await import("./live-view.js")).LiveView(stream, colours(stream));
     return new ProgressPrinter(write, colours(stream));
   };
   if (!wait) {

@@ -72,15 +72,17 @@ describe("manent at a terminal and in a pipe", () => {
       waves: { by: ["region"] },
       canary: { steps: [{ set_weight: 20 }, { pause: {} }, { set_weight: 100 }] },
     });
+    const submitted = await shell(`manent --server ${server.url} deploy -f ${file} --no-wait`);
+    assert.equal(submitted.code, 0, submitted.stderr);
+    const id = (JSON.parse(submitted.stdout) as DeployRecord).id;
     const promoted = new Set<string>();
     let promoting = Promise.resolve();
-    const r = await runInTerminal(`manent --server ${server.url} deploy -f ${file}`, {
+    const r = await runInTerminal(`manent --server ${server.url} status ${id} --watch`, {
       cwd: ws.dir,
       env,
       // At each pause the screen shows, promote it once (as a person reading it would), from the API.
       onOutput: (output) => {
-        const id = /\[([0-9a-f-]{36})\]/.exec(output)?.[1];
-        if (!id || !lastDrawing(output).includes("paused until promoted")) return;
+        if (!lastDrawing(output).includes("paused until promoted")) return;
         promoting = promoting.then(async () => {
           const d = await server.api.deploy(id);
           const step = d.rollout?.waiting?.kind === "pause" ? d.rollout.waiting.step : undefined;
@@ -99,7 +101,7 @@ describe("manent at a terminal and in a pipe", () => {
     assert.ok(r.output.trimEnd().endsWith("\x1b[?25h"), "cursor not shown again");
     assert.match(r.output, /paused until promoted/, "a pause was never on screen");
     const view = lastDrawing(r.output);
-    assert.match(view, /^deploy of live 2\.0\.0 → prod {2}\[[0-9a-f-]{36}\]$/m);
+    assert.match(view, new RegExp(`^deploy of live 2\\.0\\.0 → prod {2}\\[${id}\\]$`, "m"));
     assert.match(view, /^ {2}Status: +succeeded$/m);
     for (const step of ["resolve", "fetch", "validate", "deploy"])
       assert.match(view, new RegExp(`^ {2}✓ +${step} +succeeded +\\d+ms`, "m"));
@@ -113,14 +115,25 @@ describe("manent at a terminal and in a pipe", () => {
     assert.match(r.output, /\x1b\[32msucceeded\x1b\[39m/);
   });
 
-  it("in a pipe prints the progress lines as before: no escape sequences, no colour", async () => {
+  it("deploy prints a timeline (coloured on a terminal, never redrawn); status --watch in a pipe prints it with no escape sequences", async () => {
     const file = await app("piped");
-    const r = await shell(`manent --server ${server.url} deploy -f ${file} -o text | cat`);
+    const t = await runInTerminal(`manent --server ${server.url} deploy -f ${file}`, { cwd: ws.dir, env });
+    assert.equal(t.code, 0, t.output);
+    assert.doesNotMatch(t.output, /\x1b\[\d+A/, "deploy's timeline is not redrawn");
+    assert.match(t.output, /\x1b\[32m✓\x1b\[39m deploy \(\d+ms\)/);
+    const timeline = stripVTControlCharacters(t.output).replace(/\r\n/g, "\n").trimEnd().split("\n");
+    assert.match(timeline[0]!, /^deploy of piped 2\.0\.0 → prod {2}\[[0-9a-f-]{36}\]$/);
+    assert.equal(timeline.at(-1), "succeeded");
+
+    const id = /\[([0-9a-f-]{36})\]/.exec(timeline[0]!)![1]!;
+    const r = await shell(`manent --server ${server.url} status ${id} --watch -o text | cat`);
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /\x1b/);
     const lines = r.stdout.trimEnd().split("\n");
-    assert.match(lines[0]!, /^deploy of piped 2\.0\.0 → prod {2}\[[0-9a-f-]{36}\]$/);
-    assert.ok(lines.includes("  ✓ deploy") || lines.some((l) => /^ {2}✓ deploy \(\d+ms\)$/.test(l)), r.stdout);
+    assert.ok(
+      lines.some((l) => /^ {2}✓ deploy \(\d+ms\)$/.test(l)),
+      r.stdout,
+    );
     assert.equal(lines.at(-1), "succeeded");
   });
 
