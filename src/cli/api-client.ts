@@ -85,6 +85,25 @@ export class ApiClient {
     return this.request("GET", "/api/v1/version");
   }
 
+  /** A tenant's uploads (default: the caller's one tenant), with what needs each, the total and the quota. */
+  uploads(tenant?: string): Promise<UploadListing> {
+    return this.request("GET", `/api/v1/uploads${tenantQuery(tenant)}`);
+  }
+
+  /** Deletes an upload no deploy needs. */
+  deleteUpload(sha256: string, tenant?: string): Promise<{ sha256: string; size: number; tenant: string }> {
+    return this.request("DELETE", `/api/v1/uploads/${encodeURIComponent(sha256)}${tenantQuery(tenant)}`);
+  }
+
+  /** Removes a tenant's uploads no deploy needs (with dryRun: only says which). */
+  sweepUploads(
+    tenant: string | undefined,
+    dryRun: boolean,
+  ): Promise<{ tenant: string; dry_run: boolean; removed: { sha256: string; size: number }[]; removed_bytes: number }> {
+    const q = new URLSearchParams({ ...(tenant !== undefined && { tenant }), dry_run: String(dryRun) });
+    return this.request("POST", `/api/v1/uploads/sweep?${q.toString()}`);
+  }
+
   /** Who the caller is (kind, id, name, e-mail, groups) and its grants. */
   whoami(): Promise<Principal> {
     return this.request("GET", "/api/v1/whoami");
@@ -240,6 +259,32 @@ interface RawBody {
   raw: ReadableStream<Uint8Array>;
   type: string;
   length: number;
+}
+
+function tenantQuery(tenant: string | undefined): string {
+  return tenant === undefined ? "" : `?tenant=${encodeURIComponent(tenant)}`;
+}
+
+/** GET /api/v1/uploads. */
+export interface UploadListing {
+  tenant: string;
+  used_bytes: number;
+  quota_bytes: number | null;
+  uploads: {
+    sha256: string;
+    size: number;
+    created_at: string;
+    last_used_at: string | null;
+    needed_by: {
+      deploy: string;
+      application: string;
+      artifact: string;
+      environment: string;
+      version: string;
+      status: string;
+      reason: string;
+    }[];
+  }[];
 }
 
 function uploadPath(tenant: string, sha256: string): string {

@@ -21,6 +21,8 @@ export function exitCodeFor(err: ManentError): number {
     case Code.FailedPrecondition:
     case Code.OutOfRange:
     case Code.AlreadyExists:
+    case Code.Aborted: // e.g. an upload a deploy still needs, not deleted
+    case Code.ResourceExhausted: // an upload over its tenant's quota
       return Exit.BadInput;
     default:
       return Exit.ServerError;

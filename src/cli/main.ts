@@ -7,6 +7,7 @@ import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
 import { completionCommand } from "./completion/completion-command.js";
+import { uploadCommands } from "./upload-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
 import { colourFor, type Painter } from "./output/colour.js";
 import { documentOf, isDocument, outputOf, outputOption, printedAsDocument, type Output } from "./output/output-format.js";
@@ -317,6 +318,7 @@ export async function main(argv: string[]): Promise<void> {
 
   authCommands(program, client, output);
   overviewCommand(program, client, output);
+  uploadCommands(program, client, output);
 
   const token = program
     .command("token")

@@ -20,10 +20,14 @@ export const Code = {
   AlreadyExists: 6,
   /** The token may not act on the tenant; a plugin's target refused the operation (RBAC 403). */
   PermissionDenied: 7,
+  /** An upload that would take its tenant over its quota (uploads.quota_per_tenant); a target's disk full. */
   ResourceExhausted: 8,
   /** The state does not allow it: a deploy already ended, nothing to roll back to, a plugin that gave up. */
   FailedPrecondition: 9,
-  /** Permanent: what `permanent(err)` marks and gRPC ABORTED carries; the step fails without retries. */
+  /**
+   * Permanent: what `permanent(err)` marks and gRPC ABORTED carries; the step fails without retries.
+   * In the API, a conflict: an upload a deploy still needs is not deleted.
+   */
   Aborted: 10,
   OutOfRange: 11,
   /** A capability the plugin lacks (gRPC UNIMPLEMENTED): dry-run stops at validation, rollouts fail. */

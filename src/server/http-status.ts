@@ -18,7 +18,8 @@ export function httpStatus(code: Code): number {
     case Code.FailedPrecondition:
       return 412;
     case Code.ResourceExhausted:
-      return 429;
+      // The API's one resource_exhausted is an upload over its tenant's quota: Content Too Large.
+      return 413;
     case Code.Canceled:
       return 499;
     case Code.Unimplemented:

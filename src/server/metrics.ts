@@ -4,8 +4,16 @@ import type { EngineMetrics } from "../core/engine/engine-metrics.js";
 /** How many deploys keep their per-deploy series (canary weight, analysis values). */
 const maxDeploySeries = 200;
 
+/** Where the storage gauges read their values when scraped. */
+export interface StorageSources {
+  /** Bytes of uploads per tenant (a database query). */
+  uploadBytes(): Promise<Map<string, number>>;
+  /** Bytes of this server's artifacts cache. */
+  cacheBytes(): number;
+}
+
 /** The Prometheus metrics of one server, on its own registry (no global state). */
-export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
+export function createMetrics(): { registry: Registry; engine: EngineMetrics; watchStorage(sources: StorageSources): void } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "manent_process_" });
   const deploys = new Counter({
@@ -70,8 +78,34 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics } {
     }
     return entry;
   };
+  let storage: StorageSources | undefined;
+  new Gauge({
+    name: "manent_upload_bytes",
+    help: "Bytes of uploaded artifacts stored per tenant (what uploads.quota_per_tenant limits), read from the database at each scrape.",
+    labelNames: ["tenant"],
+    registers: [registry],
+    async collect() {
+      if (!storage) return;
+      // A scrape while the database is away keeps the last values rather than failing.
+      const usage = await storage.uploadBytes().catch(() => undefined);
+      if (!usage) return;
+      this.reset();
+      for (const [tenant, bytes] of usage) this.set({ tenant }, bytes);
+    },
+  });
+  new Gauge({
+    name: "manent_artifact_cache_bytes",
+    help: "Bytes of this server's artifacts cache in its workdir (bounded by artifacts.cache_size).",
+    registers: [registry],
+    collect() {
+      if (storage) this.set(storage.cacheBytes());
+    },
+  });
   return {
     registry,
+    watchStorage(sources) {
+      storage = sources;
+    },
     engine: {
       deployFinished(kind, status, seconds) {
         deploys.inc({ kind, status });

@@ -10,6 +10,9 @@ import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
 import { loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
 import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
+import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
+import { UploadRetention } from "../storage/upload-retention.js";
+import { UploadSweeper } from "./upload-sweeper.js";
 import { Engine } from "../core/engine/engine.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
@@ -96,8 +99,10 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let events: PgEventHub | undefined;
   let health: DatabaseHealth | undefined;
   let fleet: FleetHeartbeats | undefined;
+  let sweeper: UploadSweeper | undefined;
   const cleanup = async (): Promise<void> => {
     health?.stop();
+    await sweeper?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await fleet?.stop();
     await closeHttp();
@@ -121,6 +126,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     // Bodies are received into the workdir first, so a slow or cut upload never holds a database connection.
     const uploads = new PgUploadStore(db, join(config.workdirPath, "uploads-incoming"));
     await uploads.prepare();
+    const cache = new ArtifactCache(join(config.workdirPath, "artifacts"), config.artifacts.cache_size, logger);
+    await cache.measure();
+    metrics.watchStorage({ uploadBytes: () => uploads.usage(), cacheBytes: () => cache.size() });
     const registry = plugins;
     // Schema changes (manent's and DBOS's) and the start's repairs of the records, one server at a time.
     engine = await underSchemaLock(db, logger, async () => {
@@ -133,6 +141,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         metrics: metrics.engine,
         databaseUrl,
         uploads,
+        cache,
       });
       engine = started; // shut down by cleanup if what follows fails
       await reconcileDeploys(db, logger);
@@ -148,6 +157,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       recover: (executorId) => started.recoverExecutor(executorId),
     });
     await fleet.start();
+    const retention = new UploadRetention(db, config.uploads.retention);
+    sweeper = new UploadSweeper(retention, config.uploads.retention.sweep_interval, logger);
+    sweeper.start();
     // Managed tokens after manent.yml's: a value from manent.yml is never looked up in the database.
     const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
     const sessions = new PgSessionStore(db);
@@ -170,7 +182,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         logger,
         database: health,
         ping: async () => void (await db.query("select 1")),
-        uploads: { store: uploads, maxSize: config.artifacts.max_upload_size },
+        uploads: { store: uploads, maxSize: config.artifacts.max_upload_size, config: config.uploads, retention },
         events,
         audit: new PgAuditLog(db),
       }),
@@ -184,6 +196,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         (closing ??= (async () => {
           logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
           await events?.close();
+          await sweeper?.stop();
           await closeHttp();
           await engine?.shutdown(config.shutdown_timeout);
           engine = undefined;

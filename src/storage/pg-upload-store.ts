@@ -5,7 +5,15 @@ import { join } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pg from "pg";
-import { hashMismatch, tooLarge, type UploadResult, type UploadStore } from "../core/artifacts/upload-store.js";
+import {
+  hashMismatch,
+  overQuota,
+  tooLarge,
+  type UploadEntry,
+  type UploadLimits,
+  type UploadResult,
+  type UploadStore,
+} from "../core/artifacts/upload-store.js";
 import { Code, ManentError } from "../core/errors.js";
 
 /** Rows of this size keep memory flat while a large upload streams in or out. */
@@ -26,7 +34,36 @@ export const uploadStatements = [
      data bytea not null,
      primary key (tenant, sha256, seq)
    )`,
+  // When a submission last named the upload: a retention sweep leaves uploads used lately (upload-retention.ts).
+  `alter table manent.uploads add column if not exists last_used_at timestamptz`,
 ];
+
+/**
+ * Serializes, within a transaction, what changes one tenant's uploads: the quota check and write of
+ * an upload, a deletion, a sweep. Two uploads at once cannot both fit in the room left for one.
+ */
+export async function lockTenantUploads(client: pg.ClientBase, tenant: string): Promise<void> {
+  await client.query("select pg_advisory_xact_lock(hashtext('manent.uploads'), hashtext($1))", [tenant]);
+}
+
+/** Runs `fn` in one transaction on one client; a rollback that fails drops the connection. */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query("begin");
+    const out = await fn(client);
+    await client.query("commit");
+    return out;
+  } catch (err) {
+    await client.query("rollback").catch(() => {
+      broken = true;
+    });
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
 
 /**
  * Uploads kept in the deploys' Postgres, so a deploy run by any server of a fleet finds the file
@@ -57,11 +94,50 @@ export class PgUploadStore implements UploadStore {
     return r.rows[0] ? Number(r.rows[0].size) : undefined;
   }
 
-  async put(tenant: string, sha256: string, body: Readable, maxSize: number, signal?: AbortSignal): Promise<UploadResult> {
+  async claim(tenant: string, sha256: string): Promise<number | undefined> {
+    const r = await this.pool.query<{ size: string }>(
+      "update manent.uploads set last_used_at = now() where tenant = $1 and sha256 = $2 returning size",
+      [tenant, sha256],
+    );
+    return r.rows[0] ? Number(r.rows[0].size) : undefined;
+  }
+
+  /** The total size of each tenant's uploads. */
+  async usage(): Promise<Map<string, number>> {
+    const r = await this.pool.query<{ tenant: string; bytes: string }>(
+      "select tenant, sum(size) as bytes from manent.uploads group by tenant",
+    );
+    return new Map(r.rows.map((row) => [row.tenant, Number(row.bytes)]));
+  }
+
+  /** One tenant's uploads, newest first. */
+  async list(tenant: string): Promise<UploadEntry[]> {
+    const r = await this.pool.query<{ sha256: string; size: string; created_at: Date; last_used_at: Date | null }>(
+      "select sha256, size, created_at, last_used_at from manent.uploads where tenant = $1 order by created_at desc, sha256",
+      [tenant],
+    );
+    return r.rows.map((row) => ({
+      sha256: row.sha256,
+      size: Number(row.size),
+      created_at: row.created_at.toISOString(),
+      last_used_at: row.last_used_at?.toISOString() ?? null,
+    }));
+  }
+
+  async put(tenant: string, sha256: string, body: Readable, limits: UploadLimits, signal?: AbortSignal): Promise<UploadResult> {
+    const { maxSize, quota, declaredSize } = limits;
     const existing = await this.size(tenant, sha256);
     if (existing !== undefined) {
       body.resume();
       return { sha256, size: existing, created: false };
+    }
+    if (quota && declaredSize !== undefined) {
+      // A declared size that cannot fit is refused before a byte is read; the exact check is at the write.
+      const r = await this.pool.query<{ used: string }>("select coalesce(sum(size), 0) as used from manent.uploads where tenant = $1", [
+        tenant,
+      ]);
+      const used = Number(r.rows[0]?.used ?? 0);
+      if (used + declaredSize > quota.bytes) throw overQuota(tenant, quota, used, declaredSize);
     }
     const file = join(this.spoolDir, randomUUID());
     try {
@@ -85,21 +161,26 @@ export class PgUploadStore implements UploadStore {
       }
       const actual = hash.digest("hex");
       if (actual !== sha256) throw hashMismatch(actual, sha256);
-      return await this.store(tenant, sha256, file, size);
+      return await this.store(tenant, sha256, file, size, quota);
     } finally {
       await rm(file, { force: true });
     }
   }
 
-  /** Writes a received and verified body to the database, in one transaction. */
-  private async store(tenant: string, sha256: string, file: string, size: number): Promise<UploadResult> {
-    const client = await this.pool.connect();
-    let broken = false;
-    try {
-      await client.query("begin");
+  /** Writes a received and verified body to the database, in one transaction, if it fits in the tenant's quota. */
+  private store(tenant: string, sha256: string, file: string, size: number, quota: UploadLimits["quota"]): Promise<UploadResult> {
+    return inTransaction(this.pool, async (client) => {
+      await lockTenantUploads(client, tenant);
+      const r = await client.query<{ used: string; present: boolean }>(
+        `select coalesce(sum(size), 0) as used, bool_or(sha256 = $2) as present from manent.uploads where tenant = $1`,
+        [tenant, sha256],
+      );
+      // Stored meanwhile by a concurrent upload of the same bytes: same content, nothing to write.
+      if (r.rows[0]?.present) return { sha256, size, created: false };
+      const used = Number(r.rows[0]?.used ?? 0);
+      if (quota && used + size > quota.bytes) throw overQuota(tenant, quota, used, size);
       let seq = 0;
       for await (const data of createReadStream(file, { highWaterMark: chunkSize }) as AsyncIterable<Buffer>) {
-        // A concurrent upload of the same bytes waits on this row, then skips it: same content.
         await client.query("insert into manent.upload_chunks (tenant, sha256, seq, data) values ($1, $2, $3, $4) on conflict do nothing", [
           tenant,
           sha256,
@@ -112,16 +193,8 @@ export class PgUploadStore implements UploadStore {
         sha256,
         size,
       ]);
-      await client.query("commit");
       return { sha256, size, created: inserted.rowCount === 1 };
-    } catch (err) {
-      await client.query("rollback").catch(() => {
-        broken = true;
-      });
-      throw err;
-    } finally {
-      client.release(broken);
-    }
+    });
   }
 
   async open(tenant: string, sha256: string): Promise<Readable | undefined> {

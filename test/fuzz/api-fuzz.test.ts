@@ -182,7 +182,19 @@ describe("HTTP API under fuzzing", () => {
   });
 
   it("lists, reads, cancels and uploads: hostile paths and query strings", async () => {
-    const keys = fc.constantFrom("tenant", "application", "environment", "artifact", "limit", "wait", "action", "actor", "actor_id", "x");
+    const keys = fc.constantFrom(
+      "tenant",
+      "application",
+      "environment",
+      "artifact",
+      "limit",
+      "wait",
+      "action",
+      "actor",
+      "actor_id",
+      "dry_run",
+      "x",
+    );
     const query = fc.array(fc.tuple(keys, queryValue), { maxLength: 3 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
     const segment = fc.oneof(
       queryValue,
@@ -197,6 +209,12 @@ describe("HTTP API under fuzzing", () => {
         .map(([id, action]) => ["POST", `/api/v1/deploys/${id}/${action}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["GET", `/api/v1/uploads/${sha}?${q}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["PUT", `/api/v1/uploads/${sha}?${q}`] as const),
+      // Deletion, listing and the sweep of uploads (issue 20, item 2).
+      fc.tuple(segment, query).map(([sha, q]) => ["DELETE", `/api/v1/uploads/${sha}?${q}`] as const),
+      query.map((q) => ["GET", `/api/v1/uploads?${q}`] as const),
+      fc
+        .tuple(fc.constantFrom("true", "false", "", "1", "%00"), query)
+        .map(([d, q]) => ["POST", `/api/v1/uploads/sweep?dry_run=${d}&${q}`] as const),
       fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), segment).map(([m, p]) => [m, `/api/v1/${p}`] as const),
       query.map((q) => ["GET", `/api/v1/plugins?${q}`] as const),
       // Roles and permissions: the caller, can-i with hostile actions and scopes, the audit log filtered by principal.

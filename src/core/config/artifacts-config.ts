@@ -45,6 +45,8 @@ const allowedUrl = z
     message: 'must be an http(s) URL prefix without query, e.g. "https://releases.example.com/hello/" (port "*" for any port)',
   });
 
+const defaultCacheSize = 10 * 1024 ** 3;
+
 /**
  * Where artifacts may come from (`artifacts` in manent.yml). The server reads no file of its own
  * and fetches no URL unless listed here; a client's local file reaches it as an upload.
@@ -71,10 +73,15 @@ export const artifactsConfigSchema = z
         "Addresses an allowed URL, a callback or an analysis check may reach although they are loopback, private, link-local or otherwise not public (CIDR ranges)",
       ),
     max_upload_size: byteSize.default(1024 ** 3).describe('Largest artifact a client may upload, e.g. "512MiB" (default 1GiB)'),
+    cache_size: byteSize
+      .default(defaultCacheSize)
+      .describe(
+        "Size the artifacts cache in the workdir is kept under, the least recently used artifacts removed first; one a deploy in progress uses is never removed (default 10GiB)",
+      ),
   })
-  .default({ allowed_paths: [], allowed_urls: [], allowed_networks: [], max_upload_size: 1024 ** 3 })
+  .default({ allowed_paths: [], allowed_urls: [], allowed_networks: [], max_upload_size: 1024 ** 3, cache_size: defaultCacheSize })
   .describe(
-    "Where deploys' artifacts may come from besides clients' uploads: server paths and URLs (none by default), and the upload size limit",
+    "Where deploys' artifacts may come from besides clients' uploads: server paths and URLs (none by default), the upload size limit and the size of the artifacts cache",
   );
 
 export type ArtifactsConfig = z.output<typeof artifactsConfigSchema>;

@@ -12,3 +12,5 @@ export * from "./auth-config.js";
 export * from "./database-url.js";
 export * from "./oidc-config.js";
 export * from "./tls-config.js";
+export * from "./uploads-config.js";
+export * from "./format-bytes.js";

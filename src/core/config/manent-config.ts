@@ -4,6 +4,7 @@ import { authConfigSchema } from "./auth-config.js";
 import { databaseUrlSchema } from "./database-url.js";
 import { durationMs } from "./duration.js";
 import { tlsConfigSchema } from "./tls-config.js";
+import { uploadsConfigSchema } from "./uploads-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -144,6 +145,7 @@ export const manentConfigSchema = z.strictObject({
     .describe("Where each deploy's envconfig comes from"),
   auth: authConfigSchema,
   artifacts: artifactsConfigSchema,
+  uploads: uploadsConfigSchema,
   concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
   shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),
 });

@@ -88,6 +88,8 @@ export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S,
  * a number" rather than "Invalid input".
  */
 function specific(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  // A record's key refused: why, rather than "Invalid key in record".
+  if (issue.code === "invalid_key" && issue.issues[0]) return { ...issue.issues[0], path: issue.path } as z.core.$ZodIssue;
   if (issue.code !== "invalid_union" || issue.errors.length === 0) return issue;
   const best = issue.errors
     .map((branch) => branch[0])

@@ -4,6 +4,7 @@ import { chmod, rename, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
 import { bad, parseArtifactSource, safeFileName, type ArtifactSource } from "../artifacts/artifact-source.js";
 import { fetchPinned } from "../artifacts/pinned-fetch.js";
@@ -22,6 +23,8 @@ export interface ArtifactContext {
   uploads?: UploadStore;
   /** Tests decide what names resolve to; the system resolver otherwise. */
   resolver?: Resolver;
+  /** The cache's bound, and the deploy that holds what it fetches (released when the deploy ends). */
+  cache?: { cache: ArtifactCache; holder: string };
 }
 
 /**
@@ -35,8 +38,14 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   const cacheRoot = join(ctx.config.workdirPath, "artifacts", ctx.tenant);
   const fileName = fileNameOf(artifact, source);
   if (artifact.sha256) {
-    const cached = join(cacheRoot, artifact.sha256, fileName);
-    if (existsSync(cached)) return { ...artifact, path: cached };
+    const dir = join(cacheRoot, artifact.sha256);
+    // Held before it is looked at: an eviction running meanwhile leaves it, or has already taken it away.
+    ctx.cache?.cache.hold(ctx.cache.holder, dir);
+    const cached = join(dir, fileName);
+    if (existsSync(cached)) {
+      await ctx.cache?.cache.touch(dir);
+      return { ...artifact, path: cached };
+    }
   }
   await privateDir(join(cacheRoot, "tmp"));
   const tmp = join(cacheRoot, "tmp", `${randomUUID()}-${fileName}`);
@@ -67,11 +76,16 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   }
   const dir = join(cacheRoot, actual);
   const path = join(dir, fileName);
+  ctx.cache?.cache.hold(ctx.cache.holder, dir);
   await privateDir(dir);
   if (existsSync(path)) await rm(tmp, { force: true });
   else {
     await chmod(tmp, 0o400);
     await rename(tmp, path);
+  }
+  if (ctx.cache) {
+    await ctx.cache.cache.touch(dir);
+    await ctx.cache.cache.bound();
   }
   return { ...artifact, sha256: actual, path };
 }
@@ -93,7 +107,8 @@ export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactConte
     await handle.close();
     return;
   }
-  if ((await ctx.uploads?.size(ctx.tenant, source.sha256)) === undefined) {
+  // Claimed: a retention sweep leaves an upload a submission has just named (uploads.retention.min_age).
+  if ((await ctx.uploads?.claim(ctx.tenant, source.sha256)) === undefined) {
     throw bad(
       `no upload ${source.sha256} for tenant ${ctx.tenant}: upload the file first (the manent CLI does when the source is a local file)`,
     );

@@ -1,3 +1,5 @@
+import { dirname } from "node:path";
+import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type {
@@ -56,6 +58,8 @@ export interface WorkflowDeps {
   /** Where the rollout's durable waits are counted, for a shutdown that does not wait for them. */
   waits: DurableWaits;
   uploads?: UploadStore;
+  /** The artifacts cache's bound; what a deploy fetched is held until it ends. */
+  cache?: ArtifactCache;
 }
 
 /** User-facing order of the steps. */
@@ -110,6 +114,8 @@ export class DeployWorkflow {
       outcome = isUserCancel(err)
         ? { status: "cancelled", error: cancelledBefore(r.kind) }
         : { status: "failed", error: ManentError.from(err) };
+    } finally {
+      this.deps.cache?.release(id);
     }
     if (r.kind !== "dry_run") {
       const event: CallbackEvent =
@@ -123,10 +129,17 @@ export class DeployWorkflow {
     const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
       fetchArtifact(
         r.artifact,
-        { config: this.deps.config, tenant: r.tenant, ...(this.deps.uploads && { uploads: this.deps.uploads }) },
+        {
+          config: this.deps.config,
+          tenant: r.tenant,
+          ...(this.deps.uploads && { uploads: this.deps.uploads }),
+          ...(this.deps.cache && { cache: { cache: this.deps.cache, holder: id } }),
+        },
         signal,
       ),
     );
+    // Held again when the fetch step is replayed from its checkpoint (a resumed deploy).
+    if (artifact.path) this.deps.cache?.hold(id, dirname(artifact.path));
     const resolved = { ...r, artifact };
     const caps = await this.validate(id, resolved, plugin);
 

@@ -1,4 +1,5 @@
 import { settleOtherVersions } from "./version-upgrade.js";
+import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
@@ -29,6 +30,8 @@ export interface EngineOptions {
   databaseUrl: string;
   /** Clients' uploads, which `upload:` sources name. */
   uploads?: UploadStore;
+  /** The artifacts cache's bound (artifacts.cache_size). */
+  cache?: ArtifactCache;
 }
 
 const deployWorkflowName = "manent.deploy";

@@ -4,7 +4,18 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
-import { describeUpload, receiveUpload, sha256Pattern, tenantPattern, uploadTenant } from "../uploads.js";
+import { audited } from "../audit.js";
+import {
+  deleteUpload,
+  describeUpload,
+  listUploads,
+  readableTenant,
+  receiveUpload,
+  sha256Pattern,
+  tenantPattern,
+  uploadTenant,
+  uploadTenantToChange,
+} from "../uploads.js";
 
 /** The upload routes read their body as a stream, under artifacts.max_upload_size, not the JSON body limit. */
 export const uploadsPathPattern = /^\/api\/v1\/uploads\//;
@@ -49,7 +60,7 @@ const put = createRoute({
   responses: {
     201: json(uploadSchema, "stored"),
     200: json(uploadSchema, "already stored"),
-    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.ResourceExhausted),
   },
 });
 
@@ -65,7 +76,112 @@ const get = createRoute({
   },
 });
 
+const need = z
+  .object({
+    deploy: z.string(),
+    application: z.string(),
+    artifact: z.string(),
+    environment: z.string(),
+    version: z.string(),
+    status: z.string(),
+    reason: z
+      .enum(["in_progress", "release"])
+      .describe("in_progress: a queued or running deploy may still fetch it; release: one of the last versions released there"),
+  })
+  .openapi("UploadNeed");
+const listingSchema = z
+  .object({
+    tenant: z.string(),
+    used_bytes: z.number().int().describe("total size of the tenant's uploads"),
+    quota_bytes: z.number().int().nullable().describe("the tenant's quota (uploads.quota_per_tenant or tenant_quotas), null for none"),
+    uploads: z.array(
+      z.object({
+        sha256: z.string(),
+        size: z.number().int(),
+        created_at: z.string(),
+        last_used_at: z.string().nullable().describe("when a submission last named it"),
+        needed_by: z.array(need).describe("the deploys that keep it: it is neither swept nor deletable while one does"),
+      }),
+    ),
+  })
+  .openapi("UploadList");
+
+const list = createRoute({
+  method: "get",
+  path: "/api/v1/uploads",
+  summary: "A tenant's uploads, newest first, with what deploys need each, the tenant's total and its quota",
+  tags: ["uploads"],
+  request: { query },
+  responses: {
+    200: json(listingSchema, "the tenant's uploads"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound),
+  },
+});
+
+const remove = createRoute({
+  method: "delete",
+  path: "/api/v1/uploads/{sha256}",
+  summary: "Delete an upload no deploy needs. Audited as upload_delete",
+  description:
+    "Refused (409, naming the deploy) while a queued or running deploy names it, or while it is the artifact of one of the last " +
+    "uploads.retention.keep_releases versions released in an application/artifact/environment (a rollback may return there). " +
+    "Needs submit or dry_run in the tenant; a tenant the caller may not read is not found.",
+  tags: ["uploads"],
+  request: { params, query },
+  responses: {
+    200: json(z.object({ sha256: z.string(), size: z.number().int(), tenant: z.string() }).openapi("DeletedUpload"), "deleted"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.Aborted),
+  },
+});
+
+const sweep = createRoute({
+  method: "post",
+  path: "/api/v1/uploads/sweep",
+  summary: "Remove a tenant's uploads no deploy needs now, as the periodic sweep does (uploads.retention). Audited as upload_sweep",
+  tags: ["uploads"],
+  request: {
+    query: query.extend({
+      dry_run: z.enum(["true", "false"]).default("false").describe("true: only answer what would be removed"),
+    }),
+  },
+  responses: {
+    200: json(
+      z
+        .object({
+          tenant: z.string(),
+          dry_run: z.boolean(),
+          removed: z.array(z.object({ sha256: z.string(), size: z.number().int() })),
+          removed_bytes: z.number().int(),
+        })
+        .openapi("UploadSweep"),
+      "what was removed (or would be)",
+    ),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound),
+  },
+});
+
 export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
+  app.openapi(list, async (c) => {
+    const tenant = readableTenant(c.get("caller"), c.req.valid("query").tenant, (t) => `no uploads for tenant ${t}`);
+    return c.json(await listUploads(deps.uploads, tenant), 200);
+  });
+  app.openapi(sweep, async (c) => {
+    const q = c.req.valid("query");
+    const tenant = uploadTenantToChange(c.get("caller"), q.tenant, (t) => `no uploads for tenant ${t}`);
+    const dryRun = q.dry_run === "true";
+    const run = () => deps.uploads.retention.sweep({ tenant, dryRun });
+    const swept = dryRun ? await run() : await audited(c, "upload_sweep", { tenant, subject: "uploads no deploy needs" }, run);
+    const removed = swept.map(({ sha256, size }) => ({ sha256, size }));
+    return c.json({ tenant, dry_run: dryRun, removed, removed_bytes: removed.reduce((sum, r) => sum + r.size, 0) }, 200);
+  });
+  app.openapi(remove, async (c) => {
+    const { sha256 } = c.req.valid("param");
+    const tenant = uploadTenantToChange(c.get("caller"), c.req.valid("query").tenant, (t) => `no upload ${sha256} for tenant ${t}`);
+    const deleted = await audited(c, "upload_delete", { tenant, subject: `upload ${sha256}` }, () =>
+      deleteUpload(deps.uploads, tenant, sha256),
+    );
+    return c.json({ ...deleted, tenant }, 200);
+  });
   app.openapi(put, async (c) => {
     const { sha256 } = c.req.valid("param");
     const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant, "store");

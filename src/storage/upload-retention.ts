@@ -1,0 +1,142 @@
+import type pg from "pg";
+import type { UploadsConfig } from "../core/config/uploads-config.js";
+import { Code, ManentError } from "../core/errors.js";
+import { inTransaction, lockTenantUploads } from "./pg-upload-store.js";
+
+/** A deploy that needs an upload, and why. */
+export interface UploadNeed {
+  sha256: string;
+  deploy: string;
+  application: string;
+  artifact: string;
+  environment: string;
+  version: string;
+  status: string;
+  /** `in_progress`: a queued or running deploy may still fetch it; `release`: one of the last versions released there. */
+  reason: "in_progress" | "release";
+}
+
+/** What a sweep removed (or, in a dry run, would remove). */
+export interface SweptUpload {
+  tenant: string;
+  sha256: string;
+  size: number;
+}
+
+/**
+ * The deploys of a tenant that need its uploads. A deploy or dry run names an upload in its request
+ * (`artifact.source`, or `overrides.source`: upload:<sha256>/<file>). It needs it while it is
+ * queued or running (it may still fetch it, also when resumed after a crash), and when its version
+ * is one of the last `keepReleases` versions released (succeeded deploys and rollbacks) in its
+ * application/artifact/environment: a rollback may return there, and a redeploy of that version
+ * (onto a new target, or after the plugin's own copy is gone) fetches the upload again.
+ */
+const needsSql = `
+  with named as (
+    select d.id, d.kind, d.application, d.artifact, d.environment, d.version, d.status,
+           substring(coalesce(d.request->'overrides'->>'source', d.request->'descriptor'->'artifact'->>'source')
+                     from '^upload:([0-9a-f]{64})/') as sha256
+      from manent.deploys d
+     where d.tenant = $1 and d.kind in ('deploy', 'dry_run')
+  ), releases as (
+    select application, artifact, environment, version,
+           row_number() over (partition by application, artifact, environment order by max(finished_at) desc) as n
+      from manent.deploys
+     where tenant = $1 and status = 'succeeded' and kind in ('deploy', 'rollback')
+     group by application, artifact, environment, version
+  )
+  select n.sha256, n.id as deploy, n.application, n.artifact, n.environment, n.version, n.status,
+         case when n.status in ('queued', 'running') then 'in_progress' else 'release' end as reason
+    from named n
+    left join releases r
+      on r.application = n.application and r.artifact = n.artifact and r.environment = n.environment
+     and r.version = n.version and r.n <= $2
+   where n.sha256 is not null and ($3::text is null or n.sha256 = $3)
+     and (n.status in ('queued', 'running') or (n.kind = 'deploy' and r.n is not null))
+   order by reason, n.id`;
+
+/**
+ * Which uploads deploys still need, deletion refused for those, and the sweep that removes the
+ * others (see docs/operations/uploads.md). Every change to a tenant's uploads holds its lock.
+ */
+export class UploadRetention {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly config: UploadsConfig["retention"],
+  ) {}
+
+  /** The deploys that need the tenant's uploads (one upload's, with `sha256`). */
+  async needs(tenant: string, sha256?: string, client: pg.Pool | pg.PoolClient = this.pool): Promise<UploadNeed[]> {
+    const r = await client.query<UploadNeed>(needsSql, [tenant, this.config.keep_releases, sha256 ?? null]);
+    return r.rows;
+  }
+
+  /**
+   * Deletes one upload, unless a deploy needs it: then `aborted` (HTTP 409) naming the deploy. An
+   * upload the tenant does not have is `not_found`.
+   */
+  async remove(tenant: string, sha256: string): Promise<{ sha256: string; size: number }> {
+    return inTransaction(this.pool, async (client) => {
+      await lockTenantUploads(client, tenant);
+      const needs = await this.needs(tenant, sha256, client);
+      const first = needs[0];
+      if (first) {
+        const others = needs.length > 1 ? ` (and ${needs.length - 1} more)` : "";
+        const why =
+          first.reason === "in_progress"
+            ? `${first.status}: it may still fetch it`
+            : `one of the last ${this.config.keep_releases} versions released there (uploads.retention.keep_releases): a rollback may return to it`;
+        throw new ManentError(
+          Code.Aborted,
+          `upload ${sha256} is needed by deploy ${first.deploy} of ${first.application}/${first.environment} version ${first.version} (${why})${others}; it is not removed`,
+          { details: { deploy: first.deploy, reason: first.reason } },
+        );
+      }
+      const deleted = await client.query<{ size: string }>("delete from manent.uploads where tenant = $1 and sha256 = $2 returning size", [
+        tenant,
+        sha256,
+      ]);
+      if (!deleted.rows[0]) throw new ManentError(Code.NotFound, `no upload ${sha256} for tenant ${tenant}`);
+      await client.query("delete from manent.upload_chunks where tenant = $1 and sha256 = $2", [tenant, sha256]);
+      return { sha256, size: Number(deleted.rows[0].size) };
+    });
+  }
+
+  /**
+   * Removes the uploads no deploy needs that are older than min_age (since uploaded or last named
+   * by a submission), of one tenant or of all; with `dryRun`, only says which.
+   */
+  async sweep(opts: { tenant?: string; dryRun?: boolean } = {}): Promise<SweptUpload[]> {
+    const tenants =
+      opts.tenant !== undefined
+        ? [opts.tenant]
+        : (await this.pool.query<{ tenant: string }>("select distinct tenant from manent.uploads order by tenant")).rows.map(
+            (r) => r.tenant,
+          );
+    const removed: SweptUpload[] = [];
+    for (const tenant of tenants) {
+      const swept = await inTransaction(this.pool, async (client) => {
+        await lockTenantUploads(client, tenant);
+        const needed = [...new Set((await this.needs(tenant, undefined, client)).map((n) => n.sha256))];
+        // One statement: an upload a submission claims meanwhile is re-checked against its new last_used_at.
+        const old = `tenant = $1 and greatest(created_at, coalesce(last_used_at, created_at)) < now() - make_interval(secs => $2::double precision / 1000)
+                     and not (sha256 = any($3::text[]))`;
+        const args = [tenant, this.config.min_age, needed];
+        if (opts.dryRun) {
+          return (await client.query<{ sha256: string; size: string }>(`select sha256, size from manent.uploads where ${old}`, args)).rows;
+        }
+        const rows = (
+          await client.query<{ sha256: string; size: string }>(`delete from manent.uploads where ${old} returning sha256, size`, args)
+        ).rows;
+        if (rows.length)
+          await client.query("delete from manent.upload_chunks where tenant = $1 and sha256 = any($2::text[])", [
+            tenant,
+            rows.map((r) => r.sha256),
+          ]);
+        return rows;
+      });
+      removed.push(...swept.map((r) => ({ tenant, sha256: r.sha256, size: Number(r.size) })));
+    }
+    return removed;
+  }
+}
