@@ -13,7 +13,7 @@ import {
 import { Code, ManentError } from "../errors.js";
 import { isCancellation } from "../engine/step-runner.js";
 import { runAnalysis } from "./analysis-runner.js";
-import type { CommandInbox } from "./command-inbox.js";
+import { CommandInbox } from "./command-inbox.js";
 import { abortedBy, runGate, RolloutStopped } from "./gate-runner.js";
 import { describeStep, stepKind, type CanarySettings } from "./rollout-config.js";
 import type { CallScope, RolloutHost } from "./rollout-host.js";
@@ -144,6 +144,8 @@ export async function runCanary(
       if (isCancellation(weightErr)) throw weightErr;
       weightError = ManentError.from(weightErr);
     }
+    if (settings.abort_scale_down_delay)
+      await keepCandidate(host, rec, `${prefix}revert:keep_candidate`, where, settings.abort_scale_down_delay);
     try {
       await call("revert_candidate", "revert_candidate", async (d, req) => {
         await (await slots(d)).revertCandidate(req);
@@ -165,6 +167,20 @@ export async function runCanary(
     await rec.save();
     const how = weightError ? `weight 0 failed (${weightError.message}), candidate reverted` : "weight 0, candidate reverted";
     throw new CanaryFailure(new ManentError(cause.code, `${cause.message}; ${how}`, { details: cause.details }), true);
+  }
+}
+
+/**
+ * `abort_scale_down_delay`: the candidate stays (with weight 0) for inspection, as a durable pause
+ * (its deadline checkpointed, so a restarted server waits only what remains, then removes it). The
+ * abort that stopped the rollout is in the main inbox; this wait has its own, so a promote (or a
+ * second abort) sent now ends it early and the candidate goes at once.
+ */
+async function keepCandidate(host: RolloutHost, rec: RolloutRecorder, name: string, where: string, delayMs: number): Promise<void> {
+  try {
+    await runGate(host, rec, new CommandInbox(host.waits), name, `candidate kept after ${where}`, "pause", delayMs);
+  } catch (err) {
+    if (isCancellation(err) || !(err instanceof RolloutStopped)) throw err;
   }
 }
 

@@ -23,6 +23,9 @@ import { durationMs } from "../config/duration.js";
  *         - analysis: {checks: [error-rate]}
  *         - approval: {timeout: 30m}          # `approval: {}` waits without a timeout
  *         - set_weight: 50
+ *       # or, instead of steps, generated ones (Flagger's form): 20, 40, ... 80, each held 5m, checks after each
+ *       # step_weight: 20, max_weight: 80, interval: 5m, step_analysis: {checks: [error-rate]}
+ *       abort_scale_down_delay: 10m           # keep an aborted candidate (weight 0) this long before it is removed
  *
  * An analysis step or gate names checks of the envconfig's `analysis:` section (see ./analysis/).
  */
@@ -104,12 +107,96 @@ export const wavesSchema = z
   })
   .describe("Deploy targets one wave at a time");
 
+/** The most steps `step_weight` may generate (each weight is a set_weight, a pause and maybe an analysis). */
+export const maxGeneratedSteps = 300;
+
 export const canarySchema = z
   .strictObject({
     testers: z.boolean().default(false).describe("Route testers to the candidate (RouteTesters) before the first step"),
-    steps: z.array(canaryStepSchema).max(100).default([]).describe("The steps between DeployCandidate and PromoteCandidate"),
+    steps: z
+      .array(canaryStepSchema)
+      .max(100)
+      .optional()
+      .describe("The steps between DeployCandidate and PromoteCandidate (or generate them with step_weight, max_weight, interval)"),
+    step_weight: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe(
+        "Generated steps (Flagger's form, instead of `steps`): raise the weight by this much at each step, up to max_weight; each step is `set_weight`, `pause: <interval>`, and the `step_analysis` checks when set",
+      ),
+    max_weight: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe(
+        "With step_weight: the last weight before the promote (default 100); reached exactly even when not a multiple of step_weight",
+      ),
+    interval: durationMs.optional().describe("With step_weight (required there): how long each generated weight is held"),
+    step_analysis: z
+      .strictObject({ checks: z.array(checkName).min(1).describe("Names of checks in the envconfig's `analysis.checks`") })
+      .optional()
+      .describe("With step_weight: run these checks after each generated pause; a failed one aborts the rollout"),
+    abort_scale_down_delay: durationMs
+      .optional()
+      .describe(
+        "After an abort or a failure, keep the candidate (with weight 0) this long for inspection before RevertCandidate removes it; `manent promote <id>` removes it sooner. Durable: a server restart resumes the wait",
+      ),
   })
+  .superRefine((c, ctx) => {
+    const generated = (["step_weight", "max_weight", "interval", "step_analysis"] as const).filter((k) => c[k] !== undefined);
+    if (generated.length === 0) return;
+    if (c.steps !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["steps"],
+        message: `steps and ${generated.join(", ")} are two ways to write the canary's steps: use either steps or step_weight (with max_weight, interval), not both`,
+      });
+      return;
+    }
+    if (c.step_weight === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: [generated[0]!],
+        message: `${generated[0]} generates steps with step_weight: set step_weight too`,
+      });
+      return;
+    }
+    if (c.interval === undefined)
+      ctx.addIssue({ code: "custom", path: ["interval"], message: "step_weight needs interval: how long each weight is held (e.g. 1m)" });
+    if (c.max_weight !== undefined && c.max_weight < c.step_weight)
+      ctx.addIssue({ code: "custom", path: ["max_weight"], message: `max_weight ${c.max_weight} is below step_weight ${c.step_weight}` });
+    const n = Math.ceil((c.max_weight ?? 100) / c.step_weight) * (c.step_analysis ? 3 : 2);
+    if (n > maxGeneratedSteps)
+      ctx.addIssue({
+        code: "custom",
+        path: ["step_weight"],
+        message: `step_weight ${c.step_weight} generates ${n} steps, more than ${maxGeneratedSteps}: raise it`,
+      });
+  })
+  .transform(({ steps, step_weight, max_weight, interval, step_analysis, ...rest }) => ({
+    ...rest,
+    steps: steps ?? (step_weight === undefined ? [] : generateSteps(step_weight, max_weight ?? 100, interval!, step_analysis?.checks)),
+  }))
   .describe("Percentage rollout on plugins with slots: candidate beside the running release, traffic moved step by step");
+
+/**
+ * Flagger's form as steps: weights step_weight, 2·step_weight, … up to max_weight (which ends the
+ * list even when it is not a multiple), each held `interval`, each followed by the checks.
+ */
+export function generateSteps(stepWeight: number, maxWeight: number, interval: number, checks?: string[]): CanaryStep[] {
+  const out: CanaryStep[] = [];
+  for (let w = stepWeight; ; w += stepWeight) {
+    const weight = Math.min(w, maxWeight);
+    out.push({ set_weight: weight }, { pause: { duration: interval } });
+    if (checks) out.push({ analysis: { checks } });
+    if (weight >= maxWeight) return out;
+  }
+}
 
 export const rolloutSchema = z
   .strictObject({ waves: wavesSchema.optional(), canary: canarySchema.optional() })
