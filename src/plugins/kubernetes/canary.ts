@@ -1,6 +1,7 @@
 import { Code, ManentError } from "../../core/errors.js";
 import { objectError } from "./apply.js";
 import type { ClusterClient } from "./cluster-client.js";
+import { KubeApiError } from "./kube-api-error.js";
 import type { KubeObject } from "./objects.js";
 
 /**
@@ -123,22 +124,28 @@ export async function restoreStable(
   const claimed = entries.findIndex((m) => m.manager === canaryFieldManager && m.operation === "Update");
   if (claimed < 0 && specReplicas(live) === replicas) return false;
   if (specReplicas(live) !== replicas) await scaleStable(client, namespace, name, replicas, signal);
-  const after = await client.get("apps/v1", "Deployment", namespace, name, signal);
-  const i = ((after?.metadata.managedFields ?? []) as { manager?: string; operation?: string }[]).findIndex(
-    (m) => m.manager === canaryFieldManager && m.operation === "Update",
-  );
-  if (i >= 0) {
-    const path = await client.pathOf("apps/v1", "Deployment", namespace, name);
+  const path = await client.pathOf("apps/v1", "Deployment", namespace, name);
+  // The entry is removed by index, guarded by a test op: the controllers may add entries (status)
+  // between the read and the patch, which fails the test (422); then read again.
+  for (let attempt = 1; ; attempt++) {
+    const now = await client.get("apps/v1", "Deployment", namespace, name, signal);
+    const i = ((now?.metadata.managedFields ?? []) as { manager?: string; operation?: string }[]).findIndex(
+      (m) => m.manager === canaryFieldManager && m.operation === "Update",
+    );
+    if (i < 0) break;
     try {
       await client.request("PATCH", path, {
         body: [
           { op: "test", path: `/metadata/managedFields/${i}/manager`, value: canaryFieldManager },
+          { op: "test", path: `/metadata/managedFields/${i}/operation`, value: "Update" },
           { op: "remove", path: `/metadata/managedFields/${i}` },
         ],
         contentType: "application/json-patch+json",
         signal,
       });
+      break;
     } catch (err) {
+      if (attempt < 5 && err instanceof KubeApiError && err.status === 422) continue;
       throw objectError(client, { apiVersion: "apps/v1", kind: "Deployment", namespace, name }, "patch", err);
     }
   }
