@@ -1,6 +1,7 @@
 import type { Registry } from "prom-client";
 import { pluginMetrics } from "../../src/external/host/metrics.js";
 import { createMetrics } from "../../src/server/metrics.js";
+import { registerDriftMetric } from "../../src/server/drift-metrics.js";
 
 interface MetricInfo {
   name: string;
@@ -17,6 +18,7 @@ interface MetricInfo {
 export async function metricsReference(): Promise<string> {
   const { registry } = createMetrics();
   pluginMetrics("example", registry);
+  registerDriftMetric(registry, { driftedCounts: () => Promise.resolve([]) });
   const metrics = await collect(registry);
   const own = metrics.filter((m) => !m.name.startsWith("manent_process_"));
   if (!metrics.some((m) => m.name.startsWith("manent_process_"))) throw new Error("the registry lost its process metrics");

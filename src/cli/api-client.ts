@@ -6,6 +6,7 @@ import type { PluginListing } from "../core/contract/hosted-plugin.js";
 import type { DeployEvent } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import type { Overview } from "../core/environments/overview.js";
+import type { DriftReport, TargetDriftRecord } from "../core/drift/drift-record.js";
 import { Code, ManentError, type ErrorJSON } from "../core/errors.js";
 import type { Action, Grant, Principal } from "../core/identity/index.js";
 import { connectionError, isTlsRefusal } from "./connection-errors.js";
@@ -42,6 +43,17 @@ export class ApiClient {
   /** A rollout command: approve, promote (full: skip every remaining step) or abort. */
   rolloutCommand(id: string, command: "approve" | "promote" | "abort", full = false): Promise<DeployRecord> {
     return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/${command}`, command === "promote" ? { full } : {});
+  }
+
+  /** Checks now whether a descriptor's environment still runs its last release (also recorded). */
+  checkDrift(body: Record<string, unknown>): Promise<Omit<DriftReport, "heal_deploy_id">> {
+    return this.request("POST", "/api/v1/drift/checks", body);
+  }
+
+  /** The last drift check of each target the query names. */
+  drift(query: Record<string, string | undefined>): Promise<{ targets: TargetDriftRecord[] }> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/drift?${q.toString()}`);
   }
 
   list(query: Record<string, string | undefined>): Promise<{ deploys: DeployRecord[] }> {

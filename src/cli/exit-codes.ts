@@ -8,6 +8,8 @@ export const Exit = {
   DeployFailed: 1,
   /** `manent auth can-i`: the answer is no. */
   No: 1,
+  /** `manent diff`: a target no longer runs what was deployed. */
+  Drifted: 1,
   /** Bad input: a malformed or invalid file, an unknown flag, a refused submission. */
   BadInput: 2,
   /** The server could not be reached, refused the token (401) or the permission (403), or failed. */

@@ -126,7 +126,26 @@ export async function main(argv: string[]): Promise<void> {
     .option("-w, --watch", "follow it to the end (on a terminal: one view redrawn in place; in a pipe: a line per change)")
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
-      await follow(await client(), { id }, o.watch === true, outputOf(o.output), colours, true);
+      const api = await client();
+      await follow(api, { id }, o.watch === true, outputOf(o.output), colours, true);
+      if (!isDocument(outputOf(o.output))) await printDrift(api, id);
+    });
+
+  program
+    .command("diff")
+    .description(
+      "check now whether the targets of a descriptor's environment still run what was last deployed there (exit 1 when one does not)",
+    )
+    .requiredOption("-f, --file <descriptor>", "the descriptor naming the application and environment")
+    .addOption(output())
+    .action(async (o: { file: string; output?: Output }) => {
+      const descriptor = await readDescriptor(o.file);
+      const report = await (await client()).checkDrift({ descriptor, descriptor_file: o.file });
+      process.exitCode = report.targets.some((t) => t.state === "drifted") ? Exit.Drifted : Exit.Ok;
+      if (await printedAsDocument(report, o.output)) return;
+      const { driftLines } = await import("./drift-printer.js");
+      out(`${report.application} in ${report.environment}: compared with deploy ${report.deploy_id} (version ${report.expected_version})`);
+      for (const line of driftLines(report.targets)) out(line);
     });
 
   program
@@ -482,6 +501,18 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`manent: ${e.message}\n`);
     process.exitCode = exitCodeFor(e);
   }
+}
+
+/** `manent status`: the drift of the deploy's environment, as its last check found it. */
+async function printDrift(api: ApiClient, id: string): Promise<void> {
+  const d = await api.deploy(id);
+  if (d.kind === "dry_run") return;
+  const { targets } = await api.drift({ tenant: d.tenant, application: d.application, environment: d.environment, artifact: d.artifact });
+  if (targets.length === 0) return;
+  const { driftLines } = await import("./drift-printer.js");
+  const compared = targets[0]!.deploy_id === id ? "" : ` (compared with deploy ${targets[0]!.deploy_id})`;
+  out(`drift, checked ${targets[0]!.checked_at}${compared}:`);
+  for (const line of driftLines(targets)) out(`  ${line}`);
 }
 
 /**

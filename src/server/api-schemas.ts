@@ -127,6 +127,13 @@ export const submitBodySchema = z
   })
   .openapi("SubmitRequest");
 
+export const driftCheckBodySchema = z
+  .strictObject({
+    descriptor: descriptorObject.describe("the descriptor naming the tenant, application, artifact and environment"),
+    descriptor_file: descriptorFile.describe("the descriptor's file name, used in error messages"),
+  })
+  .openapi("DriftCheckRequest");
+
 export const rollbackBodySchema = z
   .strictObject({
     descriptor: descriptorObject,

@@ -10,6 +10,7 @@ import { invalidInput, type LoadedConfig } from "../core/config/index.js";
 import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { OverviewSource } from "../core/environments/overview.js";
+import type { DriftChecker, DriftStore } from "../core/drift/index.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
 import type { Principal } from "../core/identity/index.js";
@@ -46,6 +47,8 @@ export interface ApiDeps {
   /** The event log's live feed (LISTEN/NOTIFY) and reader. */
   events: PgEventHub;
   audit: PgAuditLog;
+  /** Drift records and on-demand checks. */
+  drift: { store: DriftStore; checker: DriftChecker };
   /** Sign-in with OpenID Connect (auth.oidc), when configured. */
   oidc?: { relyingParty: RelyingParty; sessions: PgSessionStore; config: LoadedConfig };
   /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */

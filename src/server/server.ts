@@ -35,6 +35,10 @@ import { ManagedTokens } from "./tokens/managed-tokens.js";
 import { PgTokenStore } from "../storage/pg-token-store.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
+import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
+import { isFinishEvent } from "../core/engine/deploy-events.js";
+import { PgDriftStore } from "../storage/pg-drift-store.js";
+import { registerDriftMetric } from "./drift-metrics.js";
 import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
 import { ServerCertificates } from "./tls/server-certificates.js";
 
@@ -100,9 +104,11 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let health: DatabaseHealth | undefined;
   let fleet: FleetHeartbeats | undefined;
   let sweeper: UploadSweeper | undefined;
+  let driftChecks: DriftScheduler | undefined;
   const cleanup = async (): Promise<void> => {
     health?.stop();
     await sweeper?.stop();
+    await driftChecks?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await fleet?.stop();
     await closeHttp();
@@ -160,6 +166,19 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const retention = new UploadRetention(db, config.uploads.retention);
     sweeper = new UploadSweeper(retention, config.uploads.retention.sweep_interval, logger);
     sweeper.start();
+    const driftStore = new PgDriftStore(db);
+    const drift = {
+      store: driftStore,
+      checker: new DriftChecker({ config, plugins, store: driftStore, logger, submit: (s, by) => started.submit(s, by) }),
+    };
+    registerDriftMetric(metrics.registry, driftStore);
+    const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);
+    driftChecks = scheduler;
+    // A deploy that ends may make its environment due for a first check.
+    events.subscribe({}, (e) => {
+      if (isFinishEvent(e)) scheduler.wake();
+    });
+    scheduler.start();
     // Managed tokens after manent.yml's: a value from manent.yml is never looked up in the database.
     const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
     const sessions = new PgSessionStore(db);
@@ -185,6 +204,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         uploads: { store: uploads, maxSize: config.artifacts.max_upload_size, config: config.uploads, retention },
         events,
         audit: new PgAuditLog(db),
+        drift,
       }),
     );
     logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
@@ -195,6 +215,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       close: () =>
         (closing ??= (async () => {
           logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
+          await driftChecks?.stop();
           await events?.close();
           await sweeper?.stop();
           await closeHttp();

@@ -5,6 +5,7 @@ import { eventStatements } from "./events-schema.js";
 import { uploadStatements } from "./pg-upload-store.js";
 import { tokenStatements } from "./tokens-schema.js";
 import { sessionStatements } from "./pg-session-store.js";
+import { driftStatements } from "./pg-drift-store.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -126,6 +127,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...uploadStatements,
     ...tokenStatements,
     ...sessionStatements,
+    ...driftStatements,
     ...eventStatements,
     ...auditStatements,
   ])

@@ -117,6 +117,32 @@ func ReleasesFromProto(rs []*pb.TargetRelease) []plugin.TargetRelease {
 	return out
 }
 
+// DriftsToProto converts target drifts to their wire form.
+func DriftsToProto(ds []plugin.TargetDrift) []*pb.TargetDrift {
+	out := make([]*pb.TargetDrift, len(ds))
+	for i, d := range ds {
+		changes := make([]*pb.DriftChange, len(d.Changes))
+		for j, c := range d.Changes {
+			changes[j] = &pb.DriftChange{Object: c.Object, Field: c.Field, Expected: c.Expected, Live: c.Live}
+		}
+		out[i] = &pb.TargetDrift{Host: d.Host, Status: d.Status, Version: d.Version, Changes: changes, Details: d.Details}
+	}
+	return out
+}
+
+// DriftsFromProto converts wire target drifts.
+func DriftsFromProto(ds []*pb.TargetDrift) []plugin.TargetDrift {
+	out := make([]plugin.TargetDrift, len(ds))
+	for i, d := range ds {
+		changes := make([]plugin.DriftChange, len(d.GetChanges()))
+		for j, c := range d.GetChanges() {
+			changes[j] = plugin.DriftChange{Object: c.GetObject(), Field: c.GetField(), Expected: c.GetExpected(), Live: c.GetLive()}
+		}
+		out[i] = plugin.TargetDrift{Host: d.GetHost(), Status: d.GetStatus(), Version: d.GetVersion(), Changes: changes, Details: nilIfEmpty(d.GetDetails())}
+	}
+	return out
+}
+
 // orEmpty gives plugin code a map it can read without nil checks.
 func orEmpty(m map[string]string) map[string]string {
 	if m == nil {

@@ -192,6 +192,28 @@ func (s *server) CurrentRelease(ctx context.Context, req *pb.DeployRequest) (*pb
 	return &pb.CurrentReleaseResponse{Releases: ReleasesToProto(releases)}, nil
 }
 
+// Drift reports what runs on each target (UNIMPLEMENTED without plugin.DriftInspector).
+func (s *server) Drift(ctx context.Context, req *pb.DeployRequest) (*pb.DriftResponse, error) {
+	d, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	di, ok := d.(plugin.DriftInspector)
+	if !ok {
+		return nil, unimplemented(d, "Drift")
+	}
+	var drifts []plugin.TargetDrift
+	err = s.withRequest(req, isParallel(d), func(r *plugin.Request) error {
+		var cerr error
+		drifts, cerr = di.Drift(ctx, r)
+		return cerr
+	})
+	if err != nil {
+		return nil, toStatus(ctx, err, nil)
+	}
+	return &pb.DriftResponse{Targets: DriftsToProto(drifts)}, nil
+}
+
 // slotCall serves the percentage-rollout calls that need a capability and return no result.
 func slotCall[T any, R any](s *server, ctx context.Context, req *pb.DeployRequest, what string, call func(T, *plugin.Request) (R, error)) (R, error) {
 	var zero R

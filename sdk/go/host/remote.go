@@ -93,6 +93,24 @@ func (r *Remote) CurrentRelease(ctx context.Context, req *plugin.Request) ([]plu
 	return external.ReleasesFromProto(resp.GetReleases()), nil
 }
 
+// Drift asks what runs on each target and whether it still matches req.Artifact.Version.
+func (r *Remote) Drift(ctx context.Context, req *plugin.Request) ([]plugin.TargetDrift, error) {
+	var resp *pb.DriftResponse
+	var trailer metadata.MD
+	err := withSecrets(r.broker, req.Secrets, func(id uint32) error {
+		in := external.RequestToProto(req)
+		in.SecretsBrokerId = id
+		var cerr error
+		resp, cerr = r.client.Drift(ctx, in, grpc.Trailer(&trailer))
+		return cerr
+	})
+	if err != nil {
+		e, _ := external.FromStatus(err, trailer)
+		return nil, e
+	}
+	return external.DriftsFromProto(resp.GetTargets()), nil
+}
+
 type resultRPC func(ctx context.Context, in *pb.DeployRequest, opts ...grpc.CallOption) (*pb.DeployResponse, error)
 
 func (r *Remote) resultCall(ctx context.Context, req *plugin.Request, call resultRPC) (*plugin.Result, error) {

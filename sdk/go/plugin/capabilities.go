@@ -10,6 +10,7 @@ const (
 	CapTesters         = "testers"
 	CapScale           = "scale"
 	CapParallelTargets = "parallel_targets"
+	CapDrift           = "drift"
 )
 
 // CapabilitiesOf lists the optional interfaces d implements, in a fixed order. Rollback needs
@@ -24,6 +25,7 @@ func CapabilitiesOf(d Deployer) []string {
 	_, testers := d.(TesterRouter)
 	_, scale := d.(SlotScaler)
 	p, parallel := d.(ParallelDeployer)
+	_, drift := d.(DriftInspector)
 	add := func(ok bool, name string) {
 		if ok {
 			caps = append(caps, name)
@@ -37,5 +39,6 @@ func CapabilitiesOf(d Deployer) []string {
 	add(testers, CapTesters)
 	add(scale, CapScale)
 	add(parallel && p.ParallelTargets(), CapParallelTargets)
+	add(drift, CapDrift)
 	return caps
 }

@@ -32,6 +32,13 @@ type Rollbacker interface {
 	Rollback(ctx context.Context, req *RollbackRequest) (*Result, error)
 }
 
+// DriftInspector is optional: tells what runs on each target and whether it still matches the
+// release req.Artifact.Version names (the last deploy's), changing nothing. One TargetDrift per
+// target, named by its ID.
+type DriftInspector interface {
+	Drift(ctx context.Context, req *Request) ([]TargetDrift, error)
+}
+
 // ParallelDeployer is optional: the plugin honours Request.Parallelism.
 type ParallelDeployer interface {
 	ParallelTargets() bool

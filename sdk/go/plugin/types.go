@@ -115,6 +115,34 @@ type TargetRelease struct {
 	Details map[string]string `json:"details,omitempty"`
 }
 
+// Drift statuses: Unknown when the plugin cannot tell (Details["reason"] says why).
+const (
+	DriftInSync  = "in_sync"
+	DriftDrifted = "drifted"
+	DriftUnknown = "unknown"
+)
+
+// DriftChange is one difference between the recorded release and what runs: Object
+// "Deployment/hello", Field "spec.replicas", Expected "3", Live "5"; a file and its sha256.
+type DriftChange struct {
+	Object   string `json:"object"`
+	Field    string `json:"field"`
+	Expected string `json:"expected"`
+	Live     string `json:"live"`
+}
+
+// TargetDrift is what runs on one target and whether it is still what manent deployed.
+type TargetDrift struct {
+	// Host names the target: its ID, as in TargetResult.
+	Host string `json:"host"`
+	// Status is DriftInSync, DriftDrifted or DriftUnknown.
+	Status string `json:"status"`
+	// Version is the release the target runs now ("" when none).
+	Version string            `json:"version"`
+	Changes []DriftChange     `json:"changes"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
 // RollbackRequest returns targets to what they ran before the deploy.
 type RollbackRequest struct {
 	Request

@@ -108,7 +108,7 @@ func (x *ConfigureRequest) GetConfigJson() []byte {
 type ConfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets.
+	// dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift.
 	Capabilities  []string `protobuf:"bytes,2,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1065,6 +1065,203 @@ func (x *DetailsResponse) GetDetails() map[string]string {
 	return nil
 }
 
+// One difference between the recorded release and what runs: `Deployment/hello` `spec.replicas`
+// expected "3", live "5"; a file of a release and its sha256.
+type DriftChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What differs: `Kind/name` for a Kubernetes object, a path in the release for a file, `current`.
+	Object string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// Where in it (`spec.replicas`, `data.greeting`, `sha256`); "" for the whole object.
+	Field string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	// The recorded release's value; "" when it has none (an added file).
+	Expected string `protobuf:"bytes,3,opt,name=expected,proto3" json:"expected,omitempty"`
+	// The live value; "" when there is none (a deleted object or file).
+	Live          string `protobuf:"bytes,4,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DriftChange) Reset() {
+	*x = DriftChange{}
+	mi := &file_deployer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DriftChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DriftChange) ProtoMessage() {}
+
+func (x *DriftChange) ProtoReflect() protoreflect.Message {
+	mi := &file_deployer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DriftChange.ProtoReflect.Descriptor instead.
+func (*DriftChange) Descriptor() ([]byte, []int) {
+	return file_deployer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DriftChange) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *DriftChange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *DriftChange) GetExpected() string {
+	if x != nil {
+		return x.Expected
+	}
+	return ""
+}
+
+func (x *DriftChange) GetLive() string {
+	if x != nil {
+		return x.Live
+	}
+	return ""
+}
+
+type TargetDrift struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target: its name (Target.name), as in TargetResult.host.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// in_sync, drifted, unknown (details["reason"] says why).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The release the target runs now; "" when none.
+	Version       string            `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Changes       []*DriftChange    `protobuf:"bytes,4,rep,name=changes,proto3" json:"changes,omitempty"`
+	Details       map[string]string `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TargetDrift) Reset() {
+	*x = TargetDrift{}
+	mi := &file_deployer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetDrift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetDrift) ProtoMessage() {}
+
+func (x *TargetDrift) ProtoReflect() protoreflect.Message {
+	mi := &file_deployer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetDrift.ProtoReflect.Descriptor instead.
+func (*TargetDrift) Descriptor() ([]byte, []int) {
+	return file_deployer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TargetDrift) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *TargetDrift) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TargetDrift) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *TargetDrift) GetChanges() []*DriftChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *TargetDrift) GetDetails() map[string]string {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+type DriftResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Targets       []*TargetDrift         `protobuf:"bytes,1,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DriftResponse) Reset() {
+	*x = DriftResponse{}
+	mi := &file_deployer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DriftResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DriftResponse) ProtoMessage() {}
+
+func (x *DriftResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deployer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DriftResponse.ProtoReflect.Descriptor instead.
+func (*DriftResponse) Descriptor() ([]byte, []int) {
+	return file_deployer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DriftResponse) GetTargets() []*TargetDrift {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
 // Error detail carried in the `manent-error-bin` trailer of a failed call, so that a failed
 // Deploy still reports its per-target results and the error keeps its code and details.
 type ErrorDetail struct {
@@ -1079,7 +1276,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_deployer_proto_msgTypes[18]
+	mi := &file_deployer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1288,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[18]
+	mi := &file_deployer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1301,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{18}
+	return file_deployer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -1144,7 +1341,7 @@ type SecretRequest struct {
 
 func (x *SecretRequest) Reset() {
 	*x = SecretRequest{}
-	mi := &file_deployer_proto_msgTypes[19]
+	mi := &file_deployer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1353,7 @@ func (x *SecretRequest) String() string {
 func (*SecretRequest) ProtoMessage() {}
 
 func (x *SecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[19]
+	mi := &file_deployer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1366,7 @@ func (x *SecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRequest.ProtoReflect.Descriptor instead.
 func (*SecretRequest) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{19}
+	return file_deployer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SecretRequest) GetName() string {
@@ -1188,7 +1385,7 @@ type SecretResponse struct {
 
 func (x *SecretResponse) Reset() {
 	*x = SecretResponse{}
-	mi := &file_deployer_proto_msgTypes[20]
+	mi := &file_deployer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1397,7 @@ func (x *SecretResponse) String() string {
 func (*SecretResponse) ProtoMessage() {}
 
 func (x *SecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deployer_proto_msgTypes[20]
+	mi := &file_deployer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1410,7 @@ func (x *SecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretResponse.ProtoReflect.Descriptor instead.
 func (*SecretResponse) Descriptor() ([]byte, []int) {
-	return file_deployer_proto_rawDescGZIP(), []int{20}
+	return file_deployer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecretResponse) GetValue() string {
@@ -1320,7 +1517,23 @@ const file_deployer_proto_rawDesc = "" +
 	"\adetails\x18\x01 \x03(\v2..manent.plugin.v1.DetailsResponse.DetailsEntryR\adetails\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
+	"\vDriftChange\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x14\n" +
+	"\x05field\x18\x02 \x01(\tR\x05field\x12\x1a\n" +
+	"\bexpected\x18\x03 \x01(\tR\bexpected\x12\x12\n" +
+	"\x04live\x18\x04 \x01(\tR\x04live\"\x8e\x02\n" +
+	"\vTargetDrift\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x127\n" +
+	"\achanges\x18\x04 \x03(\v2\x1d.manent.plugin.v1.DriftChangeR\achanges\x12D\n" +
+	"\adetails\x18\x05 \x03(\v2*.manent.plugin.v1.TargetDrift.DetailsEntryR\adetails\x1a:\n" +
+	"\fDetailsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\rDriftResponse\x127\n" +
+	"\atargets\x18\x01 \x03(\v2\x1d.manent.plugin.v1.TargetDriftR\atargets\"\x86\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12D\n" +
@@ -1332,7 +1545,7 @@ const file_deployer_proto_rawDesc = "" +
 	"\rSecretRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
 	"\x0eSecretResponse\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\tR\x05value2\x96\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value2\xe1\n" +
 	"\n" +
 	"\bDeployer\x12T\n" +
 	"\tConfigure\x12\".manent.plugin.v1.ConfigureRequest\x1a#.manent.plugin.v1.ConfigureResponse\x12Q\n" +
@@ -1350,7 +1563,8 @@ const file_deployer_proto_rawDesc = "" +
 	"\x12SetCandidateWeight\x12\x1f.manent.plugin.v1.WeightRequest\x1a\x17.manent.plugin.v1.Empty\x12T\n" +
 	"\x0fCandidateWeight\x12\x1f.manent.plugin.v1.DeployRequest\x1a .manent.plugin.v1.WeightResponse\x12R\n" +
 	"\fRouteTesters\x12\x1f.manent.plugin.v1.DeployRequest\x1a!.manent.plugin.v1.DetailsResponse\x12J\n" +
-	"\x0eScaleCandidate\x12\x1f.manent.plugin.v1.WeightRequest\x1a\x17.manent.plugin.v1.Empty2V\n" +
+	"\x0eScaleCandidate\x12\x1f.manent.plugin.v1.WeightRequest\x1a\x17.manent.plugin.v1.Empty\x12I\n" +
+	"\x05Drift\x12\x1f.manent.plugin.v1.DeployRequest\x1a\x1f.manent.plugin.v1.DriftResponse2V\n" +
 	"\aSecrets\x12K\n" +
 	"\x06Secret\x12\x1f.manent.plugin.v1.SecretRequest\x1a .manent.plugin.v1.SecretResponseB6Z4github.com/manent-deployer/manent/sdk/go/proto;protob\x06proto3"
 
@@ -1366,7 +1580,7 @@ func file_deployer_proto_rawDescGZIP() []byte {
 	return file_deployer_proto_rawDescData
 }
 
-var file_deployer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_deployer_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_deployer_proto_goTypes = []any{
 	(*Empty)(nil),                  // 0: manent.plugin.v1.Empty
 	(*ConfigureRequest)(nil),       // 1: manent.plugin.v1.ConfigureRequest
@@ -1386,78 +1600,87 @@ var file_deployer_proto_goTypes = []any{
 	(*WeightRequest)(nil),          // 15: manent.plugin.v1.WeightRequest
 	(*WeightResponse)(nil),         // 16: manent.plugin.v1.WeightResponse
 	(*DetailsResponse)(nil),        // 17: manent.plugin.v1.DetailsResponse
-	(*ErrorDetail)(nil),            // 18: manent.plugin.v1.ErrorDetail
-	(*SecretRequest)(nil),          // 19: manent.plugin.v1.SecretRequest
-	(*SecretResponse)(nil),         // 20: manent.plugin.v1.SecretResponse
-	nil,                            // 21: manent.plugin.v1.Target.LabelsEntry
-	nil,                            // 22: manent.plugin.v1.DeployRequest.ParamsEntry
-	nil,                            // 23: manent.plugin.v1.DeployRequest.TrafficEntry
-	nil,                            // 24: manent.plugin.v1.TargetResult.DetailsEntry
-	nil,                            // 25: manent.plugin.v1.DeployResponse.DetailsEntry
-	nil,                            // 26: manent.plugin.v1.TargetRelease.DetailsEntry
-	nil,                            // 27: manent.plugin.v1.StateResponse.StateEntry
-	nil,                            // 28: manent.plugin.v1.DetailsResponse.DetailsEntry
-	nil,                            // 29: manent.plugin.v1.ErrorDetail.DetailsEntry
+	(*DriftChange)(nil),            // 18: manent.plugin.v1.DriftChange
+	(*TargetDrift)(nil),            // 19: manent.plugin.v1.TargetDrift
+	(*DriftResponse)(nil),          // 20: manent.plugin.v1.DriftResponse
+	(*ErrorDetail)(nil),            // 21: manent.plugin.v1.ErrorDetail
+	(*SecretRequest)(nil),          // 22: manent.plugin.v1.SecretRequest
+	(*SecretResponse)(nil),         // 23: manent.plugin.v1.SecretResponse
+	nil,                            // 24: manent.plugin.v1.Target.LabelsEntry
+	nil,                            // 25: manent.plugin.v1.DeployRequest.ParamsEntry
+	nil,                            // 26: manent.plugin.v1.DeployRequest.TrafficEntry
+	nil,                            // 27: manent.plugin.v1.TargetResult.DetailsEntry
+	nil,                            // 28: manent.plugin.v1.DeployResponse.DetailsEntry
+	nil,                            // 29: manent.plugin.v1.TargetRelease.DetailsEntry
+	nil,                            // 30: manent.plugin.v1.StateResponse.StateEntry
+	nil,                            // 31: manent.plugin.v1.DetailsResponse.DetailsEntry
+	nil,                            // 32: manent.plugin.v1.TargetDrift.DetailsEntry
+	nil,                            // 33: manent.plugin.v1.ErrorDetail.DetailsEntry
 }
 var file_deployer_proto_depIdxs = []int32{
-	21, // 0: manent.plugin.v1.Target.labels:type_name -> manent.plugin.v1.Target.LabelsEntry
+	24, // 0: manent.plugin.v1.Target.labels:type_name -> manent.plugin.v1.Target.LabelsEntry
 	3,  // 1: manent.plugin.v1.SupportsRequest.artifact:type_name -> manent.plugin.v1.Artifact
 	3,  // 2: manent.plugin.v1.DeployRequest.artifact:type_name -> manent.plugin.v1.Artifact
 	4,  // 3: manent.plugin.v1.DeployRequest.targets:type_name -> manent.plugin.v1.Target
-	22, // 4: manent.plugin.v1.DeployRequest.params:type_name -> manent.plugin.v1.DeployRequest.ParamsEntry
-	23, // 5: manent.plugin.v1.DeployRequest.traffic:type_name -> manent.plugin.v1.DeployRequest.TrafficEntry
+	25, // 4: manent.plugin.v1.DeployRequest.params:type_name -> manent.plugin.v1.DeployRequest.ParamsEntry
+	26, // 5: manent.plugin.v1.DeployRequest.traffic:type_name -> manent.plugin.v1.DeployRequest.TrafficEntry
 	8,  // 6: manent.plugin.v1.DeployRequest.rollout:type_name -> manent.plugin.v1.RolloutPlan
-	24, // 7: manent.plugin.v1.TargetResult.details:type_name -> manent.plugin.v1.TargetResult.DetailsEntry
+	27, // 7: manent.plugin.v1.TargetResult.details:type_name -> manent.plugin.v1.TargetResult.DetailsEntry
 	9,  // 8: manent.plugin.v1.DeployResponse.targets:type_name -> manent.plugin.v1.TargetResult
-	25, // 9: manent.plugin.v1.DeployResponse.details:type_name -> manent.plugin.v1.DeployResponse.DetailsEntry
-	26, // 10: manent.plugin.v1.TargetRelease.details:type_name -> manent.plugin.v1.TargetRelease.DetailsEntry
+	28, // 9: manent.plugin.v1.DeployResponse.details:type_name -> manent.plugin.v1.DeployResponse.DetailsEntry
+	29, // 10: manent.plugin.v1.TargetRelease.details:type_name -> manent.plugin.v1.TargetRelease.DetailsEntry
 	11, // 11: manent.plugin.v1.CurrentReleaseResponse.releases:type_name -> manent.plugin.v1.TargetRelease
 	7,  // 12: manent.plugin.v1.RollbackRequest.request:type_name -> manent.plugin.v1.DeployRequest
 	11, // 13: manent.plugin.v1.RollbackRequest.releases:type_name -> manent.plugin.v1.TargetRelease
-	27, // 14: manent.plugin.v1.StateResponse.state:type_name -> manent.plugin.v1.StateResponse.StateEntry
+	30, // 14: manent.plugin.v1.StateResponse.state:type_name -> manent.plugin.v1.StateResponse.StateEntry
 	7,  // 15: manent.plugin.v1.WeightRequest.request:type_name -> manent.plugin.v1.DeployRequest
-	28, // 16: manent.plugin.v1.DetailsResponse.details:type_name -> manent.plugin.v1.DetailsResponse.DetailsEntry
-	29, // 17: manent.plugin.v1.ErrorDetail.details:type_name -> manent.plugin.v1.ErrorDetail.DetailsEntry
-	10, // 18: manent.plugin.v1.ErrorDetail.partial_result:type_name -> manent.plugin.v1.DeployResponse
-	1,  // 19: manent.plugin.v1.Deployer.Configure:input_type -> manent.plugin.v1.ConfigureRequest
-	5,  // 20: manent.plugin.v1.Deployer.Supports:input_type -> manent.plugin.v1.SupportsRequest
-	7,  // 21: manent.plugin.v1.Deployer.Validate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 22: manent.plugin.v1.Deployer.Deploy:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 23: manent.plugin.v1.Deployer.DryRun:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 24: manent.plugin.v1.Deployer.CurrentRelease:input_type -> manent.plugin.v1.DeployRequest
-	13, // 25: manent.plugin.v1.Deployer.Rollback:input_type -> manent.plugin.v1.RollbackRequest
-	7,  // 26: manent.plugin.v1.Deployer.PrepareSlots:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 27: manent.plugin.v1.Deployer.DeployCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 28: manent.plugin.v1.Deployer.PromoteCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 29: manent.plugin.v1.Deployer.RevertCandidate:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 30: manent.plugin.v1.Deployer.RetirePrevious:input_type -> manent.plugin.v1.DeployRequest
-	15, // 31: manent.plugin.v1.Deployer.SetCandidateWeight:input_type -> manent.plugin.v1.WeightRequest
-	7,  // 32: manent.plugin.v1.Deployer.CandidateWeight:input_type -> manent.plugin.v1.DeployRequest
-	7,  // 33: manent.plugin.v1.Deployer.RouteTesters:input_type -> manent.plugin.v1.DeployRequest
-	15, // 34: manent.plugin.v1.Deployer.ScaleCandidate:input_type -> manent.plugin.v1.WeightRequest
-	19, // 35: manent.plugin.v1.Secrets.Secret:input_type -> manent.plugin.v1.SecretRequest
-	2,  // 36: manent.plugin.v1.Deployer.Configure:output_type -> manent.plugin.v1.ConfigureResponse
-	6,  // 37: manent.plugin.v1.Deployer.Supports:output_type -> manent.plugin.v1.SupportsResponse
-	0,  // 38: manent.plugin.v1.Deployer.Validate:output_type -> manent.plugin.v1.Empty
-	10, // 39: manent.plugin.v1.Deployer.Deploy:output_type -> manent.plugin.v1.DeployResponse
-	10, // 40: manent.plugin.v1.Deployer.DryRun:output_type -> manent.plugin.v1.DeployResponse
-	12, // 41: manent.plugin.v1.Deployer.CurrentRelease:output_type -> manent.plugin.v1.CurrentReleaseResponse
-	10, // 42: manent.plugin.v1.Deployer.Rollback:output_type -> manent.plugin.v1.DeployResponse
-	14, // 43: manent.plugin.v1.Deployer.PrepareSlots:output_type -> manent.plugin.v1.StateResponse
-	10, // 44: manent.plugin.v1.Deployer.DeployCandidate:output_type -> manent.plugin.v1.DeployResponse
-	0,  // 45: manent.plugin.v1.Deployer.PromoteCandidate:output_type -> manent.plugin.v1.Empty
-	0,  // 46: manent.plugin.v1.Deployer.RevertCandidate:output_type -> manent.plugin.v1.Empty
-	0,  // 47: manent.plugin.v1.Deployer.RetirePrevious:output_type -> manent.plugin.v1.Empty
-	0,  // 48: manent.plugin.v1.Deployer.SetCandidateWeight:output_type -> manent.plugin.v1.Empty
-	16, // 49: manent.plugin.v1.Deployer.CandidateWeight:output_type -> manent.plugin.v1.WeightResponse
-	17, // 50: manent.plugin.v1.Deployer.RouteTesters:output_type -> manent.plugin.v1.DetailsResponse
-	0,  // 51: manent.plugin.v1.Deployer.ScaleCandidate:output_type -> manent.plugin.v1.Empty
-	20, // 52: manent.plugin.v1.Secrets.Secret:output_type -> manent.plugin.v1.SecretResponse
-	36, // [36:53] is the sub-list for method output_type
-	19, // [19:36] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	31, // 16: manent.plugin.v1.DetailsResponse.details:type_name -> manent.plugin.v1.DetailsResponse.DetailsEntry
+	18, // 17: manent.plugin.v1.TargetDrift.changes:type_name -> manent.plugin.v1.DriftChange
+	32, // 18: manent.plugin.v1.TargetDrift.details:type_name -> manent.plugin.v1.TargetDrift.DetailsEntry
+	19, // 19: manent.plugin.v1.DriftResponse.targets:type_name -> manent.plugin.v1.TargetDrift
+	33, // 20: manent.plugin.v1.ErrorDetail.details:type_name -> manent.plugin.v1.ErrorDetail.DetailsEntry
+	10, // 21: manent.plugin.v1.ErrorDetail.partial_result:type_name -> manent.plugin.v1.DeployResponse
+	1,  // 22: manent.plugin.v1.Deployer.Configure:input_type -> manent.plugin.v1.ConfigureRequest
+	5,  // 23: manent.plugin.v1.Deployer.Supports:input_type -> manent.plugin.v1.SupportsRequest
+	7,  // 24: manent.plugin.v1.Deployer.Validate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 25: manent.plugin.v1.Deployer.Deploy:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 26: manent.plugin.v1.Deployer.DryRun:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 27: manent.plugin.v1.Deployer.CurrentRelease:input_type -> manent.plugin.v1.DeployRequest
+	13, // 28: manent.plugin.v1.Deployer.Rollback:input_type -> manent.plugin.v1.RollbackRequest
+	7,  // 29: manent.plugin.v1.Deployer.PrepareSlots:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 30: manent.plugin.v1.Deployer.DeployCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 31: manent.plugin.v1.Deployer.PromoteCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 32: manent.plugin.v1.Deployer.RevertCandidate:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 33: manent.plugin.v1.Deployer.RetirePrevious:input_type -> manent.plugin.v1.DeployRequest
+	15, // 34: manent.plugin.v1.Deployer.SetCandidateWeight:input_type -> manent.plugin.v1.WeightRequest
+	7,  // 35: manent.plugin.v1.Deployer.CandidateWeight:input_type -> manent.plugin.v1.DeployRequest
+	7,  // 36: manent.plugin.v1.Deployer.RouteTesters:input_type -> manent.plugin.v1.DeployRequest
+	15, // 37: manent.plugin.v1.Deployer.ScaleCandidate:input_type -> manent.plugin.v1.WeightRequest
+	7,  // 38: manent.plugin.v1.Deployer.Drift:input_type -> manent.plugin.v1.DeployRequest
+	22, // 39: manent.plugin.v1.Secrets.Secret:input_type -> manent.plugin.v1.SecretRequest
+	2,  // 40: manent.plugin.v1.Deployer.Configure:output_type -> manent.plugin.v1.ConfigureResponse
+	6,  // 41: manent.plugin.v1.Deployer.Supports:output_type -> manent.plugin.v1.SupportsResponse
+	0,  // 42: manent.plugin.v1.Deployer.Validate:output_type -> manent.plugin.v1.Empty
+	10, // 43: manent.plugin.v1.Deployer.Deploy:output_type -> manent.plugin.v1.DeployResponse
+	10, // 44: manent.plugin.v1.Deployer.DryRun:output_type -> manent.plugin.v1.DeployResponse
+	12, // 45: manent.plugin.v1.Deployer.CurrentRelease:output_type -> manent.plugin.v1.CurrentReleaseResponse
+	10, // 46: manent.plugin.v1.Deployer.Rollback:output_type -> manent.plugin.v1.DeployResponse
+	14, // 47: manent.plugin.v1.Deployer.PrepareSlots:output_type -> manent.plugin.v1.StateResponse
+	10, // 48: manent.plugin.v1.Deployer.DeployCandidate:output_type -> manent.plugin.v1.DeployResponse
+	0,  // 49: manent.plugin.v1.Deployer.PromoteCandidate:output_type -> manent.plugin.v1.Empty
+	0,  // 50: manent.plugin.v1.Deployer.RevertCandidate:output_type -> manent.plugin.v1.Empty
+	0,  // 51: manent.plugin.v1.Deployer.RetirePrevious:output_type -> manent.plugin.v1.Empty
+	0,  // 52: manent.plugin.v1.Deployer.SetCandidateWeight:output_type -> manent.plugin.v1.Empty
+	16, // 53: manent.plugin.v1.Deployer.CandidateWeight:output_type -> manent.plugin.v1.WeightResponse
+	17, // 54: manent.plugin.v1.Deployer.RouteTesters:output_type -> manent.plugin.v1.DetailsResponse
+	0,  // 55: manent.plugin.v1.Deployer.ScaleCandidate:output_type -> manent.plugin.v1.Empty
+	20, // 56: manent.plugin.v1.Deployer.Drift:output_type -> manent.plugin.v1.DriftResponse
+	23, // 57: manent.plugin.v1.Secrets.Secret:output_type -> manent.plugin.v1.SecretResponse
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_deployer_proto_init() }
@@ -1471,7 +1694,7 @@ func file_deployer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deployer_proto_rawDesc), len(file_deployer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -38,6 +38,7 @@ const (
 	Deployer_CandidateWeight_FullMethodName    = "/manent.plugin.v1.Deployer/CandidateWeight"
 	Deployer_RouteTesters_FullMethodName       = "/manent.plugin.v1.Deployer/RouteTesters"
 	Deployer_ScaleCandidate_FullMethodName     = "/manent.plugin.v1.Deployer/ScaleCandidate"
+	Deployer_Drift_FullMethodName              = "/manent.plugin.v1.Deployer/Drift"
 )
 
 // DeployerClient is the client API for Deployer service.
@@ -60,6 +61,9 @@ type DeployerClient interface {
 	CandidateWeight(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*WeightResponse, error)
 	RouteTesters(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DetailsResponse, error)
 	ScaleCandidate(ctx context.Context, in *WeightRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Capability `drift`: what runs on each target and whether it still matches the release named
+	// by request.artifact.version (the last deploy's); changes nothing. UNIMPLEMENTED otherwise.
+	Drift(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DriftResponse, error)
 }
 
 type deployerClient struct {
@@ -230,6 +234,16 @@ func (c *deployerClient) ScaleCandidate(ctx context.Context, in *WeightRequest, 
 	return out, nil
 }
 
+func (c *deployerClient) Drift(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DriftResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DriftResponse)
+	err := c.cc.Invoke(ctx, Deployer_Drift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeployerServer is the server API for Deployer service.
 // All implementations must embed UnimplementedDeployerServer
 // for forward compatibility.
@@ -250,6 +264,9 @@ type DeployerServer interface {
 	CandidateWeight(context.Context, *DeployRequest) (*WeightResponse, error)
 	RouteTesters(context.Context, *DeployRequest) (*DetailsResponse, error)
 	ScaleCandidate(context.Context, *WeightRequest) (*Empty, error)
+	// Capability `drift`: what runs on each target and whether it still matches the release named
+	// by request.artifact.version (the last deploy's); changes nothing. UNIMPLEMENTED otherwise.
+	Drift(context.Context, *DeployRequest) (*DriftResponse, error)
 	mustEmbedUnimplementedDeployerServer()
 }
 
@@ -307,6 +324,9 @@ func (UnimplementedDeployerServer) RouteTesters(context.Context, *DeployRequest)
 }
 func (UnimplementedDeployerServer) ScaleCandidate(context.Context, *WeightRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method ScaleCandidate not implemented")
+}
+func (UnimplementedDeployerServer) Drift(context.Context, *DeployRequest) (*DriftResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Drift not implemented")
 }
 func (UnimplementedDeployerServer) mustEmbedUnimplementedDeployerServer() {}
 func (UnimplementedDeployerServer) testEmbeddedByValue()                  {}
@@ -617,6 +637,24 @@ func _Deployer_ScaleCandidate_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Deployer_Drift_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeployRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeployerServer).Drift(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Deployer_Drift_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeployerServer).Drift(ctx, req.(*DeployRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Deployer_ServiceDesc is the grpc.ServiceDesc for Deployer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -688,6 +726,10 @@ var Deployer_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ScaleCandidate",
 			Handler:    _Deployer_ScaleCandidate_Handler,
 		},
+		{
+			MethodName: "Drift",
+			Handler:    _Deployer_Drift_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "deployer.proto",
@@ -701,8 +743,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Served by the host on a broker connection, only while a Deploy, DryRun, CurrentRelease or
-// Rollback call runs.
+// Served by the host on a broker connection, only while a call with the deploy context runs
+// (Deploy, DryRun, CurrentRelease, Rollback, Drift, the percentage-rollout calls).
 type SecretsClient interface {
 	Secret(ctx context.Context, in *SecretRequest, opts ...grpc.CallOption) (*SecretResponse, error)
 }
@@ -729,8 +771,8 @@ func (c *secretsClient) Secret(ctx context.Context, in *SecretRequest, opts ...g
 // All implementations must embed UnimplementedSecretsServer
 // for forward compatibility.
 //
-// Served by the host on a broker connection, only while a Deploy, DryRun, CurrentRelease or
-// Rollback call runs.
+// Served by the host on a broker connection, only while a call with the deploy context runs
+// (Deploy, DryRun, CurrentRelease, Rollback, Drift, the percentage-rollout calls).
 type SecretsServer interface {
 	Secret(context.Context, *SecretRequest) (*SecretResponse, error)
 	mustEmbedUnimplementedSecretsServer()

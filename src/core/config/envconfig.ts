@@ -17,7 +17,10 @@ const stepSettings = z.strictObject({
     .meta({ description: "Longest time one attempt of this step may take; a step that runs out is retried", examples: ["5m"] }),
 });
 
-export const callbackEvents = ["started", "succeeded", "failed", "rolled_back"] as const;
+/** A deploy's events, which a callback gets by default. */
+export const deployEvents = ["started", "succeeded", "failed", "rolled_back"] as const;
+/** `drifted`: a periodic drift check found targets that no longer run what was deployed (listed explicitly). */
+export const callbackEvents = [...deployEvents, "drifted"] as const;
 export type CallbackEvent = (typeof callbackEvents)[number];
 
 const callbackSchema = z.strictObject({
@@ -27,8 +30,8 @@ const callbackSchema = z.strictObject({
   events: z
     .array(z.enum(callbackEvents))
     .min(1)
-    .default([...callbackEvents])
-    .describe("The events that call this URL"),
+    .default([...deployEvents])
+    .describe("The events that call this URL (default: the deploy's four; `drifted` only when listed)"),
   max_retries: z.number().int().min(0).max(20).default(3).describe("Retries of a call that failed (a 5xx, a refused connection)"),
   timeout: durationMs.default(10_000).describe("Longest time one call may take"),
 });
@@ -157,6 +160,25 @@ export const envconfigSchema = z.strictObject({
   callbacks: z.array(callbackSchema).default([]).describe("Webhooks called when a deploy starts and ends"),
   analysis: analysisSectionSchema.optional(),
   rollout: rolloutSchema.optional(),
+  drift: z
+    .strictObject({
+      interval: durationMs
+        .refine((ms) => ms >= 1000, { message: "must be at least 1s" })
+        .optional()
+        .meta({
+          description:
+            "How often manent checks that the targets still run what it deployed (the plugin's drift call); absent: only on demand (`manent diff`)",
+          examples: ["5m"],
+        }),
+      heal: z
+        .boolean()
+        .default(false)
+        .describe(
+          "When a periodic check finds drift, deploy the recorded release again (the same version and sha256), unless a deploy of it is queued or running or the last one failed",
+        ),
+    })
+    .default({ heal: false })
+    .describe("Drift: whether the targets still run what manent deployed, checked periodically, and healed (off by default)"),
 });
 
 export type Envconfig = z.output<typeof envconfigSchema>;

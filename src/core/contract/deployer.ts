@@ -1,4 +1,4 @@
-import type { Artifact, Logger, Request, Result, RollbackRequest, TargetRelease } from "./types.js";
+import type { Artifact, Logger, Request, Result, RollbackRequest, TargetDrift, TargetRelease } from "./types.js";
 
 /** The contract every plugin implements, built in or external. */
 export interface Deployer {
@@ -24,6 +24,14 @@ export interface ReleaseInspector {
 /** Optional: returns targets to the releases recorded in the checkpoint. */
 export interface Rollbacker {
   rollback(req: RollbackRequest): Promise<Result>;
+}
+
+/**
+ * Optional: tells what runs on each target and whether it still matches the release recorded by
+ * the last deploy (`req.artifact.version`), changing nothing. One {@link TargetDrift} per target, in order.
+ */
+export interface DriftInspector {
+  drift(req: Request): Promise<TargetDrift[]>;
 }
 
 /** Optional: the plugin honours `Request.parallelism`. */
@@ -69,6 +77,7 @@ export const Capability = {
   Testers: "testers",
   Scale: "scale",
   ParallelTargets: "parallel_targets",
+  Drift: "drift",
 } as const;
 export type Capability = (typeof Capability)[keyof typeof Capability];
 export const allCapabilities: readonly Capability[] = Object.values(Capability);
@@ -85,6 +94,9 @@ export function isReleaseInspector(d: Deployer): d is Deployer & ReleaseInspecto
 }
 export function isRollbacker(d: Deployer): d is Deployer & Rollbacker {
   return hasMethods(d, "rollback");
+}
+export function isDriftInspector(d: Deployer): d is Deployer & DriftInspector {
+  return hasMethods(d, "drift");
 }
 export function isParallelDeployer(d: Deployer): d is Deployer & ParallelDeployer {
   return hasMethods(d, "parallelTargets") && (d as Deployer & ParallelDeployer).parallelTargets();
@@ -117,5 +129,6 @@ export function capabilitiesOf(d: Deployer): Capability[] {
   if (isTesterRouter(d)) caps.push(Capability.Testers);
   if (isSlotScaler(d)) caps.push(Capability.Scale);
   if (isParallelDeployer(d)) caps.push(Capability.ParallelTargets);
+  if (isDriftInspector(d)) caps.push(Capability.Drift);
   return caps;
 }

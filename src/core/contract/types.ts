@@ -119,3 +119,34 @@ export interface RollbackRequest extends Request {
   /** What each target ran before this deploy, as recorded in the checkpoint. */
   releases: TargetRelease[];
 }
+
+/** What `drift` finds on a target. `unknown`: the plugin cannot tell (nothing recorded to compare with, say); `details.reason` says why. */
+export const DriftStatus = {
+  InSync: "in_sync",
+  Drifted: "drifted",
+  Unknown: "unknown",
+} as const;
+export type DriftStatus = (typeof DriftStatus)[keyof typeof DriftStatus];
+
+/** One difference between what was deployed and what runs: `Deployment/hello` `spec.replicas` 3 → 5, a file's sha256. */
+export interface DriftChange {
+  /** What differs: `Deployment/hello`, `ConfigMap/hello-config`, a file of the release (`index.html`), `current`. */
+  object: string;
+  /** Where in it: `spec.replicas`, `data.greeting`, `sha256`, `version`; "" for the whole object (missing, added). */
+  field: string;
+  /** What the recorded release has there ("" when it has nothing: an added file). */
+  expected: string;
+  /** What runs there now ("" when nothing does: a deleted object or file). */
+  live: string;
+}
+
+/** A target's drift: what runs on it and whether that is still what manent deployed. */
+export interface TargetDrift {
+  /** The target, by its identity ({@link targetId}), as in {@link TargetResult}. */
+  host: string;
+  status: DriftStatus;
+  /** The release the target runs now ("" when none). */
+  version: string;
+  changes: DriftChange[];
+  details?: Record<string, string>;
+}

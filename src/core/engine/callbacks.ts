@@ -18,6 +18,8 @@ export interface CallbackPayload {
     status: string;
     error: ErrorJSON | null;
   };
+  /** `drifted` only: the targets found drifted (what changed on each). */
+  drift?: { targets: unknown[] };
   sent_at: string;
 }
 

@@ -61,6 +61,8 @@ export interface ResolvedDeploy {
   rollout?: RolloutSettings;
   /** The envconfig's analysis checks, for the rollout's analysis steps. */
   analysis?: AnalysisSection;
+  /** The envconfig's drift settings (absent in deploys resolved before drift existed). */
+  drift?: { interval?: number | undefined; heal: boolean };
 }
 
 const validateTimeoutMs = 30_000;
@@ -153,6 +155,7 @@ export async function resolveSubmission(
       rollback: policy("rollback"),
     },
     callbacks: envconfig.callbacks,
+    drift: envconfig.drift,
     descriptorFile: s.descriptorFile,
     envconfigFile: file ?? null,
     ...(s.to !== undefined && { to: s.to }),

@@ -36,7 +36,7 @@ export interface ConfigureRequest {
 
 export interface ConfigureResponse {
   name: string;
-  /** dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets. */
+  /** dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift. */
   capabilities: string[];
 }
 
@@ -188,6 +188,41 @@ export interface DetailsResponse {
 export interface DetailsResponse_DetailsEntry {
   key: string;
   value: string;
+}
+
+/**
+ * One difference between the recorded release and what runs: `Deployment/hello` `spec.replicas`
+ * expected "3", live "5"; a file of a release and its sha256.
+ */
+export interface DriftChange {
+  /** What differs: `Kind/name` for a Kubernetes object, a path in the release for a file, `current`. */
+  object: string;
+  /** Where in it (`spec.replicas`, `data.greeting`, `sha256`); "" for the whole object. */
+  field: string;
+  /** The recorded release's value; "" when it has none (an added file). */
+  expected: string;
+  /** The live value; "" when there is none (a deleted object or file). */
+  live: string;
+}
+
+export interface TargetDrift {
+  /** The target: its name (Target.name), as in TargetResult.host. */
+  host: string;
+  /** in_sync, drifted, unknown (details["reason"] says why). */
+  status: string;
+  /** The release the target runs now; "" when none. */
+  version: string;
+  changes: DriftChange[];
+  details: { [key: string]: string };
+}
+
+export interface TargetDrift_DetailsEntry {
+  key: string;
+  value: string;
+}
+
+export interface DriftResponse {
+  targets: TargetDrift[];
 }
 
 /**
@@ -2879,6 +2914,440 @@ export const DetailsResponse_DetailsEntry: MessageFns<DetailsResponse_DetailsEnt
   },
 };
 
+function createBaseDriftChange(): DriftChange {
+  return { object: "", field: "", expected: "", live: "" };
+}
+
+export const DriftChange: MessageFns<DriftChange> = {
+  encode(message: DriftChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.object !== "") {
+      writer.uint32(10).string(message.object);
+    }
+    if (message.field !== "") {
+      writer.uint32(18).string(message.field);
+    }
+    if (message.expected !== "") {
+      writer.uint32(26).string(message.expected);
+    }
+    if (message.live !== "") {
+      writer.uint32(34).string(message.live);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DriftChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDriftChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.object = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.field = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.expected = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.live = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DriftChange {
+    return {
+      object: isSet(object.object) ? globalThis.String(object.object) : "",
+      field: isSet(object.field) ? globalThis.String(object.field) : "",
+      expected: isSet(object.expected) ? globalThis.String(object.expected) : "",
+      live: isSet(object.live) ? globalThis.String(object.live) : "",
+    };
+  },
+
+  toJSON(message: DriftChange): unknown {
+    const obj: any = {};
+    if (message.object !== "") {
+      obj.object = message.object;
+    }
+    if (message.field !== "") {
+      obj.field = message.field;
+    }
+    if (message.expected !== "") {
+      obj.expected = message.expected;
+    }
+    if (message.live !== "") {
+      obj.live = message.live;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DriftChange>, I>>(base?: I): DriftChange {
+    return DriftChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DriftChange>, I>>(object: I): DriftChange {
+    const message = createBaseDriftChange();
+    message.object = object.object ?? "";
+    message.field = object.field ?? "";
+    message.expected = object.expected ?? "";
+    message.live = object.live ?? "";
+    return message;
+  },
+};
+
+function createBaseTargetDrift(): TargetDrift {
+  return { host: "", status: "", version: "", changes: [], details: {} };
+}
+
+export const TargetDrift: MessageFns<TargetDrift> = {
+  encode(message: TargetDrift, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.host !== "") {
+      writer.uint32(10).string(message.host);
+    }
+    if (message.status !== "") {
+      writer.uint32(18).string(message.status);
+    }
+    if (message.version !== "") {
+      writer.uint32(26).string(message.version);
+    }
+    for (const v of message.changes) {
+      DriftChange.encode(v!, writer.uint32(34).fork()).join();
+    }
+    globalThis.Object.entries(message.details).forEach(([key, value]: [string, string]) => {
+      TargetDrift_DetailsEntry.encode({ key: key as any, value }, writer.uint32(42).fork()).join();
+    });
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TargetDrift {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTargetDrift();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.host = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.version = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.changes.push(DriftChange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            const entry5 = TargetDrift_DetailsEntry.decode(reader, reader.uint32());
+            if (entry5.value !== undefined) {
+              message.details[entry5.key] = entry5.value;
+            }
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TargetDrift {
+    return {
+      host: isSet(object.host) ? globalThis.String(object.host) : "",
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
+      version: isSet(object.version) ? globalThis.String(object.version) : "",
+      changes: globalThis.Array.isArray(object?.changes) ? object.changes.map((e: any) => DriftChange.fromJSON(e)) : [],
+      details: isObject(object.details)
+        ? (globalThis.Object.entries(object.details) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+    };
+  },
+
+  toJSON(message: TargetDrift): unknown {
+    const obj: any = {};
+    if (message.host !== "") {
+      obj.host = message.host;
+    }
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
+    if (message.version !== "") {
+      obj.version = message.version;
+    }
+    if (message.changes?.length) {
+      obj.changes = message.changes.map((e) => DriftChange.toJSON(e));
+    }
+    if (message.details) {
+      const entries = globalThis.Object.entries(message.details) as [string, string][];
+      if (entries.length > 0) {
+        obj.details = {};
+        entries.forEach(([k, v]) => {
+          obj.details[k] = v;
+        });
+      }
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TargetDrift>, I>>(base?: I): TargetDrift {
+    return TargetDrift.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TargetDrift>, I>>(object: I): TargetDrift {
+    const message = createBaseTargetDrift();
+    message.host = object.host ?? "";
+    message.status = object.status ?? "";
+    message.version = object.version ?? "";
+    message.changes = object.changes?.map((e) => DriftChange.fromPartial(e)) || [];
+    message.details = (globalThis.Object.entries(object.details ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseTargetDrift_DetailsEntry(): TargetDrift_DetailsEntry {
+  return { key: "", value: "" };
+}
+
+export const TargetDrift_DetailsEntry: MessageFns<TargetDrift_DetailsEntry> = {
+  encode(message: TargetDrift_DetailsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TargetDrift_DetailsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTargetDrift_DetailsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TargetDrift_DetailsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: TargetDrift_DetailsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TargetDrift_DetailsEntry>, I>>(base?: I): TargetDrift_DetailsEntry {
+    return TargetDrift_DetailsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TargetDrift_DetailsEntry>, I>>(object: I): TargetDrift_DetailsEntry {
+    const message = createBaseTargetDrift_DetailsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseDriftResponse(): DriftResponse {
+  return { targets: [] };
+}
+
+export const DriftResponse: MessageFns<DriftResponse> = {
+  encode(message: DriftResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.targets) {
+      TargetDrift.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DriftResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDriftResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.targets.push(TargetDrift.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DriftResponse {
+    return {
+      targets: globalThis.Array.isArray(object?.targets) ? object.targets.map((e: any) => TargetDrift.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: DriftResponse): unknown {
+    const obj: any = {};
+    if (message.targets?.length) {
+      obj.targets = message.targets.map((e) => TargetDrift.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DriftResponse>, I>>(base?: I): DriftResponse {
+    return DriftResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DriftResponse>, I>>(object: I): DriftResponse {
+    const message = createBaseDriftResponse();
+    message.targets = object.targets?.map((e) => TargetDrift.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseErrorDetail(): ErrorDetail {
   return { code: "", message: "", details: {}, partialResult: undefined };
 }
@@ -3398,6 +3867,19 @@ export const DeployerService = {
     responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
     responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
   },
+  /**
+   * Capability `drift`: what runs on each target and whether it still matches the release named
+   * by request.artifact.version (the last deploy's); changes nothing. UNIMPLEMENTED otherwise.
+   */
+  drift: {
+    path: "/manent.plugin.v1.Deployer/Drift" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeployRequest): Buffer => Buffer.from(DeployRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeployRequest => DeployRequest.decode(value),
+    responseSerialize: (value: DriftResponse): Buffer => Buffer.from(DriftResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DriftResponse => DriftResponse.decode(value),
+  },
 } as const;
 
 export interface DeployerServer extends UntypedServiceImplementation {
@@ -3417,6 +3899,11 @@ export interface DeployerServer extends UntypedServiceImplementation {
   candidateWeight: handleUnaryCall<DeployRequest, WeightResponse>;
   routeTesters: handleUnaryCall<DeployRequest, DetailsResponse>;
   scaleCandidate: handleUnaryCall<WeightRequest, Empty>;
+  /**
+   * Capability `drift`: what runs on each target and whether it still matches the release named
+   * by request.artifact.version (the last deploy's); changes nothing. UNIMPLEMENTED otherwise.
+   */
+  drift: handleUnaryCall<DeployRequest, DriftResponse>;
 }
 
 export interface DeployerClient extends Client {
@@ -3657,6 +4144,25 @@ export interface DeployerClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Empty) => void,
   ): ClientUnaryCall;
+  /**
+   * Capability `drift`: what runs on each target and whether it still matches the release named
+   * by request.artifact.version (the last deploy's); changes nothing. UNIMPLEMENTED otherwise.
+   */
+  drift(
+    request: DeployRequest,
+    callback: (error: ServiceError | null, response: DriftResponse) => void,
+  ): ClientUnaryCall;
+  drift(
+    request: DeployRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DriftResponse) => void,
+  ): ClientUnaryCall;
+  drift(
+    request: DeployRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DriftResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const DeployerClient = makeGenericClientConstructor(DeployerService, "manent.plugin.v1.Deployer") as unknown as {
@@ -3666,8 +4172,8 @@ export const DeployerClient = makeGenericClientConstructor(DeployerService, "man
 };
 
 /**
- * Served by the host on a broker connection, only while a Deploy, DryRun, CurrentRelease or
- * Rollback call runs.
+ * Served by the host on a broker connection, only while a call with the deploy context runs
+ * (Deploy, DryRun, CurrentRelease, Rollback, Drift, the percentage-rollout calls).
  */
 export type SecretsService = typeof SecretsService;
 export const SecretsService = {

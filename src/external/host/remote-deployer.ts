@@ -7,12 +7,13 @@ import {
   type Request,
   type Result,
   type RollbackRequest,
+  type TargetDrift,
   type TargetRelease,
 } from "../../core/contract/types.js";
 import { ResultError } from "../../core/contract/result-error.js";
 import { byTargetId } from "../../core/contract/targets.js";
 import type { DeployRequest } from "../gen/deployer.js";
-import { artifactToProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
+import { artifactToProto, driftFromProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
 import type { PluginProcess } from "./plugin-process.js";
 
 /** Runs one call on the live process (started on demand); supplied by the supervisor. */
@@ -143,6 +144,12 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
         (p) => p.deployer.scaleCandidate,
         (w) => ({ request: w, weight }),
       ));
+  }
+  if (caps.includes(Capability.Drift)) {
+    d.drift = (req: Request): Promise<TargetDrift[]> =>
+      withSecrets("Drift", req, async (p, w) =>
+        byTargetId(req.targets, (await direct("Drift", p, (q) => q.deployer.drift, w, req.signal)).targets.map(driftFromProto)),
+      );
   }
   if (parallel) d.parallelTargets = () => true;
   return d as unknown as Deployer;

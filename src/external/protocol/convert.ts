@@ -1,6 +1,8 @@
 import {
+  DriftStatus,
   TargetStatus,
   type Artifact,
+  type TargetDrift,
   type Request,
   type Result,
   type Target,
@@ -100,5 +102,25 @@ export function releaseToProto(r: TargetRelease): pb.TargetRelease {
 export function releaseFromProto(r: pb.TargetRelease): TargetRelease {
   const out: TargetRelease = { host: r.host, version: r.version };
   if (Object.keys(r.details).length > 0) out.details = { ...r.details };
+  return out;
+}
+
+export function driftToProto(d: TargetDrift): pb.TargetDrift {
+  return { host: d.host, status: d.status, version: d.version, changes: d.changes.map((c) => ({ ...c })), details: { ...(d.details ?? {}) } };
+}
+
+const driftStatuses = new Set<string>(Object.values(DriftStatus));
+
+/** A status this host does not know (a newer plugin's) is shown as unknown, with what the plugin said. */
+export function driftFromProto(d: pb.TargetDrift): TargetDrift {
+  const known = driftStatuses.has(d.status);
+  const details = { ...d.details, ...(known ? {} : { reason: `the plugin answered status "${d.status}"` }) };
+  const out: TargetDrift = {
+    host: d.host,
+    status: known ? (d.status as DriftStatus) : DriftStatus.Unknown,
+    version: d.version,
+    changes: d.changes.map((c) => ({ object: c.object, field: c.field, expected: c.expected, live: c.live })),
+  };
+  if (Object.keys(details).length > 0) out.details = details;
   return out;
 }

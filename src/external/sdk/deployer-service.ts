@@ -2,6 +2,7 @@ import type { sendUnaryData, ServerUnaryCall, UntypedHandleCall } from "@grpc/gr
 import { Code, ManentError } from "../../core/errors.js";
 import {
   capabilitiesOf,
+  isDriftInspector,
   isDryRunner,
   isReleaseInspector,
   isRollbacker,
@@ -15,7 +16,7 @@ import {
 import type { Logger, Request, RollbackRequest } from "../../core/contract/types.js";
 import type * as pb from "../gen/deployer.js";
 import type { Broker } from "../protocol/broker.js";
-import { artifactFromProto, releaseFromProto, releaseToProto, requestFromProto, resultToProto } from "../protocol/convert.js";
+import { artifactFromProto, driftToProto, releaseFromProto, releaseToProto, requestFromProto, resultToProto } from "../protocol/convert.js";
 import { toStatus } from "../protocol/wire-errors.js";
 import { callSecrets } from "./call-secrets.js";
 
@@ -101,6 +102,11 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       const d = need("CurrentRelease");
       if (!isReleaseInspector(d)) throw unimplemented("CurrentRelease");
       return { releases: (await d.currentRelease(req(ctx, call.request))).map(releaseToProto) };
+    }),
+    drift: unary<pb.DeployRequest, pb.DriftResponse>("Drift", true, async (call, ctx) => {
+      const d = need("Drift");
+      if (!isDriftInspector(d)) throw unimplemented("Drift");
+      return { targets: (await d.drift(req(ctx, call.request))).map(driftToProto) };
     }),
     rollback: unary<pb.RollbackRequest, pb.DeployResponse>("Rollback", true, async (call, ctx) => {
       const d = need("Rollback");

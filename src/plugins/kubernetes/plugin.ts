@@ -7,6 +7,7 @@ import {
   TargetStatus,
   type Artifact,
   type Deployer,
+  type DriftInspector,
   type DryRunner,
   type Logger,
   type ParallelDeployer,
@@ -20,6 +21,7 @@ import {
   type Target,
   type TesterRouter,
   type TrafficRouter,
+  type TargetDrift,
   type TargetOutcome,
   type TargetRelease,
 } from "../../core/contract/index.js";
@@ -38,6 +40,7 @@ import {
   type HistoryIndex,
   type ReleaseEntry,
 } from "./history.js";
+import { driftOn } from "./drift.js";
 import { labelValue, managedBy, type ReleaseContext } from "./labels.js";
 import { refKey, refOf, sortForDelete, type KubeObject, type ObjectRef } from "./objects.js";
 import { parseParams, type KubernetesParams } from "./params.js";
@@ -78,7 +81,17 @@ interface Prepared {
  * application so that a rollback needs nothing but the cluster.
  */
 export class KubernetesDeployer
-  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, SlotScaler
+  implements
+    Deployer,
+    DryRunner,
+    ReleaseInspector,
+    Rollbacker,
+    ParallelDeployer,
+    SlotDeployer,
+    TrafficRouter,
+    TesterRouter,
+    SlotScaler,
+    DriftInspector
 {
   constructor(private readonly logger: Logger) {}
 
@@ -141,6 +154,21 @@ export class KubernetesDeployer
     );
     if (out.error) throw out.error;
     return releases;
+  }
+
+  /** Per cluster: the release in service against `req.artifact.version`, and its objects against the live ones (server-side dry-run apply). */
+  async drift(req: Request): Promise<TargetDrift[]> {
+    const params = parseParams(req.params);
+    const ctx = contextOf(req, params);
+    const found: TargetDrift[] = new Array<TargetDrift>(req.targets.length);
+    const out = await forAllTargets(req, (t) =>
+      withClient(req, params, t, async (client) => {
+        found[req.targets.indexOf(t)] = { host: targetId(t), ...(await driftOn(client, ctx, req.artifact.version, req.signal)) };
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+    return found;
   }
 
   async rollback(req: RollbackRequest): Promise<Result> {

@@ -22,7 +22,10 @@ import {
   type Rollbacker,
   type TargetRelease,
   type TargetOutcome,
+  type DriftInspector,
+  type TargetDrift,
   Capability,
+  DriftStatus,
   type SlotDeployer,
   type SlotScaler,
   type TesterRouter,
@@ -91,7 +94,17 @@ export const paramsSchema = z.looseObject({
 type Params = z.output<typeof paramsSchema>;
 
 class NoopDeployer
-  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, SlotScaler
+  implements
+    Deployer,
+    DryRunner,
+    ReleaseInspector,
+    Rollbacker,
+    ParallelDeployer,
+    SlotDeployer,
+    TrafficRouter,
+    TesterRouter,
+    SlotScaler,
+    DriftInspector
 {
   private readonly memory = new Map<string, string>();
   /** Deploy calls per deployment, for `fail_times`: bounded, as the plugin lives as long as the server. */
@@ -125,6 +138,24 @@ class NoopDeployer
   async currentRelease(req: Request): Promise<TargetRelease[]> {
     const p = params(req);
     return Promise.all(req.targets.map(async (t) => ({ host: targetId(t), version: await this.read(p, targetId(t)) })));
+  }
+
+  /** The release each target's state records, against the one asked about: a state file edited by hand is drift. */
+  async drift(req: Request): Promise<TargetDrift[]> {
+    const p = params(req);
+    await journal(p, "drift", req);
+    return Promise.all(
+      req.targets.map(async (t): Promise<TargetDrift> => {
+        const live = await this.read(p, targetId(t));
+        const same = live === req.artifact.version;
+        return {
+          host: targetId(t),
+          status: same ? DriftStatus.InSync : DriftStatus.Drifted,
+          version: live,
+          changes: same ? [] : [{ object: "release", field: "version", expected: req.artifact.version, live }],
+        };
+      }),
+    );
   }
 
   async deploy(req: Request): Promise<Result> {
@@ -323,6 +354,7 @@ const methodsOf: Record<Capability, string[]> = {
   testers: ["routeTesters"],
   scale: ["scaleCandidate"],
   parallel_targets: ["parallelTargets"],
+  drift: ["drift"],
 };
 
 export const noopFactory: Factory = (config) => {

@@ -4,11 +4,13 @@ import * as steps from "./release-steps.js";
 import type { TargetSite } from "./release-steps.js";
 import type { CallContext } from "./site.js";
 import { activateLive } from "./slot-steps.js";
+import { releaseIntact } from "./drift-target.js";
 
 /**
  * Deploys the artifact to one target: upload and install unless `releases/<version>` is already
- * there (a release dir that exists is complete, and a version's bytes never change), switch
- * `current`, activate, prune. Nothing happens when the version is already current.
+ * there with the files it was installed with (a version's bytes never change; files changed on the
+ * host since are drift, and the release is installed again), switch `current`, activate, prune.
+ * Nothing happens when the version is already current and intact.
  */
 export async function deployTarget(call: CallContext, site: TargetSite, file: ArtifactFile): Promise<TargetOutcome> {
   const { params, req } = call;
@@ -19,11 +21,14 @@ export async function deployTarget(call: CallContext, site: TargetSite, file: Ar
     previous_version: before.current,
     bytes_sent: "0",
   };
-  if (before.current === version && before.exists) {
+  // A release whose files were changed on the host after install (drift) is installed again.
+  const intact = before.exists && (await releaseIntact(site, version));
+  if (before.current === version && intact) {
     site.log.info("release already current", { host: site.host, version });
     return { status: TargetStatus.Unchanged, details };
   }
-  if (!before.exists) {
+  if (before.exists && !intact) site.log.warn("release files changed since install: installing it again", { host: site.host, version });
+  if (!intact) {
     await steps.prepare(site, file.size);
     details.bytes_sent = String(await steps.upload(site, file.path, version, file.fileName));
     await steps.install(site, version, file.fileName, file.sha256, file.unpack);

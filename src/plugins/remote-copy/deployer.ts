@@ -6,6 +6,7 @@ import {
   TargetStatus,
   type Artifact,
   type Deployer,
+  type DriftInspector,
   type DryRunner,
   type ParallelDeployer,
   type ReleaseInspector,
@@ -18,6 +19,7 @@ import {
   type TrafficRouter,
   type Target,
   type TargetOutcome,
+  type TargetDrift,
   type TargetRelease,
   type TargetsOutcome,
 } from "../../core/contract/index.js";
@@ -25,6 +27,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import { artifactFile } from "./artifact-file.js";
 import { readSshSecrets } from "./connect.js";
 import { deployTarget } from "./deploy-target.js";
+import { driftOf } from "./drift-target.js";
 import { dryRunTarget } from "./dry-run-target.js";
 import { baseFor, checkVersion, parseParams, type Params } from "./params.js";
 import { probe } from "./release-steps.js";
@@ -60,7 +63,7 @@ const supportedTypes = new Set(["file", "tarball", "archive"]);
  * candidate starts in the slot beside the live one and HAProxy's weights move traffic to it.
  */
 export class RemoteCopyDeployer
-  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter
+  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, DriftInspector
 {
   /** `defaults`: param values from manent.yml, overridden by the envconfig's. Logs go to `req.logger`. */
   constructor(private readonly defaults: Record<string, string>) {}
@@ -197,6 +200,21 @@ export class RemoteCopyDeployer
     const error = callFailure(req, outcome.error);
     if (error) throw error;
     return req.targets.map((t) => releases.get(targetId(t))!);
+  }
+
+  /** Each target's live release against `req.artifact.version`, and its files against their install-time sha256. */
+  async drift(req: Request): Promise<TargetDrift[]> {
+    const call = await this.call(req);
+    const found = new Map<string, TargetDrift>();
+    const outcome = await forAllTargets(req, (target, signal) =>
+      withSite(call, target, signal, async (site) => {
+        found.set(targetId(target), { host: targetId(target), ...(await driftOf(site, req.artifact.version)) });
+        return {};
+      }),
+    );
+    const error = callFailure(req, outcome.error);
+    if (error) throw error;
+    return req.targets.map((t) => found.get(targetId(t))!);
   }
 
   async rollback(req: RollbackRequest): Promise<Result> {

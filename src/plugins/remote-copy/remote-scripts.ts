@@ -12,6 +12,8 @@ export const EXIT_CHECKSUM_MISMATCH = 65;
 export const EXIT_TIMEOUT = 124;
 
 export const incomingDir = ".incoming";
+/** `<base>/.checksums/<version>`: the sha256 of every file of a release, written as it is installed (drift compares with it). */
+export const checksumsDir = ".checksums";
 
 export function uploadName(version: string, fileName: string): string {
   return `${incomingDir}/${version}--${fileName}.part`;
@@ -56,7 +58,14 @@ export function installScript(base: string, version: string, fileName: string, s
     unpack
       ? `tar -xzf ${sq(upload)} -C ${sq(staging)} --no-same-owner || fail`
       : `mv ${sq(upload)} ${sq(`${staging}/${fileName}`)} || fail`,
+    // What each file's bytes were at install, so drift can tell a file changed on the host afterwards.
+    `mkdir -p ${checksumsDir} || fail`,
+    `(cd ${sq(staging)} && find . -type f -exec sha256sum {} + | LC_ALL=C sort -k 2) > ${sq(`${checksumsDir}/.tmp-${version}`)} || fail`,
+    `mv -f ${sq(`${checksumsDir}/.tmp-${version}`)} ${sq(`${checksumsDir}/${version}`)} || fail`,
+    // A release dir that exists is one whose files changed after install (see deployTarget): put aside, replaced, removed.
+    `if [ -d ${sq(`releases/${version}`)} ]; then mv -T ${sq(`releases/${version}`)} ${sq(`releases/.replaced-${version}`)} || fail; fi`,
     `mv -T ${sq(staging)} ${sq(`releases/${version}`)} || fail`,
+    `rm -rf ${sq(`releases/.replaced-${version}`)}`,
     `rm -f ${sq(upload)}`,
   ].join("\n");
 }
@@ -121,8 +130,43 @@ export function pruneScript(base: string, keep: number, current: string, previou
     "ls -1t | while IFS= read -r r; do",
     "  n=$((n + 1))",
     `  if [ "$n" -le ${keep} ] || [ "$r" = ${sq(current)} ] || [ "$r" = ${sq(previous)} ]; then continue; fi`,
-    `  rm -rf -- "$r" && echo "$r"`,
+    `  rm -rf -- "$r" && rm -f -- "../${checksumsDir}/$r" && echo "$r"`,
     "done",
+  ].join("\n");
+}
+
+/**
+ * Reads, changing nothing, what `current` points to and compares the files of that release (or of
+ * `releases/<version>`) with the
+ * checksums recorded at its install: prints `current=`, `manifest=0|1`, then `changed=<expected> <live> <path>`,
+ * `missing=<path>` and `added=<path>` lines (paths relative to the release, `./`-prefixed).
+ */
+export function driftScript(base: string, version?: string): string {
+  return [
+    `cd ${sq(base)} 2>/dev/null || { echo current=; exit 0; }`,
+    `link=$(readlink current 2>/dev/null)`,
+    `printf 'current=%s\\n' "$link"`,
+    // With a version: that release's files, whatever current is (a deploy checking the release it would switch to).
+    version === undefined ? `[ -n "$link" ] || exit 0` : `link=${sq(`releases/${version}`)}`,
+    `v=\${link##*/}`,
+    `m="$PWD/${checksumsDir}/$v"`,
+    `[ -f "$m" ] || { echo manifest=0; exit 0; }`,
+    `echo manifest=1`,
+    `cd "releases/$v" 2>/dev/null || { echo release=0; exit 0; }`,
+    `export LC_ALL=C`,
+    `t=$(mktemp) || exit 1`,
+    `trap 'rm -f "$t"' EXIT`,
+    `sha256sum -c "$m" 2>/dev/null | while IFS= read -r line; do`,
+    `  case "$line" in`,
+    `    *": OK") ;;`,
+    `    *": FAILED open or read") printf 'missing=%s\\n' "\${line%: FAILED open or read}" ;;`,
+    `    *": FAILED") f=\${line%: FAILED}`,
+    `      want=$(awk -v f="$f" 'substr($0, 67) == f { print substr($0, 1, 64) }' "$m")`,
+    `      printf 'changed=%s %s %s\\n' "$want" "$(sha256sum "$f" | cut -d' ' -f1)" "$f" ;;`,
+    `  esac`,
+    `done`,
+    `cut -c 67- "$m" | sort > "$t"`,
+    `find . -type f | sort | comm -13 "$t" - | sed 's/^/added=/'`,
   ].join("\n");
 }
 

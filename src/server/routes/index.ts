@@ -26,6 +26,7 @@
 import type { ApiApp, ApiDeps } from "../http-api.js";
 import { auditRoutes } from "./audit.js";
 import { deployRoutes } from "./deploys.js";
+import { driftRoutes } from "./drift.js";
 import { eventRoutes } from "./events.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
@@ -52,6 +53,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   deployRoutes(app, deps);
   overviewRoutes(app, deps);
   rolloutRoutes(app, deps);
+  driftRoutes(app, deps);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);
   eventRoutes(app, deps);

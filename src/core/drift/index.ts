@@ -1,0 +1,3 @@
+export * from "./drift-record.js";
+export * from "./drift-checker.js";
+export * from "./drift-scheduler.js";
