@@ -34,6 +34,9 @@ export const driftStatements = [
    )`,
 ];
 
+/** The event a check that changed something appends (not a trigger's: the check writes it with its rows). */
+export const driftEvent = { type: "drift.changed", data: ["tenant", "application", "artifact", "environment", "targets"] } as const;
+
 const columns = `tenant, application, artifact, environment, target, state, deploy_id, plugin, expected_version, live_version, changes, reason,
   to_char(checked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as checked_at,
   to_char(changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as changed_at`;
@@ -97,9 +100,10 @@ export class PgDriftStore implements DriftStore {
       );
       if (changed.length > 0) {
         // On the event stream (the overview, `manent status`, tests awaiting a drift), under the recorded deploy.
-        await client.query(`select manent.append_event($1, $2, 'drift.changed', $3::jsonb)`, [
+        await client.query(`select manent.append_event($1, $2, $3, $4::jsonb)`, [
           report.tenant,
           report.deploy_id,
+          driftEvent.type,
           JSON.stringify({
             tenant: report.tenant,
             application: report.application,

@@ -275,14 +275,27 @@ describe("manent CLI", () => {
   it("lists the plugins and their capabilities", async () => {
     const r = await cli("plugins");
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^noop\tbuiltin\tdry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets$/m);
+    assert.match(
+      r.stdout,
+      /^noop\tbuiltin\tdry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift$/m,
+    );
     const list = json<{ name: string; kind: string; capabilities: string[] }[]>(await cli("plugins", "-o", "json"));
     assert.deepEqual(
       list.find((p) => p.name === "noop"),
       {
         name: "noop",
         kind: "builtin",
-        capabilities: ["dry_run", "current_release", "rollback", "slots", "traffic_router", "testers", "scale", "parallel_targets"],
+        capabilities: [
+          "dry_run",
+          "current_release",
+          "rollback",
+          "slots",
+          "traffic_router",
+          "testers",
+          "scale",
+          "parallel_targets",
+          "drift",
+        ],
       },
     );
   });

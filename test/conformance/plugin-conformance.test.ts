@@ -128,6 +128,39 @@ describe("plugin protocol conformance", () => {
           (err: ServiceError) => err.code === status.UNIMPLEMENTED,
         );
       }
+      const bare = {
+        deploymentId: "x",
+        tenant: "",
+        application: "",
+        environment: "",
+        artifact: { type: "file", name: "x", version: "1.0.0", source: "/dev/null", sha256: "", path: "" },
+        targets: [{ host: "a", port: 0, labels: {}, name: "a" }],
+        params: {},
+        secretsBrokerId: 0,
+        parallelism: 1,
+        traffic: {},
+        rollout: undefined,
+      };
+      if (!res.capabilities.includes("drift")) {
+        // A plugin from before drift: manent shows its targets as "drift unknown".
+        await assert.rejects(
+          unary((cb) => d.drift(bare, cb)),
+          (err: ServiceError) => err.code === status.UNIMPLEMENTED,
+        );
+      } else {
+        // Drift: one TargetDrift per target, named by it, with a known status (it may need params or secrets the probe lacks: then a clean error).
+        const drift = await unary<{ targets: { host: string; status: string }[] }>((cb) => d.drift(bare, cb)).catch((err: ServiceError) => {
+          assert.notEqual(err.code, status.UNIMPLEMENTED, "declares drift but answers UNIMPLEMENTED");
+          return undefined;
+        });
+        if (drift) {
+          assert.deepEqual(
+            drift.targets.map((t) => t.host),
+            ["a"],
+          );
+          for (const t of drift.targets) assert.ok(["in_sync", "drifted", "unknown"].includes(t.status), `drift status ${t.status}`);
+        }
+      }
       d.close();
     });
 

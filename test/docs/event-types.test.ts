@@ -4,10 +4,12 @@ import { deployEventTypes } from "../../src/core/engine/deploy-events.js";
 import type { StepStatus } from "../../src/core/engine/deploy-store.js";
 import { eventStatements } from "../../src/storage/events-schema.js";
 import { schemaStatements } from "../../src/storage/schema.js";
+import { driftEvent } from "../../src/storage/pg-drift-store.js";
 
 /**
  * The event types docs/reference/events.md lists (generated from `deployEventTypes`) are the ones
- * the database triggers write, with the same keys in `data`: read from the triggers' SQL.
+ * the database triggers write, with the same keys in `data`: read from the triggers' SQL (and the
+ * drift checks' own event).
  */
 
 /** The statuses a finished step attempt is written with (`'step.' || new.status`): every one but running. */
@@ -47,6 +49,8 @@ describe("event types", () => {
   const stepEnd = sql.indexOf("'step.' || new.status");
   assert.ok(stepEnd >= 0 && allStepEnds);
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
+  // Appended by the drift checks with their rows, not by a trigger.
+  written.set(driftEvent.type, [...driftEvent.data]);
 
   it("documents every type the triggers write, and no other", () => {
     assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());

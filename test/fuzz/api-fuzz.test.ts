@@ -170,10 +170,10 @@ describe("HTTP API under fuzzing", () => {
     { requiredKeys: [] },
   );
 
-  it("deploys and rollbacks: hostile JSON bodies and non-JSON text", async () => {
+  it("deploys, rollbacks and drift checks: hostile JSON bodies and non-JSON text", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom("/api/v1/deploys", "/api/v1/rollbacks"),
+        fc.constantFrom("/api/v1/deploys", "/api/v1/rollbacks", "/api/v1/drift/checks"),
         fc.oneof({ weight: 4, arbitrary: bodyArb.map((b) => JSON.stringify(b)) }, fc.string({ unit: "binary", maxLength: 100 }), fc.json()),
         async (path, body) => answered(await send(base, "POST", path, body), `POST ${path} ${body.slice(0, 200)}`),
       ),
@@ -217,6 +217,7 @@ describe("HTTP API under fuzzing", () => {
         .map(([d, q]) => ["POST", `/api/v1/uploads/sweep?dry_run=${d}&${q}`] as const),
       fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), segment).map(([m, p]) => [m, `/api/v1/${p}`] as const),
       query.map((q) => ["GET", `/api/v1/plugins?${q}`] as const),
+      query.map((q) => ["GET", `/api/v1/drift?${q}`] as const),
       // Roles and permissions: the caller, can-i with hostile actions and scopes, the audit log filtered by principal.
       query.map((q) => ["GET", `/api/v1/whoami?${q}`] as const),
       fc

@@ -158,6 +158,7 @@ func TestInProcessProtocol(t *testing.T) {
 				return err
 			},
 			"PrepareSlots": func() error { _, err := d.PrepareSlots(ctx, request(nil, nil, "a")); return err },
+			"Drift":        func() error { _, err := d.Drift(ctx, request(nil, nil, "a")); return err },
 		} {
 			if err := call(); plugin.CodeOf(err) != plugin.CodeUnimplemented {
 				t.Errorf("%s: error %v, want unimplemented", name, err)
@@ -203,5 +204,35 @@ func TestInProcessSerialDeployerGetsParallelismOne(t *testing.T) {
 	}
 	if res.Details["parallelism"] != "1" {
 		t.Fatalf("a deployer without parallel_targets got parallelism %s", res.Details["parallelism"])
+	}
+}
+
+func TestInProcessDrift(t *testing.T) {
+	ctx := context.Background()
+	d := connect(t)
+	_, caps, err := d.Configure(ctx, map[string]any{"drift": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(caps) != 2 || caps[0] != plugin.CapParallelTargets || caps[1] != plugin.CapDrift {
+		t.Fatalf("capabilities %v, want parallel_targets and drift", caps)
+	}
+	req := request(nil, host.StaticSecrets{"token": "x"}, "a", "b")
+	req.Targets[0].Labels["runs"] = "1.0.0"
+	req.Targets[1].Labels["runs"] = "0.9.0"
+	got, err := d.Drift(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Host != "a" || got[0].Status != plugin.DriftInSync || len(got[0].Changes) != 0 {
+		t.Fatalf("target a: %+v", got)
+	}
+	want := plugin.DriftChange{Object: "release", Field: "version", Expected: "1.0.0", Live: "0.9.0"}
+	if got[1].Status != plugin.DriftDrifted || got[1].Version != "0.9.0" || len(got[1].Changes) != 1 || got[1].Changes[0] != want {
+		t.Fatalf("target b: %+v", got[1])
+	}
+	// The Secrets service is served for the call: without the secret the plugin's error comes back.
+	if _, err := d.Drift(ctx, request(nil, host.StaticSecrets{}, "a")); err == nil {
+		t.Fatal("a drift call without its secret succeeded")
 	}
 }

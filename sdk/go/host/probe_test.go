@@ -24,7 +24,31 @@ func probeFactory(cfg map[string]any, log *slog.Logger) (plugin.Deployer, error)
 	if cfg["broken"] == true {
 		return nil, errors.New("config field broken: the probe refuses it")
 	}
+	if cfg["drift"] == true {
+		return &driftProbe{probe{log: log}}, nil
+	}
 	return &probe{log: log, serial: cfg["serial"] == true}, nil
+}
+
+// driftProbe also reports drift: each target "runs" the version its label `runs` names, and
+// the secret "token" must be readable during the call.
+type driftProbe struct{ probe }
+
+func (p *driftProbe) Drift(ctx context.Context, req *plugin.Request) ([]plugin.TargetDrift, error) {
+	if _, err := req.Secrets.Secret(ctx, "token"); err != nil {
+		return nil, fmt.Errorf("reading secret token: %w", err)
+	}
+	out := make([]plugin.TargetDrift, len(req.Targets))
+	for i, t := range req.Targets {
+		live := t.Labels["runs"]
+		d := plugin.TargetDrift{Host: t.ID(), Status: plugin.DriftInSync, Version: live, Changes: []plugin.DriftChange{}}
+		if live != req.Artifact.Version {
+			d.Status = plugin.DriftDrifted
+			d.Changes = []plugin.DriftChange{{Object: "release", Field: "version", Expected: req.Artifact.Version, Live: live}}
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // blocked reports, for the cancellation test, that a "block" deploy started and then how its

@@ -85,7 +85,10 @@ export class DriftChecker {
       to: release.version,
     };
     const r = await resolveSubmission(this.opts.config, this.opts.plugins, submission);
-    return { ...r, artifact: { ...r.artifact, version: release.version, ...(release.fetched?.sha256 && { sha256: release.fetched.sha256 }) } };
+    return {
+      ...r,
+      artifact: { ...r.artifact, version: release.version, ...(release.fetched?.sha256 && { sha256: release.fetched.sha256 }) },
+    };
   }
 
   private async inspect(release: RecordedRelease, r: ResolvedDeploy): Promise<TargetDriftRecord[]> {
@@ -135,7 +138,12 @@ export class DriftChecker {
       found = await deployer.drift(req);
     } catch (err) {
       const reason = ManentError.from(err).message;
-      this.opts.logger.warn("drift check failed", { tenant: r.tenant, application: r.application, environment: r.environment, error: reason });
+      this.opts.logger.warn("drift check failed", {
+        tenant: r.tenant,
+        application: r.application,
+        environment: r.environment,
+        error: reason,
+      });
       return r.targets.map((t) => record(targetId(t), "error", { reason }));
     } finally {
       secrets.close();

@@ -88,6 +88,11 @@ export const deployEventTypes = {
     about: "The whole rollout state after any change of it (sent after the more specific events above)",
     data: ["rollout"],
   },
+  "drift.changed": {
+    about:
+      "A drift check (src/core/drift) found targets whose state (in_sync, drifted, unknown, error) or changes differ from the last check, under the deploy it compared with: `targets` are those targets' records",
+    data: ["tenant", "application", "artifact", "environment", "targets"],
+  },
 } as const satisfies Record<string, { about: string; data: readonly string[] }>;
 
 export type DeployEventType = keyof typeof deployEventTypes;

@@ -106,7 +106,13 @@ export function releaseFromProto(r: pb.TargetRelease): TargetRelease {
 }
 
 export function driftToProto(d: TargetDrift): pb.TargetDrift {
-  return { host: d.host, status: d.status, version: d.version, changes: d.changes.map((c) => ({ ...c })), details: { ...(d.details ?? {}) } };
+  return {
+    host: d.host,
+    status: d.status,
+    version: d.version,
+    changes: d.changes.map((c) => ({ ...c })),
+    details: { ...(d.details ?? {}) },
+  };
 }
 
 const driftStatuses = new Set<string>(Object.values(DriftStatus));

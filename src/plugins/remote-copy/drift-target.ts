@@ -52,7 +52,12 @@ function parseDrift(site: TargetSite, expected: string, r: ExecResult): Omit<Tar
     return { status: DriftStatus.Unknown, version: live, changes, details };
   }
   if (kv.get("release")?.[0] === "0") {
-    return { status: DriftStatus.Drifted, version: live, changes: [{ object: `releases/${live}`, field: "", expected: "present", live: "" }], details };
+    return {
+      status: DriftStatus.Drifted,
+      version: live,
+      changes: [{ object: `releases/${live}`, field: "", expected: "present", live: "" }],
+      details,
+    };
   }
   return { status: DriftStatus.InSync, version: live, changes, details };
 }

@@ -51,6 +51,7 @@ describe("remote-copy, local transport", () => {
     assert.equal(d.name(), "remote-copy");
     assert.deepEqual(capabilitiesOf(d).sort(), [
       "current_release",
+      "drift",
       "dry_run",
       "parallel_targets",
       "rollback",
