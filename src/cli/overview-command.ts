@@ -47,7 +47,14 @@ function cellText(c: OverviewCell): string {
   const p = c.in_progress;
   if (p) parts.push(`${p.version} ${p.status}${p.rollout ? `: ${p.rollout}` : ""}${p.waiting ? `; ${p.waiting}` : ""} (${p.id})`);
   else if (c.last.status !== "succeeded") parts.push(`last deploy ${c.last.version} ${c.last.status.replace("_", " ")} (${c.last.id})`);
+  if (c.drift) parts.push(driftText(c.drift));
   return parts.join("; ");
+}
+
+function driftText(d: NonNullable<OverviewCell["drift"]>): string {
+  if (d.state === "drifted") return `drifted: ${d.drifted} of ${d.targets} targets`;
+  if (d.state === "in_sync") return "in sync";
+  return d.state === "error" ? "drift check failed" : "drift unknown";
 }
 
 /** "2026-12-02 10:14" (UTC), or "-". */

@@ -15,7 +15,7 @@ import {
 } from "../core/engine/deploy-store.js";
 import type { ErrorJSON } from "../core/errors.js";
 import { scopeCondition } from "./scope-sql.js";
-import type { OverviewDeploy, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
+import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
@@ -273,13 +273,19 @@ export class PgDeployStore implements DeployStore, OverviewSource {
        live as (select distinct on (${key}) ${cols} from scoped where status = 'succeeded' order by ${key}, finished_at desc, id desc),
        last as (select distinct on (${key}) ${cols} from scoped order by ${key}, created_at desc, id desc),
        active as (select distinct on (${key}) ${cols}, rollout from scoped where status in ('queued', 'running')
-                  order by ${key}, created_at desc, id desc)
+                  order by ${key}, created_at desc, id desc),
+       drift as (select ${key}, count(*) filter (where state = 'drifted') as drifted,
+                        count(*) filter (where state = 'error') as errors, count(*) filter (where state = 'unknown') as unknown,
+                        count(*) as targets, max(checked_at) as checked_at
+                 from manent.drift_targets join firsts using (${key}) group by ${key})
        select f.tenant, f.application, f.artifact, f.environment, f.first_at,
-              to_jsonb(live) as live, to_jsonb(last) as last, to_jsonb(active) as active
+              to_jsonb(live) as live, to_jsonb(last) as last, to_jsonb(active) as active,
+              drift.drifted, drift.errors, drift.unknown, drift.targets, drift.checked_at as drift_checked_at
        from firsts f
        join last using (${key})
        left join live using (${key})
-       left join active using (${key})`,
+       left join active using (${key})
+       left join drift using (${key})`,
       args,
     );
     return rows.map((r: Record<string, unknown>): OverviewEntry => {
@@ -293,6 +299,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
         live: r.live ? overviewDeploy(r.live as Record<string, unknown>) : null,
         last: overviewDeploy(r.last as Record<string, unknown>),
         in_progress: active && { ...overviewDeploy(active), rollout: active.rollout ?? null },
+        drift: r.targets == null ? null : overviewDrift(r),
       };
     });
   }
@@ -380,6 +387,17 @@ function newDeployValues(d: NewDeploy): unknown[] {
 
 /** The most cells an overview shows (application × artifact × environment). */
 const overviewLimit = 2000;
+
+/** The drift columns of an overview row (counts come as strings from pg's bigint). */
+function overviewDrift(r: Record<string, unknown>): OverviewDrift {
+  const [drifted, errors, unknown, targets] = [r.drifted, r.errors, r.unknown, r.targets].map(Number) as [number, number, number, number];
+  return {
+    state: drifted > 0 ? "drifted" : errors > 0 ? "error" : unknown > 0 ? "unknown" : "in_sync",
+    drifted,
+    targets,
+    checked_at: iso(r.drift_checked_at)!,
+  };
+}
 
 /** A deploy row as `to_jsonb` gives it (timestamps as JSON strings). */
 function overviewDeploy(r: Record<string, unknown>): OverviewDeploy {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
 import type { Overview } from "../../src/core/environments/overview.js";
@@ -145,5 +146,18 @@ describe("overview: what runs where", () => {
     assert.equal(lines.length, 4);
     const json = await runCli(["overview", "-o", "json"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
     assert.deepEqual((JSON.parse(json.stdout) as Overview).environments, ["dev", "staging", "prod"]);
+  });
+
+  it("shows the last drift check's verdict in the cell", async () => {
+    assert.equal((await api(tokens.admin).overview({})).rows[0]!.cells[0]!.drift, null, "no check has run");
+    // Someone changes a dev target behind manent's back; `manent diff` finds it.
+    await writeFile(ws.path("state", "shop-dev-2.release"), "0.9.0");
+    const file = await ws.write("shop-dev.yml", { ...descriptor("shop", "dev", artifact, "1.1.0"), tenant: "team-a" });
+    const diff = await runCli(["diff", "-f", file], { cwd: ws.dir, server: server.url, token: tokens.admin });
+    assert.equal(diff.code, 1, diff.stderr);
+    const dev = (await api(tokens.admin).overview({})).rows[0]!.cells[0]!;
+    assert.deepEqual([dev.environment, dev.drift?.state, dev.drift?.drifted, dev.drift?.targets], ["dev", "drifted", 1, 2]);
+    const text = await runCli(["overview", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
+    assert.match(text.stdout.split("\n")[1]!, /; drifted: 1 of 2 targets$/);
   });
 });

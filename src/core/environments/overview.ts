@@ -27,6 +27,19 @@ export interface OverviewProgress extends OverviewDeploy {
   waiting: string | null;
 }
 
+/**
+ * Whether the environment's targets still run what was deployed, from the last drift check
+ * (`manent diff`, or the envconfig's `drift.interval`): drifted when any target is, else error when a
+ * check failed on one, else unknown when the plugin cannot tell for one, else in_sync.
+ */
+export interface OverviewDrift {
+  state: "in_sync" | "drifted" | "unknown" | "error";
+  /** Targets found drifted, and targets checked. */
+  drifted: number;
+  targets: number;
+  checked_at: string;
+}
+
 /** One application's artifact in one environment. */
 export interface OverviewCell {
   environment: string;
@@ -36,6 +49,8 @@ export interface OverviewCell {
   last: OverviewDeploy;
   /** The newest deploy queued or running, if any. */
   in_progress: OverviewProgress | null;
+  /** The last drift check's verdict; null when none has run. */
+  drift: OverviewDrift | null;
 }
 
 export interface OverviewRow {
@@ -63,6 +78,7 @@ export interface OverviewEntry {
   live: OverviewDeploy | null;
   last: OverviewDeploy;
   in_progress: (OverviewDeploy & { rollout: RolloutState | null }) | null;
+  drift: OverviewDrift | null;
 }
 
 export interface OverviewFilter {
@@ -95,7 +111,13 @@ export function buildOverview(entries: readonly OverviewEntry[]): Overview {
     const key = JSON.stringify([e.tenant, e.application, e.artifact]);
     let row = rows.get(key);
     if (!row) rows.set(key, (row = { tenant: e.tenant, application: e.application, artifact: e.artifact, cells: [] }));
-    row.cells.push({ environment: e.environment, live: e.live, last: e.last, in_progress: e.in_progress && progressOf(e.in_progress) });
+    row.cells.push({
+      environment: e.environment,
+      live: e.live,
+      last: e.last,
+      in_progress: e.in_progress && progressOf(e.in_progress),
+      drift: e.drift,
+    });
   }
   const ordered = [...rows.values()].sort(
     (a, b) => a.tenant.localeCompare(b.tenant) || a.application.localeCompare(b.application) || a.artifact.localeCompare(b.artifact),

@@ -45,6 +45,19 @@ const overviewSchema = z
                   })
                   .nullable()
                   .describe("the newest deploy queued or running there"),
+                drift: z
+                  .object({
+                    state: z
+                      .enum(["in_sync", "drifted", "unknown", "error"])
+                      .describe(
+                        "drifted when any target is, else error when a check failed on one, else unknown when the plugin cannot tell",
+                      ),
+                    drifted: z.number().int().describe("targets found drifted"),
+                    targets: z.number().int().describe("targets checked"),
+                    checked_at: z.string(),
+                  })
+                  .nullable()
+                  .describe("the last drift check (manent diff, or the envconfig's drift.interval); null when none has run"),
               })
               .openapi("OverviewCell"),
           ),

@@ -89,6 +89,15 @@ function Cell({ row, cell }: { row: OverviewRow; cell: OverviewCell }) {
           </p>
         )
       )}
+      {cell.drift && cell.drift.state !== "in_sync" && (
+        <p class={cell.drift.state === "drifted" || cell.drift.state === "error" ? "drift bad" : "drift muted"}>
+          {cell.drift.state === "drifted"
+            ? `Drifted: ${cell.drift.drifted} of ${cell.drift.targets} targets`
+            : cell.drift.state === "error"
+              ? "Drift check failed"
+              : "Drift unknown"}
+        </p>
+      )}
       <p class="cell-links">
         <a href={history}>History and rollback</a>
       </p>
