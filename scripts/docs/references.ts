@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { main as cliMain } from "../../src/cli/main.js";
 import { descriptorSchema, envconfigSchema, manentConfigSchema } from "../../src/core/config/index.js";
+import { pipelineSchema } from "../../src/core/release/pipeline.js";
 import { main as serverMain } from "../../src/server/main.js";
 import { cliReference } from "./cli-reference.js";
 import { codesReference } from "./codes-reference.js";
@@ -59,6 +60,14 @@ export async function generateReferences(): Promise<References> {
       schema: envconfigSchema,
       intro:
         "How an artifact is deployed in one environment: `envconfig/{tenant}/{application}/{artifact}/{environment}.yml` (as `envconfig.providers` in manent.yml says). The params of the built-in plugins are in [plugins.md](plugins.md). Durations are written `500ms`, `30s`, `3m`, `1h30m` (or a number of seconds).",
+    },
+    {
+      file: "docs/reference/pipeline.md",
+      title: "Pipeline reference",
+      from: "src/core/release/pipeline.ts",
+      schema: pipelineSchema,
+      intro:
+        "An application's path through its environments, read by `manent release start`: `pipeline.yml` in the application's envconfig directory (`envconfig/{tenant}/{application}/pipeline.yml` with the default provider path). Each stage, in order: a manual promotion, an approval, the deploys, the soak, the analysis. See [the tutorial](../tutorials/release-through-environments.md).",
     },
   ];
   for (const s of schemas) {

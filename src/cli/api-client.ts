@@ -1,3 +1,4 @@
+import type { ReleaseRecord, ReleaseSummary } from "../core/release/release-store.js";
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream } from "node:stream/web";
@@ -65,6 +66,25 @@ export class ApiClient {
   overview(query: { tenant?: string | undefined; application?: string | undefined }): Promise<Overview> {
     const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
     return this.request("GET", `/api/v1/overview?${q.toString()}`);
+  }
+
+  /** Starts a release through the application's pipeline. */
+  startRelease(body: Record<string, unknown>): Promise<{ id: string; status: "running" }> {
+    return this.request("POST", "/api/v1/releases", body);
+  }
+
+  release(id: string): Promise<ReleaseRecord> {
+    return this.request("GET", `/api/v1/releases/${encodeURIComponent(id)}`);
+  }
+
+  releases(query: Record<string, string | undefined>): Promise<{ releases: ReleaseSummary[] }> {
+    const q = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined));
+    return this.request("GET", `/api/v1/releases?${q.toString()}`);
+  }
+
+  /** A command on a release: cancel, approve, or promote `to` an environment of the manual stage it waits at. */
+  releaseCommand(id: string, command: "cancel" | "approve" | "promote", to?: string): Promise<ReleaseRecord & { message?: string }> {
+    return this.request("POST", `/api/v1/releases/${encodeURIComponent(id)}/${command}`, command === "promote" ? { to } : {});
   }
 
   plugins(): Promise<{ plugins: PluginView[] }> {

@@ -8,6 +8,7 @@ import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
 import { completionCommand } from "./completion/completion-command.js";
 import { uploadCommands } from "./upload-commands.js";
+import { releaseCommands } from "./release-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
 import { colourFor, type Painter } from "./output/colour.js";
 import { documentOf, isDocument, outputOf, outputOption, printedAsDocument, type Output } from "./output/output-format.js";
@@ -338,6 +339,7 @@ export async function main(argv: string[]): Promise<void> {
   authCommands(program, client, output);
   overviewCommand(program, client, output);
   uploadCommands(program, client, output);
+  releaseCommands(program, { client, output, readDescriptor, absoluteSource });
 
   const token = program
     .command("token")

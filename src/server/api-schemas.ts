@@ -20,7 +20,7 @@ export const errorSchema = z
   })
   .openapi("Error");
 
-const errorJsonSchema = z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.string()).optional() });
+export const errorJsonSchema = z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.string()).optional() });
 
 const deployKind = z.enum(["deploy", "dry_run", "rollback"]);
 const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
@@ -106,14 +106,14 @@ export const deployIdParams = z.object({
 
 // Every string of a body is checked before it can reach Postgres, a path or a plugin: bounded, no NUL,
 // control characters or lone surrogates. The descriptor's own fields are checked by its schema too.
-const descriptorObject = z.record(z.string(), z.unknown()).superRefine(refineSafe);
-const descriptorFile = z
+export const descriptorObject = z.record(z.string(), z.unknown()).superRefine(refineSafe);
+export const descriptorFile = z
   .string()
   .min(1)
   .max(256)
   .refine(safeText(256), { message: "must not contain NUL, control characters or lone surrogates" })
   .default("descriptor");
-const overrideText = (max: number) =>
+export const overrideText = (max: number) =>
   z.string().max(max).refine(safeText(max), { message: "must not contain NUL, control characters or lone surrogates" });
 
 export const submitBodySchema = z

@@ -11,6 +11,8 @@ import type { DeployStore } from "../core/engine/deploy-store.js";
 import type { Engine } from "../core/engine/engine.js";
 import type { OverviewSource } from "../core/environments/overview.js";
 import type { DriftChecker, DriftStore } from "../core/drift/index.js";
+import type { Releases } from "../core/release/releases.js";
+import type { ReleaseStore } from "../core/release/release-store.js";
 import type { PluginRegistry } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
 import type { Principal } from "../core/identity/index.js";
@@ -31,6 +33,9 @@ import type { UploadDeps } from "./uploads.js";
 
 export interface ApiDeps {
   engine: Engine;
+  /** Releases through environments (src/core/release). */
+  releases: Releases;
+  releaseStore: ReleaseStore;
   store: DeployStore;
   /** What runs where (routes/overview.ts). */
   overview: OverviewSource;

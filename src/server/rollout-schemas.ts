@@ -40,7 +40,7 @@ const waitingSchema = z.object({
     .describe("an approval's requirements; null for a pause"),
 });
 
-const approvalSchema = z
+export const approvalSchema = z
   .object({
     step: z.string().describe('the approval step or gate, e.g. "canary-2:approval"'),
     by: z.string().describe("the approver's name (e-mail, subject or token name)"),
@@ -50,7 +50,7 @@ const approvalSchema = z
   })
   .openapi("Approval");
 
-const measurementSchema = z.object({
+export const measurementSchema = z.object({
   step: z.string(),
   check: z.string(),
   at: z.string(),

@@ -14,6 +14,8 @@ import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
 import { UploadRetention } from "../storage/upload-retention.js";
 import { UploadSweeper } from "./upload-sweeper.js";
 import { Engine } from "../core/engine/engine.js";
+import { Releases } from "../core/release/releases.js";
+import { PgReleaseStore } from "../storage/pg-release-store.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
 import { builtinPlugins } from "../plugins/builtin.js";
@@ -154,6 +156,15 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       await requeueOtherVersions(db, manentVersion, logger);
       return started;
     });
+    const releaseStore = new PgReleaseStore(db);
+    const releases = Releases.attach({
+      config,
+      engine,
+      store: new PgReleaseStore(retryingQueries(db, logger)),
+      plugins,
+      logger,
+      uploads,
+    });
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {
@@ -191,6 +202,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     startup.ready(
       createApiHandler({
         engine,
+        releases,
+        releaseStore,
         store,
         overview: store,
         plugins,

@@ -8,6 +8,8 @@ import { scopeCondition } from "./scope-sql.js";
 /** Which events a reader wants: one deploy's, or one tenant's ("*" or absent: all tenants). */
 export interface EventFilter {
   deployId?: string;
+  /** One release's events (its own, not its deploys'). */
+  releaseId?: string;
   tenant?: string;
   /** Only events of deploys within these scopes (what the caller may read); absent: all. */
   scopes?: readonly ScopePattern[];
@@ -18,6 +20,8 @@ interface PlacedEvent {
   event: DeployEvent;
   application: string | null;
   environment: string | null;
+  /** A release's environments (its events are visible to whoever may read one of them); null for a deploy's event. */
+  environments: string[] | null;
 }
 
 type Listener = (event: DeployEvent) => void;
@@ -62,14 +66,26 @@ export class PgEventHub {
     const where = ["e.id > $1"];
     const args: unknown[] = [afterId];
     if (filter.deployId !== undefined) where.push(`e.deploy_id = $${args.push(filter.deployId)}`);
+    if (filter.releaseId !== undefined) where.push(`e.release_id = $${args.push(filter.releaseId)}`);
     if (filter.tenant !== undefined && filter.tenant !== "*") where.push(`e.tenant = $${args.push(filter.tenant)}`);
-    const visible =
-      filter.scopes &&
-      scopeCondition(filter.scopes, args, { tenant: "e.tenant", application: "d.application", environment: "d.environment" });
-    if (visible) where.push(visible);
+    if (filter.scopes) {
+      const deploy = scopeCondition(filter.scopes, args, {
+        tenant: "e.tenant",
+        application: "d.application",
+        environment: "d.environment",
+      });
+      const release = scopeCondition(filter.scopes, args, { tenant: "e.tenant", application: "r.application", environment: "re.env" });
+      if (deploy !== undefined || release !== undefined) {
+        where.push(
+          `(case when e.release_id is null then ${deploy ?? "true"}
+             else exists (select 1 from unnest(r.environments) as re(env) where ${release ?? "true"}) end)`,
+        );
+      }
+    }
     const rows = await this.pool.query(
-      `select e.id, e.at, e.tenant, e.deploy_id, e.type, e.data, d.application, d.environment
-       from manent.events e left join manent.deploys d on d.id = e.deploy_id
+      `select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(d.application, r.application) as application,
+         d.environment, r.environments
+       from manent.events e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where ${where.join(" and ")} order by e.id limit $${args.push(limit)}`,
       args,
     );
@@ -77,6 +93,7 @@ export class PgEventHub {
       event: toEvent(r),
       application: (r.application as string | null) ?? null,
       environment: (r.environment as string | null) ?? null,
+      environments: (r.environments as string[] | null) ?? null,
     }));
   }
 
@@ -170,11 +187,14 @@ export class PgEventHub {
       });
   }
 
-  private deliver({ event: e, application, environment }: PlacedEvent): void {
+  private deliver({ event: e, application, environment, environments }: PlacedEvent): void {
     for (const { filter, fn } of this.listeners) {
       if (filter.deployId !== undefined && filter.deployId !== e.deploy_id) continue;
+      if (filter.releaseId !== undefined && filter.releaseId !== e.release_id) continue;
       if (filter.tenant !== undefined && filter.tenant !== "*" && filter.tenant !== e.tenant) continue;
-      if (filter.scopes && !filter.scopes.some((s) => inScope(s, e.tenant, application, environment))) continue;
+      const visible = (s: ScopePattern) =>
+        environments ? environments.some((env) => inScope(s, e.tenant, application, env)) : inScope(s, e.tenant, application, environment);
+      if (filter.scopes && !filter.scopes.some(visible)) continue;
       try {
         fn(e);
       } catch (err) {
@@ -196,6 +216,7 @@ function toEvent(r: Record<string, unknown>): DeployEvent {
     at: r.at instanceof Date ? r.at.toISOString() : String(r.at),
     tenant: r.tenant as string,
     deploy_id: (r.deploy_id as string | null) ?? null,
+    ...(r.release_id ? { release_id: r.release_id as string } : {}),
     type: r.type as string,
     data: (r.data as Record<string, unknown>) ?? {},
   };

@@ -6,6 +6,7 @@ import { uploadStatements } from "./pg-upload-store.js";
 import { tokenStatements } from "./tokens-schema.js";
 import { sessionStatements } from "./pg-session-store.js";
 import { driftStatements } from "./pg-drift-store.js";
+import { releaseStatements } from "./pg-release-store.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -129,6 +130,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...sessionStatements,
     ...driftStatements,
     ...eventStatements,
+    ...releaseStatements,
     ...auditStatements,
   ])
     await pool.query(sql);

@@ -5,6 +5,7 @@ import type { StepStatus } from "../../src/core/engine/deploy-store.js";
 import { eventStatements } from "../../src/storage/events-schema.js";
 import { schemaStatements } from "../../src/storage/schema.js";
 import { driftEvent } from "../../src/storage/pg-drift-store.js";
+import { releaseStatements } from "../../src/storage/pg-release-store.js";
 
 /**
  * The event types docs/reference/events.md lists (generated from `deployEventTypes`) are the ones
@@ -28,11 +29,11 @@ function objectKeys(sql: string, from: number): string[] {
     else if (sql[end] === ")" && --depth === 0) break;
   }
   // Arguments alternate key, value: the keys are the quoted names followed by a comma.
-  return [...new Set([...sql.slice(start, end).matchAll(/'([a-z_]+)',/g)].map((m) => m[1]!))];
+  return [...new Set([...sql.slice(start, end).matchAll(/'([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!))];
 }
 
 describe("event types", () => {
-  const sql = eventStatements.join("\n");
+  const sql = [...eventStatements, ...releaseStatements].join("\n");
   const commandsFn = eventStatements.find((s) => s.includes("manent.command_events()") && s.includes("language plpgsql"))!;
   const commandsTable = schemaStatements.find((s) => s.includes("create table if not exists manent.deploy_commands"))!;
   const commandColumns = [...commandsTable.matchAll(/^\s+([a-z_]+) [a-z]/gm)]

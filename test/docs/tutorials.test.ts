@@ -77,3 +77,6 @@ testPage("docs/tutorials/sign-in-oidc.md", async () => {
 
 // The backup, restore and upgrade procedure on the embedded Postgres, on its own port (8097).
 testPage("docs/operations/backup-and-restore.md", async () => ({ ...(await baseSetup()), wrapper: portLock(8097) }));
+
+// The quickstart's files through three environments, copied to the session's home.
+testPage("docs/tutorials/release-through-environments.md", async () => baseSetup(repoRoot));

@@ -84,6 +84,7 @@ describe("HTTP API under fuzzing", () => {
   let provider: RunningOidcProvider;
   let base: URL;
   let deployId = "";
+  let releaseId = "";
 
   before(async () => {
     pg = await TestPostgres.start();
@@ -95,6 +96,8 @@ describe("HTTP API under fuzzing", () => {
       targets: [{ host: "fz-1" }],
       params: { state_dir: ws.path("state") },
     });
+    // A release that waits for a manual promotion, so the per-release routes are fuzzed past "not found".
+    await ws.write("envconfig/untenanted/fz/pipeline.yml", { stages: [{ environment: "test", promotion: "manual" }] });
     const config = await ws.write(
       "manent.yml",
       manentYml(await pg.createDatabase(), {
@@ -122,6 +125,15 @@ describe("HTTP API under fuzzing", () => {
       },
     });
     deployId = (await server.api.deploy(submitted.id, 60)).id;
+    releaseId = (
+      await server.api.startRelease({
+        descriptor: {
+          apiVersion: "manent/v1",
+          application: "fz",
+          artifact: { type: "file", name: "fz", version: "2.0.0", source: ws.path("dist/app.txt") },
+        },
+      })
+    ).id;
   });
   after(async () => {
     await server?.stop();
@@ -173,7 +185,7 @@ describe("HTTP API under fuzzing", () => {
   it("deploys, rollbacks and drift checks: hostile JSON bodies and non-JSON text", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom("/api/v1/deploys", "/api/v1/rollbacks", "/api/v1/drift/checks"),
+        fc.constantFrom("/api/v1/deploys", "/api/v1/rollbacks", "/api/v1/drift/checks", "/api/v1/releases"),
         fc.oneof({ weight: 4, arbitrary: bodyArb.map((b) => JSON.stringify(b)) }, fc.string({ unit: "binary", maxLength: 100 }), fc.json()),
         async (path, body) => answered(await send(base, "POST", path, body), `POST ${path} ${body.slice(0, 200)}`),
       ),
@@ -198,7 +210,7 @@ describe("HTTP API under fuzzing", () => {
     const query = fc.array(fc.tuple(keys, queryValue), { maxLength: 3 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join("&"));
     const segment = fc.oneof(
       queryValue,
-      fc.constantFrom(deployId, "00000000-0000-0000-0000-000000000000", "a".repeat(64), "..", "%2e%2e", "%2f"),
+      fc.constantFrom(deployId, releaseId, "00000000-0000-0000-0000-000000000000", "a".repeat(64), "..", "%2e%2e", "%2f"),
     );
     const route = fc.oneof(
       query.map((q) => ["GET", `/api/v1/deploys?${q}`] as const),
@@ -226,6 +238,12 @@ describe("HTTP API under fuzzing", () => {
       query.map((q) => ["GET", `/api/v1/audit?${q}`] as const),
       // The server's version, answered without a token: hostile queries and methods change nothing.
       fc.tuple(fc.constantFrom("GET", "POST", "PUT", "DELETE"), query).map(([m, q]) => [m, `/api/v1/version?${q}`] as const),
+      // Releases: lists, one release, its events, and the commands on it (promote with a hostile body below).
+      query.map((q) => ["GET", `/api/v1/releases?${q}&status=${["running", "x", ""][q.length % 3]}`] as const),
+      fc.tuple(segment, query).map(([id, q]) => ["GET", `/api/v1/releases/${id}?${q}`] as const),
+      fc
+        .tuple(segment, fc.constantFrom("cancel", "approve", "promote"))
+        .map(([id, action]) => ["POST", `/api/v1/releases/${id}/${action}`] as const),
     );
     await fc.assert(
       fc.asyncProperty(
@@ -339,6 +357,32 @@ describe("HTTP API under fuzzing", () => {
         answered(r, `${method} ${path} ${JSON.stringify(headers).slice(0, 300)}`);
       }),
       { numRuns: 600 },
+    );
+  });
+
+  it("releases: hostile promote bodies on a waiting release, and events of ids that are no release", async () => {
+    const body = fc.oneof(
+      hostileValue.map((v) => JSON.stringify(v) ?? "null"),
+      fc.oneof(hostileString, hostileValue, fc.constantFrom("test", "prod", "TEST", "../test")).map((to) => JSON.stringify({ to })),
+      fc.string({ unit: "binary", maxLength: 100 }),
+    );
+    await fc.assert(
+      fc.asyncProperty(body, async (b) => {
+        const path = `/api/v1/releases/${releaseId}/promote`;
+        answered(await send(base, "POST", path, b), `POST ${path} ${b.slice(0, 200)}`);
+      }),
+      { numRuns: 300 },
+    );
+    // Ids only: "..", "%2e%2e" and the like would name /api/v1/events, a live stream that never ends.
+    const notRelease = fc.oneof(fc.uuid(), fc.stringMatching(/^[0-9a-f]{1,40}$/), fc.constantFrom(deployId, "x", "%00"));
+    await fc.assert(
+      fc.asyncProperty(notRelease, async (id) => {
+        const path = `/api/v1/releases/${id}/events`;
+        const r = await send(base, "GET", path);
+        answered(r, `GET ${path}`);
+        assert.ok(r.status >= 400, `GET ${path}: ${r.status}`);
+      }),
+      { numRuns: 100 },
     );
   });
 

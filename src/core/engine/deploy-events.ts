@@ -13,6 +13,8 @@ export interface DeployEvent {
   at: string;
   tenant: string;
   deploy_id: string | null;
+  /** Set on a release's own events (`release.created`, `release.status`, `release.updated`). */
+  release_id?: string;
   type: string;
   data: Record<string, unknown>;
 }
@@ -92,6 +94,18 @@ export const deployEventTypes = {
     about:
       "A drift check (src/core/drift) found targets whose state (in_sync, drifted, unknown, error) or changes differ from the last check, under the deploy it compared with: `targets` are those targets' records",
     data: ["tenant", "application", "artifact", "environment", "targets"],
+  },
+  "release.created": {
+    about: "A release was started (`manent release start`); `release_id` is set on the release's events, `deploy_id` is null",
+    data: ["id", "tenant", "application", "artifact", "version", "sha256", "status", "environments", "submitted_by", "created_at"],
+  },
+  "release.status": {
+    about: "The release's status or error changed; a terminal `status` (succeeded, failed, cancelled) is its end",
+    data: ["status", "error", "finished_at"],
+  },
+  "release.updated": {
+    about: "The release moved: its stages (deploys, soak, approvals, measurements), what it waits for, the pinned sha256",
+    data: ["current_stage", "stages", "waiting", "sha256"],
   },
 } as const satisfies Record<string, { about: string; data: readonly string[] }>;
 

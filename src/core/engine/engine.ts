@@ -6,8 +6,8 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import type { Logger } from "../contract/index.js";
 import type { LoadedConfig } from "../config/index.js";
-import { Code, ManentError } from "../errors.js";
-import { terminalStatuses, type DeployKey, type DeployStore, type NewDeploy } from "./deploy-store.js";
+import { Code, ManentError, type ErrorJSON } from "../errors.js";
+import { terminalStatuses, type DeployKey, type DeployStatus, type DeployStore, type NewDeploy } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
@@ -70,6 +70,11 @@ export class Engine {
 
   private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits }) {
     this.queues = new QueueWake(opts.logger);
+  }
+
+  /** The durable waits of this server's workflows, where a release counts its own (see durable-waits.ts). */
+  get durableWaits(): DurableWaits {
+    return this.opts.waits;
   }
 
   static async start(opts: EngineOptions): Promise<Engine> {
@@ -166,6 +171,58 @@ export class Engine {
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
     return ahead ? { id, queued_behind: ahead } : { id };
+  }
+
+  /**
+   * Starts a deploy from inside another workflow (a release's stage): resolved in a checkpointed
+   * step (bad input throws `invalid_argument` there, nothing recorded), then queued like any deploy
+   * as a child workflow of the caller, whose replay after a crash finds it started, never twice.
+   */
+  async startChildDeploy(step: string, submission: Submission, submitter: { name: string; id: string } | undefined): Promise<string> {
+    const { config, plugins, store } = this.opts;
+    const prepared = await DBOS.runStep(
+      async () => {
+        const r = await resolveSubmission(config, plugins, submission, this.opts.uploads);
+        const id = randomUUID();
+        const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
+        const record: NewDeploy = {
+          id,
+          kind: "deploy",
+          ...key,
+          version: r.artifact.version,
+          request: { ...submission },
+          ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
+        };
+        return { id, record, partition: partitionKey(key) };
+      },
+      { name: `${step}:resolve` },
+    );
+    const { id, record } = prepared;
+    await DBOS.startWorkflow(deployWorkflow, {
+      workflowID: id,
+      queueName: deployQueue,
+      enqueueOptions: { queuePartitionKey: prepared.partition },
+    })({ id, submission, record });
+    await DBOS.runStep(() => store.createDeploy(record), { name: `${step}:record` });
+    void this.queues.wake(deployQueue);
+    return id;
+  }
+
+  /**
+   * Waits (durably: a shutdown does not wait for it) for a deploy started by {@link startChildDeploy}
+   * and answers how it ended, as its record says (a deploy cancelled while queued ends without a result).
+   */
+  async awaitChildDeploy(step: string, id: string): Promise<{ status: DeployStatus; error: ErrorJSON | null }> {
+    const handle = DBOS.retrieveWorkflow<DeployOutcome>(id);
+    await this.opts.waits.during(DBOS.workflowID, () => handle.getResult()).catch(() => undefined);
+    return DBOS.runStep(
+      async () => {
+        const d = await this.opts.store.getDeploy(id);
+        if (!d) throw new ManentError(Code.Internal, `deploy ${id} has no record`);
+        return { status: d.status, error: d.error };
+      },
+      { name: `${step}:outcome`, retriesAllowed: true, maxAttempts: 20, intervalSeconds: 0.5, backoffRate: 1.5 },
+    );
   }
 
   /**

@@ -30,6 +30,8 @@ export interface Submission {
   overrides?: { version?: string; source?: string; sha256?: string };
   /** Rollback only: the version to return to (default: the one before the current). */
   to?: string;
+  /** Set on the deploys of a release: which release and stage (1-based) ran it. */
+  release?: { id: string; stage: number };
 }
 
 export interface StepPolicy {

@@ -51,11 +51,13 @@ export function checkApprover(
   approvals: readonly ApprovalRecord[] | undefined,
   actor: Actor,
   command: "approve" | "promote",
+  /** What is approved, for messages. */
+  what = "deploy",
 ): void {
   const req = waiting.approvers ?? requirementOf(undefined);
   const at = `the approval at ${waiting.step}`;
   const refuse = (requirement: string, why: string) =>
-    new ManentError(Code.PermissionDenied, `${actor.name} may not approve deploy ${deploy.id}: ${why}`, {
+    new ManentError(Code.PermissionDenied, `${actor.name} may not approve ${what} ${deploy.id}: ${why}`, {
       details: { requirement, step: waiting.step, ...(command === "promote" && { command }) },
     });
   if (req.from_groups.length > 0 && !req.from_groups.some((g) => actor.groups.includes(g))) {
@@ -72,7 +74,7 @@ export function checkApprover(
   if (mine) {
     throw new ManentError(
       Code.AlreadyExists,
-      `${actor.name} already approved ${waiting.step} of deploy ${deploy.id} at ${mine.at}; each approver counts once (${awaitedText(req, approvalsAt(approvals, waiting.step))})`,
+      `${actor.name} already approved ${waiting.step} of ${what} ${deploy.id} at ${mine.at}; each approver counts once (${awaitedText(req, approvalsAt(approvals, waiting.step))})`,
       { details: { step: waiting.step } },
     );
   }

@@ -91,9 +91,9 @@ export async function sendRolloutCommand(
  * message is committed by now, so the woken recv reads it; in another process the recv's own poll
  * (command-inbox.ts) bounds the wait.
  */
-function wakeLocalReceiver(workflowId: string): void {
+export function wakeLocalReceiver(workflowId: string, topic = commandTopic): void {
   try {
-    getExecutor().systemDatabase.notificationsMap.callCallbacks(`${workflowId}::${commandTopic}`);
+    getExecutor().systemDatabase.notificationsMap.callCallbacks(`${workflowId}::${topic}`);
   } catch {
     // DBOS's internals differ: the NOTIFY and the recv's poll still deliver the message.
   }

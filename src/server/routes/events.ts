@@ -13,14 +13,14 @@ import { scopesFor } from "../identity/index.js";
 const keepAliveMs = 15_000;
 const pageSize = 500;
 
-const resumeHeaders = z.object({
+export const resumeHeaders = z.object({
   "last-event-id": z
     .string()
     .regex(/^\d{1,18}$/, "not an event id")
     .optional()
     .describe("resume after this event (sent by SSE clients on reconnect)"),
 });
-const sse = {
+export const sse = {
   description:
     "text/event-stream: each message has `id:` (the event's sequence number, for Last-Event-ID) and `data:` (the event as JSON: id, at, tenant, deploy_id, type, data)",
   content: { "text/event-stream": { schema: z.string() } },
@@ -72,7 +72,7 @@ export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
   });
 }
 
-function resumePoint(lastEventId: string | undefined, after: number | undefined): number | undefined {
+export function resumePoint(lastEventId: string | undefined, after: number | undefined): number | undefined {
   if (lastEventId !== undefined) return Number(lastEventId);
   return after;
 }
@@ -81,7 +81,7 @@ function resumePoint(lastEventId: string | undefined, after: number | undefined)
  * Sends the events after `after` that match, then new ones as the hub delivers them, in id order
  * and each once: the subscription starts before the backlog is read, so nothing falls between.
  */
-function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, after: number): Response {
+export function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, after: number): Response {
   return streamSSE(
     c,
     async (out) => {

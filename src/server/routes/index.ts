@@ -35,6 +35,7 @@ import { oidcRoutes } from "./oidc.js";
 import { pluginRoutes } from "./plugins.js";
 import { uploadRoutes } from "./uploads.js";
 import { rolloutRoutes } from "./rollouts.js";
+import { releaseRoutes } from "./releases.js";
 import { sessionRoutes } from "./session.js";
 import { tokenRoutes } from "./tokens.js";
 import { uiRoutesOn } from "./ui.js";
@@ -54,6 +55,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   overviewRoutes(app, deps);
   rolloutRoutes(app, deps);
   driftRoutes(app, deps);
+  releaseRoutes(app, deps);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);
   eventRoutes(app, deps);

@@ -1,0 +1,127 @@
+import type { Artifact } from "../contract/index.js";
+import type { ErrorJSON } from "../errors.js";
+import type { ScopePattern } from "../identity/index.js";
+import type { ApprovalRecord, ApproverRequirement, MeasurementRecord } from "../rollout/rollout-state.js";
+import type { Pipeline } from "./pipeline.js";
+
+export type ReleaseStatus = "running" | "succeeded" | "failed" | "cancelled";
+export const terminalReleaseStatuses: ReadonlySet<ReleaseStatus> = new Set(["succeeded", "failed", "cancelled"]);
+
+/**
+ * Where a stage stands. `pending`: not reached; `waiting`: at its manual promotion or approval;
+ * `deploying`, `soaking`, `analysing`; then `succeeded` or `failed`; `cancelled` when the release
+ * was cancelled there; `not_started` for the stages after a failure or a cancel (left untouched).
+ */
+export type StageStatus =
+  "pending" | "waiting" | "deploying" | "soaking" | "analysing" | "succeeded" | "failed" | "cancelled" | "not_started";
+
+export interface StageDeploy {
+  environment: string;
+  /** The deploy run for this environment (a child workflow of the release). */
+  deploy_id: string;
+  status: string;
+}
+
+export interface StageState {
+  /** 1-based. */
+  index: number;
+  environments: string[];
+  status: StageStatus;
+  /** The deploys of this stage, once started. */
+  deploys: StageDeploy[];
+  /** Who promoted a manual stage, and when. */
+  promoted_by: string | null;
+  promoted_at: string | null;
+  approvals: ApprovalRecord[];
+  /** The soak's recorded start and end (the end survives restarts: a resumed soak waits only what remains). */
+  soak_since: string | null;
+  soak_until: string | null;
+  measurements: MeasurementRecord[];
+  started_at: string | null;
+  finished_at: string | null;
+  /** Why the stage failed or was cancelled. */
+  message: string | null;
+}
+
+/** What a release waits for, and what a user does to go on. */
+export interface ReleaseWaiting {
+  kind: "promotion" | "approval" | "soak" | "analysis";
+  /** 1-based stage index. */
+  stage: number;
+  environments: string[];
+  since: string;
+  /** When the soak ends or the approval times out; null for none. */
+  until: string | null;
+  /** "waiting for promotion: manent release promote ID --to staging". */
+  hint: string;
+  approvers: ApproverRequirement | null;
+}
+
+export interface NewRelease {
+  id: string;
+  tenant: string;
+  application: string;
+  /** The artifact as submitted (its sha256 once pinned: every stage deploys exactly these bytes). */
+  artifact: Artifact;
+  pipeline: Pipeline;
+  pipeline_file: string;
+  descriptor_file: string;
+  submitted_by: string | null;
+  submitted_by_id: string | null;
+}
+
+export interface ReleaseRecord {
+  id: string;
+  tenant: string;
+  application: string;
+  artifact: string;
+  version: string;
+  /** The sha256 every stage deploys; null until pinned (first step, for a source without one). */
+  sha256: string | null;
+  source: string;
+  status: ReleaseStatus;
+  pipeline: Pipeline;
+  pipeline_file: string;
+  environments: string[];
+  /** 1-based index of the stage the release is at (or ended in); null before the first. */
+  current_stage: number | null;
+  stages: StageState[];
+  waiting: ReleaseWaiting | null;
+  error: ErrorJSON | null;
+  submitted_by: string | null;
+  submitted_by_id: string | null;
+  cancel_requested_by: string | null;
+  created_at: string;
+  finished_at: string | null;
+}
+
+export type ReleaseSummary = Omit<ReleaseRecord, "pipeline" | "stages">;
+
+export interface ReleaseListFilter {
+  /** Only releases with an environment within one of these scopes (what the caller may read); absent: all. */
+  scopes?: readonly ScopePattern[];
+  tenant?: string;
+  application?: string;
+  status?: ReleaseStatus;
+  limit?: number;
+}
+
+/** The progress of a release, written by its workflow at every transition: what the API, the CLI and the events read. */
+export interface ReleaseProgress {
+  status: ReleaseStatus;
+  current_stage: number | null;
+  stages: StageState[];
+  waiting: ReleaseWaiting | null;
+  error: ErrorJSON | null;
+  sha256: string | null;
+}
+
+/** Where releases live. Every write is idempotent: a step may run again after a crash. */
+export interface ReleaseStore {
+  createRelease(r: NewRelease): Promise<void>;
+  saveProgress(id: string, p: ReleaseProgress): Promise<void>;
+  /** Records a cancel request (who), unless the release has ended; false when it has. */
+  requestCancel(id: string, by: string | null): Promise<boolean>;
+  getRelease(id: string): Promise<ReleaseRecord | undefined>;
+  listReleases(filter: ReleaseListFilter): Promise<ReleaseSummary[]>;
+}

@@ -1,0 +1,187 @@
+import type pg from "pg";
+import type {
+  NewRelease,
+  ReleaseListFilter,
+  ReleaseProgress,
+  ReleaseRecord,
+  ReleaseStore,
+  ReleaseSummary,
+} from "../core/release/release-store.js";
+import { terminalReleaseStatuses } from "../core/release/release-store.js";
+import { pipelineEnvironments } from "../core/release/pipeline.js";
+import { scopeCondition } from "./scope-sql.js";
+
+/**
+ * Releases (one row each, its progress rewritten by its workflow) and the events they produce:
+ * `release.created`, `release.status` (a terminal status means finished) and `release.updated`
+ * (stages and what it waits for), on the same event log as deploys, with `release_id` set.
+ * Run after the events statements (the trigger uses manent.append_event).
+ */
+export const releaseStatements = [
+  `create table if not exists manent.releases (
+     id text primary key,
+     tenant text not null,
+     application text not null,
+     artifact text not null,
+     version text not null,
+     sha256 text,
+     source text not null,
+     status text not null,
+     pipeline jsonb not null,
+     pipeline_file text not null,
+     descriptor_file text not null,
+     environments text[] not null,
+     current_stage integer,
+     stages jsonb not null default '[]'::jsonb,
+     waiting jsonb,
+     error jsonb,
+     submitted_by text,
+     submitted_by_id text,
+     cancel_requested_at timestamptz,
+     cancel_requested_by text,
+     created_at timestamptz not null default now(),
+     finished_at timestamptz
+   )`,
+  `create index if not exists releases_tenant_created on manent.releases (tenant, created_at desc)`,
+  `alter table manent.events add column if not exists release_id text`,
+  `create index if not exists events_release on manent.events (release_id, id) where release_id is not null`,
+  `create or replace function manent.append_release_event(p_release manent.releases, p_type text, p_data jsonb) returns void
+   language plpgsql as $$
+   declare
+     new_id bigint;
+   begin
+     new_id := manent.append_event(p_release.tenant, null, p_type, p_data);
+     update manent.events set release_id = p_release.id where id = new_id;
+   end $$`,
+  `create or replace function manent.release_events() returns trigger language plpgsql as $$
+   begin
+     if tg_op = 'INSERT' then
+       perform manent.append_release_event(new, 'release.created', jsonb_build_object(
+         'id', new.id, 'tenant', new.tenant, 'application', new.application, 'artifact', new.artifact, 'version', new.version,
+         'sha256', new.sha256, 'status', new.status, 'environments', to_jsonb(new.environments), 'submitted_by', new.submitted_by,
+         'created_at', new.created_at));
+       return new;
+     end if;
+     if new.status is distinct from old.status or new.error is distinct from old.error then
+       perform manent.append_release_event(new, 'release.status', jsonb_build_object(
+         'status', new.status, 'error', new.error, 'finished_at', new.finished_at));
+     end if;
+     if new.stages is distinct from old.stages or new.waiting is distinct from old.waiting
+        or new.current_stage is distinct from old.current_stage or new.sha256 is distinct from old.sha256 then
+       perform manent.append_release_event(new, 'release.updated', jsonb_build_object(
+         'current_stage', new.current_stage, 'stages', new.stages, 'waiting', new.waiting, 'sha256', new.sha256));
+     end if;
+     return new;
+   end $$`,
+  `create or replace trigger release_events after insert or update on manent.releases for each row execute function manent.release_events()`,
+];
+
+const summaryColumns = `id, tenant, application, artifact, version, sha256, source, status, pipeline_file, environments, current_stage,
+  waiting, error, submitted_by, submitted_by_id, cancel_requested_by, created_at, finished_at`;
+
+export class PgReleaseStore implements ReleaseStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async createRelease(r: NewRelease): Promise<void> {
+    await this.pool.query(
+      `insert into manent.releases (id, tenant, application, artifact, version, sha256, source, status, pipeline, pipeline_file,
+         descriptor_file, environments, submitted_by, submitted_by_id)
+       values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13) on conflict (id) do nothing`,
+      [
+        r.id,
+        r.tenant,
+        r.application,
+        r.artifact.name,
+        r.artifact.version,
+        r.artifact.sha256 ?? null,
+        r.artifact.source,
+        JSON.stringify(r.pipeline),
+        r.pipeline_file,
+        r.descriptor_file,
+        pipelineEnvironments(r.pipeline),
+        r.submitted_by,
+        r.submitted_by_id,
+      ],
+    );
+  }
+
+  async saveProgress(id: string, p: ReleaseProgress): Promise<void> {
+    await this.pool.query(
+      `update manent.releases set status = $2, current_stage = $3, stages = $4, waiting = $5, error = $6, sha256 = coalesce($7, sha256),
+         finished_at = case when $2 = any($8::text[]) then coalesce(finished_at, now()) else finished_at end
+       where id = $1`,
+      [
+        id,
+        p.status,
+        p.current_stage,
+        JSON.stringify(p.stages),
+        p.waiting ? JSON.stringify(p.waiting) : null,
+        p.error ? JSON.stringify(p.error) : null,
+        p.sha256,
+        [...terminalReleaseStatuses],
+      ],
+    );
+  }
+
+  async requestCancel(id: string, by: string | null): Promise<boolean> {
+    const r = await this.pool.query(
+      `update manent.releases set cancel_requested_at = coalesce(cancel_requested_at, now()), cancel_requested_by = coalesce(cancel_requested_by, $2)
+       where id = $1 and status <> all($3::text[])`,
+      [id, by, [...terminalReleaseStatuses]],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async getRelease(id: string): Promise<ReleaseRecord | undefined> {
+    const r = await this.pool.query(`select ${summaryColumns}, pipeline, stages from manent.releases where id = $1`, [id]);
+    return r.rows[0] ? toRecord(r.rows[0] as Record<string, unknown>) : undefined;
+  }
+
+  async listReleases(f: ReleaseListFilter): Promise<ReleaseSummary[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (f.tenant !== undefined) where.push(`tenant = $${args.push(f.tenant)}`);
+    if (f.application !== undefined) where.push(`application = $${args.push(f.application)}`);
+    if (f.status !== undefined) where.push(`status = $${args.push(f.status)}`);
+    if (f.scopes) {
+      // Readable when one of its environments is: the condition on one environment, for any of them.
+      const visible = scopeCondition(f.scopes, args, { tenant: "tenant", application: "application", environment: "env" });
+      if (visible) where.push(`exists (select 1 from unnest(environments) as e(env) where ${visible})`);
+    }
+    const r = await this.pool.query(
+      `select ${summaryColumns} from manent.releases ${where.length ? `where ${where.join(" and ")}` : ""}
+       order by created_at desc, id limit $${args.push(f.limit ?? 50)}`,
+      args,
+    );
+    return r.rows.map((row: Record<string, unknown>) => {
+      const { pipeline: _p, stages: _s, ...summary } = toRecord({ ...row, pipeline: null, stages: [] });
+      return summary;
+    });
+  }
+}
+
+function toRecord(r: Record<string, unknown>): ReleaseRecord {
+  const time = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? null : String(v));
+  return {
+    id: r.id as string,
+    tenant: r.tenant as string,
+    application: r.application as string,
+    artifact: r.artifact as string,
+    version: r.version as string,
+    sha256: (r.sha256 as string | null) ?? null,
+    source: r.source as string,
+    status: r.status as ReleaseRecord["status"],
+    pipeline: r.pipeline as ReleaseRecord["pipeline"],
+    pipeline_file: r.pipeline_file as string,
+    environments: r.environments as string[],
+    current_stage: (r.current_stage as number | null) ?? null,
+    stages: (r.stages as ReleaseRecord["stages"]) ?? [],
+    waiting: (r.waiting as ReleaseRecord["waiting"]) ?? null,
+    error: (r.error as ReleaseRecord["error"]) ?? null,
+    submitted_by: (r.submitted_by as string | null) ?? null,
+    submitted_by_id: (r.submitted_by_id as string | null) ?? null,
+    cancel_requested_by: (r.cancel_requested_by as string | null) ?? null,
+    created_at: time(r.created_at)!,
+    finished_at: time(r.finished_at),
+  };
+}

@@ -1,0 +1,305 @@
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { ApiClient } from "../../src/cli/api-client.js";
+import { ManentError } from "../../src/core/errors.js";
+import type { ReleaseRecord } from "../../src/core/release/release-store.js";
+import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
+
+const sha = (s: string | Buffer) => createHash("sha256").update(s).digest("hex");
+/** One API token per person: alice may do anything, bob approves as a release manager, vic only reads. */
+const people = { alice: "rel-alice-token-0001", bob: "rel-bob-token-0002", vic: "rel-vic-token-0003" };
+type Person = keyof typeof people;
+
+/**
+ * Releases through environments (issue 21, item 2), through the real CLI and manent-server with the
+ * remote-copy plugin copying to local directories: dev → staging (5 s soak, an HTTP analysis) →
+ * prod (approval by a release manager, not the submitter); a server SIGKILLed during a soak; a failing
+ * staging deploy; a manual promotion; a cancel; who may do what.
+ */
+describe("releases through environments", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let config: string;
+  let server: ServerProcess;
+  let health: Server;
+  let healthUrl: string;
+  let healthCalls = 0;
+  let artifactBytes: Buffer;
+
+  const api = (who: Person, s = server) => new ApiClient(s.url, people[who]);
+  const cli = (who: Person, ...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url, token: people[who] });
+  const hostDir = (app: string, env: string) => ws.path("hosts", app, env);
+
+  /** Envconfigs (remote-copy to a local directory per environment) and the pipeline of `app`. */
+  const setup = async (app: string, pipeline: object, opts: { failIn?: string } = {}) => {
+    for (const env of ["dev", "staging", "prod"]) {
+      await ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, {
+        plugin: "remote-copy",
+        targets: [{ host: "web-1" }],
+        params: { transport: "local", base: `${hostDir(app, env)}/{host}`, ...(opts.failIn === env && { activate: "exit 3" }) },
+        rollback: { enabled: true },
+        max_retries: 0,
+        analysis: { checks: { smoke: { http: { url: healthUrl }, interval: "500ms", count: 2 } } },
+      });
+    }
+    await ws.write(`envconfig/untenanted/${app}/pipeline.yml`, pipeline);
+    await ws.write(`${app}.yml`, {
+      apiVersion: "manent/v1",
+      application: app,
+      environment: "dev",
+      artifact: { type: "file", name: app, version: "1.0.0", source: "dist/app.bin" },
+    });
+  };
+  const startRelease = async (who: Person, app: string): Promise<string> => {
+    const r = await cli(who, "release", "start", "-f", `${app}.yml`, "--no-wait");
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout.trim();
+  };
+  /** The release once `ok` holds, followed on its event stream (no polling); fails if it ends first. */
+  const until = async (id: string, ok: (r: ReleaseRecord) => boolean, what: string, s = server): Promise<ReleaseRecord> => {
+    let r = await api("alice", s).release(id);
+    if (ok(r) || r.status !== "running") return check(r, ok, what);
+    let matched: ReleaseRecord | undefined;
+    await api("alice", s).streamEvents(
+      `/api/v1/releases/${id}/events`,
+      (e) => {
+        if (e.type === "release.updated" || e.type === "release.status") r = { ...r, ...(e.data as Partial<ReleaseRecord>) };
+        if (ok(r)) matched = r;
+        return matched !== undefined || r.status !== "running";
+      },
+      { after: 0 },
+    );
+    return check(matched ?? (await api("alice", s).release(id)), ok, what);
+  };
+  const check = (r: ReleaseRecord, ok: (r: ReleaseRecord) => boolean, what: string): ReleaseRecord => {
+    if (!ok(r)) assert.fail(`release ${r.id} ended ${r.status} before: ${what} (${r.error?.message ?? ""})`);
+    return r;
+  };
+  const ended = (r: ReleaseRecord) => r.status !== "running";
+  const refusal = async (p: Promise<unknown>): Promise<ManentError> => {
+    const err = await p.then(
+      () => assert.fail("not refused"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ManentError, String(err));
+    return err;
+  };
+  const deployed = (app: string, env: string) => readFile(`${hostDir(app, env)}/web-1/releases/1.0.0/app.bin`);
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    artifactBytes = randomBytes(64 * 1024);
+    await ws.write("dist/app.bin", artifactBytes.toString("latin1"));
+    artifactBytes = await readFile(ws.path("dist/app.bin"));
+    health = createServer((_req, res) => {
+      healthCalls += 1;
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+    });
+    await new Promise<void>((r) => health.listen(0, "127.0.0.1", r));
+    healthUrl = `http://127.0.0.1:${(health.address() as AddressInfo).port}/health`;
+    const roles = {
+      alice: { role: "admin", groups: ["release-managers"] },
+      bob: { role: "approver", groups: ["release-managers"] },
+      vic: { role: "viewer" },
+    };
+    const tokens = Object.entries(people).map(([name, token]) => ({ name, tenant: "*", sha256: sha(token), ...roles[name as Person] }));
+    config = await ws.write(
+      "manent.yml",
+      manentYml(await pg.createDatabase(), { auth: { tokens }, plugins: { noop: { artifact_types: ["file"] }, "remote-copy": {} } }),
+    );
+    server = await startServer(config, { cwd: ws.dir });
+  });
+  after(async () => {
+    await server?.stop();
+    await new Promise((r) => health?.close(r));
+    await pg?.stop();
+  });
+
+  it("goes dev → staging (soak, analysis) → prod (four-eyes approval), the same bytes everywhere", async () => {
+    await setup("hello", {
+      stages: [
+        { environment: "dev" },
+        { environment: "staging", soak: "5s", analysis: { checks: ["smoke"] } },
+        { environment: "prod", approval: { approvers: { count: 1, from_groups: ["release-managers"], allow_submitter: false } } },
+      ],
+    });
+    // A viewer may not start one (and learns nothing of the pipeline).
+    const viewer = await cli("vic", "release", "start", "-f", "hello.yml", "--no-wait");
+    assert.equal(viewer.code, 3, viewer.stderr);
+    assert.match(viewer.stderr, /vic may not upload artifacts to tenant untenanted/);
+    const descriptor = {
+      apiVersion: "manent/v1",
+      application: "hello",
+      environment: "dev",
+      artifact: { type: "file", name: "hello", version: "1.0.0", source: ws.path("dist/app.bin") },
+    };
+    const byApi = await refusal(api("vic").startRelease({ descriptor, descriptor_file: "hello.yml" }));
+    assert.equal(byApi.code, 7);
+    assert.match(byApi.message, /^vic may not submit in tenant untenanted: needs the submit permission/);
+
+    // Started with the CLI, which follows it until it waits for a person.
+    const started = await cli("alice", "release", "start", "-f", "hello.yml");
+    assert.equal(started.code, 0, started.stderr);
+    assert.match(
+      started.stdout,
+      /waiting for approval: manent release approve \S+ \(0 of 1 approval from release-managers; the submitter may not approve\)/,
+    );
+    const id = /^release (\S+):/m.exec(started.stdout)![1]!;
+    const waiting = await api("alice").release(id);
+    assert.equal(waiting.waiting?.kind, "approval");
+    assert.deepEqual(
+      waiting.stages.map((s) => `${s.environments.join(",")} ${s.status}`),
+      ["dev succeeded", "staging succeeded", "prod waiting"],
+    );
+    const staging = waiting.stages[1]!;
+    assert.ok(staging.soak_since && staging.soak_until, "the soak is recorded");
+    assert.equal(Date.parse(staging.soak_until) - Date.parse(staging.soak_since), 5000);
+    assert.ok(Date.parse(staging.finished_at!) >= Date.parse(staging.soak_until), "staging passed only after its soak");
+    assert.ok(staging.measurements.length >= 2 && staging.measurements.every((m) => m.verdict === "successful"), "the analysis ran");
+    assert.ok(healthCalls >= 2);
+    assert.equal(existsSync(hostDir("hello", "prod")), false, "prod untouched before the approval");
+
+    // Four eyes: the submitter and a viewer are refused; a release manager approves.
+    const own = await refusal(api("alice").releaseCommand(id, "approve"));
+    assert.equal(own.code, 7);
+    assert.match(
+      own.message,
+      /alice may not approve release .*: alice submitted it, and the approval at stage-3:approval refuses the submitter/,
+    );
+    const byViewer = await refusal(api("vic").releaseCommand(id, "approve"));
+    assert.equal(byViewer.code, 7);
+    assert.match(byViewer.message, /vic may not approve in tenant untenanted, application hello, environment prod/);
+    const approved = await cli("bob", "release", "approve", id);
+    assert.equal(approved.code, 0, approved.stderr);
+
+    const watched = await cli("alice", "release", "status", id, "--watch");
+    assert.equal(watched.code, 0, watched.stderr + watched.stdout);
+    const done = await api("alice").release(id);
+    assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    assert.deepEqual(
+      done.stages[2]!.approvals.map((a) => `${a.by} ${a.by_id}`),
+      ["bob token:bob"],
+    );
+    assert.equal(done.sha256, sha(artifactBytes));
+    // The bytes in prod are dev's, which are the file uploaded.
+    assert.deepEqual(await deployed("hello", "prod"), await deployed("hello", "dev"));
+    assert.equal(sha(await deployed("hello", "prod")), sha(artifactBytes));
+    for (const s of done.stages) {
+      const d = await api("alice").deploy(s.deploys[0]!.deploy_id);
+      assert.equal(d.status, "succeeded");
+      assert.equal(d.environment, s.environments[0]);
+      assert.deepEqual((d.request as { release?: unknown }).release, { id, stage: s.index });
+    }
+
+    // Shown in lists and audited.
+    const listed = await cli("vic", "release", "list");
+    assert.match(listed.stdout, new RegExp(`${id}\\thello\\t1\\.0\\.0\\t3\\tsucceeded`));
+    const audit = await api("alice").audit({ application: "hello" });
+    const actions = audit.entries.map((e) => `${e.action} ${e.actor} ${e.outcome}`);
+    for (const a of [
+      "release_start alice ok",
+      "release_start vic permission_denied",
+      "release_approve alice permission_denied",
+      "release_approve bob ok",
+    ])
+      assert.ok(actions.includes(a), `${a} in ${actions.join(" | ")}`);
+  });
+
+  it("resumes a soak cut by a SIGKILL with the time that remained (the deadline is kept)", async () => {
+    await setup("crash", { stages: [{ environment: "dev", soak: "8s" }, { environment: "staging" }] });
+    await server.stop();
+    const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: "stage-1:soak:after" } });
+    server = doomed;
+    const id = await startRelease("alice", "crash");
+    const exit = await doomed.exited;
+    assert.equal(exit.signal, "SIGKILL");
+    server = await startServer(config, { cwd: ws.dir });
+    // The soak as recorded before the kill (the first such state in the release's history).
+    const soak = (await until(id, (r) => r.waiting?.kind === "soak", "the soak")).stages[0]!;
+    assert.ok(soak.soak_until);
+    const done = await until(id, ended, "the end");
+    assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    // The same recorded deadline, and staging deployed only once it had passed.
+    assert.equal(done.stages[0]!.soak_until, soak.soak_until);
+    assert.equal(done.stages[0]!.soak_since, soak.soak_since);
+    const stagingDeploy = await api("alice").deploy(done.stages[1]!.deploys[0]!.deploy_id);
+    assert.ok(Date.parse(stagingDeploy.created_at) >= Date.parse(soak.soak_until!));
+    assert.deepEqual(await deployed("crash", "staging"), await deployed("crash", "dev"));
+  });
+
+  it("stops at a failing staging deploy and leaves prod untouched", async () => {
+    await setup("broken", { stages: [{ environment: "dev" }, { environment: "staging" }, { environment: "prod" }] }, { failIn: "staging" });
+    const r = await cli("alice", "release", "start", "-f", "broken.yml");
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    const id = /^release (\S+):/m.exec(r.stdout)![1]!;
+    const done = await api("alice").release(id);
+    assert.equal(done.status, "failed");
+    assert.deepEqual(
+      done.stages.map((s) => s.status),
+      ["succeeded", "failed", "not_started"],
+    );
+    assert.match(done.error!.message, /^stage 2 \(staging\): deploy \S+ to staging ended rolled_back: /);
+    assert.deepEqual(done.stages[2]!.deploys, []);
+    assert.equal(existsSync(hostDir("broken", "prod")), false);
+  });
+
+  it("waits at a manual stage until promoted by hand", async () => {
+    await setup("manual", { stages: [{ environment: "dev" }, { environment: "staging", promotion: "manual" }] });
+    const r = await cli("alice", "release", "start", "-f", "manual.yml");
+    assert.equal(r.code, 0, r.stderr);
+    const id = /^release (\S+):/m.exec(r.stdout)![1]!;
+    assert.match(r.stdout, new RegExp(`waiting for promotion: manent release promote ${id} --to staging`));
+    assert.equal(existsSync(hostDir("manual", "staging")), false);
+    // Not an environment of the stage it waits at, or not its own: refused, nothing sent.
+    const wrong = await cli("alice", "release", "promote", id, "--to", "prod");
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /to: prod is not an environment of release/);
+    const byViewer = await refusal(api("vic").releaseCommand(id, "promote", "staging"));
+    assert.equal(byViewer.code, 7);
+    const promoted = await cli("alice", "release", "promote", id, "--to", "staging");
+    assert.equal(promoted.code, 0, promoted.stderr);
+    const done = await until(id, ended, "the end");
+    assert.equal(done.status, "succeeded");
+    assert.equal(done.stages[1]!.promoted_by, "alice");
+    assert.deepEqual(await deployed("manual", "staging"), await deployed("manual", "dev"));
+  });
+
+  it("is cancelled during a soak, and later stages are not started", async () => {
+    await setup("stop", { stages: [{ environment: "dev", soak: "10m" }, { environment: "staging" }] });
+    const id = await startRelease("alice", "stop");
+    await until(id, (r) => r.waiting?.kind === "soak", "the soak");
+    const byViewer = await refusal(api("vic").releaseCommand(id, "cancel"));
+    assert.equal(byViewer.code, 7);
+    const c = await cli("alice", "release", "cancel", id);
+    assert.equal(c.code, 0, c.stderr);
+    const done = await until(id, ended, "the end");
+    assert.equal(done.status, "cancelled");
+    assert.deepEqual(
+      done.stages.map((s) => s.status),
+      ["cancelled", "not_started"],
+    );
+    assert.match(done.error!.message, /^cancelled by alice during the soak of stage 1 \(dev\)/);
+    assert.equal(existsSync(hostDir("stop", "staging")), false);
+  });
+
+  it("refuses a bad pipeline naming file, field and reason, and records nothing", async () => {
+    await setup("badpipe", { stages: [{ environment: "dev", soak: "soon" }] });
+    const r = await cli("alice", "release", "start", "-f", "badpipe.yml");
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /envconfig\/untenanted\/badpipe\/pipeline\.yml: stages\.0\.soak: "soon" is not a duration/);
+    await setup("nocheck", { stages: [{ environment: "dev", analysis: { checks: ["latency"] } }] });
+    const n = await cli("alice", "release", "start", "-f", "nocheck.yml");
+    assert.equal(n.code, 2);
+    assert.match(n.stderr, /pipeline\.yml: stages\.0\.analysis\.checks\.0: no check named "latency" in analysis\.checks of .*dev\.yml/);
+    const { releases } = await api("alice").releases({ application: "badpipe" });
+    assert.deepEqual(releases, []);
+  });
+});
