@@ -6,6 +6,9 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import xterm from "@xterm/headless";
 
+/** How long a session may wait for its wrapper (another page holding the port's lock). */
+const startTimeoutMs = 10 * 60_000;
+
 /** The reader's terminal: its size, and what the runner renders a block's output with. */
 export const terminalSize = { cols: 120, rows: 40 };
 
@@ -58,6 +61,8 @@ export class TerminalSession {
   private exited = false;
   /** Set when a block did not finish: the shell is still running it and reads nothing more. */
   private stuck: string | undefined;
+  /** What the shell prints once it runs (after the wrapper's lock, if any); null once seen. */
+  private readyMark: string | null = `__DOC_READY_${randomBytes(6).toString("hex")}__`;
 
   constructor(
     readonly cwd: string,
@@ -89,7 +94,42 @@ export class TerminalSession {
       this.exited = true;
       this.waiter?.();
     });
-    this.send(`stty cols ${terminalSize.cols} rows ${terminalSize.rows}\n`);
+    this.send(`stty cols ${terminalSize.cols} rows ${terminalSize.rows}\nprintf '\\n${this.readyMark}\\n'\n`);
+  }
+
+  /**
+   * Waits until the shell runs: a wrapper's lock may be held by another page's session for
+   * minutes, which is not the first block's time.
+   */
+  private async started(timeoutMs: number): Promise<void> {
+    if (this.readyMark === null) return;
+    const found = await this.waitFor(new RegExp(`\\r?\\n${this.readyMark}\\r?\\n`), timeoutMs);
+    if (!found) throw new Error(`the terminal did not start within ${timeoutMs / 1000}s (is its lock held?)`);
+    this.readyMark = null;
+  }
+
+  /** Waits until `re` matches what the terminal printed; consumes the output up to and including it. */
+  private async waitFor(re: RegExp, timeoutMs: number): Promise<{ before: string; match: RegExpExecArray } | undefined> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = re.exec(this.buffer);
+      if (m) {
+        const before = this.buffer.slice(0, m.index);
+        this.buffer = this.buffer.slice(m.index + m[0].length);
+        return { before, match: m };
+      }
+      if (this.exited) throw new Error(`the shell exited while running the block:\n${this.toPage(this.buffer)}`);
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.waiter = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+      this.waiter = undefined;
+    }
   }
 
   private send(text: string): void {
@@ -109,33 +149,16 @@ export class TerminalSession {
   /** Runs a block as typed at the prompt; returns what the terminal shows of it and its last status. */
   async run(code: string, timeoutMs = 300_000): Promise<RunResult> {
     if (this.stuck) throw new Error(`the shell is still running an earlier block (${this.stuck})`);
+    await this.started(startTimeoutMs);
     const mark = `__DOC_END_${randomBytes(6).toString("hex")}__`;
     this.buffer = "";
     this.send(`{\n${this.toReal(code)}\n}\nprintf '\\n${mark} %d\\n' $?\n`);
-    const re = new RegExp(`\\r?\\n${mark} (\\d+)\\r?\\n`);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const m = re.exec(this.buffer);
-      if (m) {
-        const raw = this.buffer.slice(0, m.index);
-        this.buffer = this.buffer.slice(m.index + m[0].length);
-        return { output: this.toPage(await renderTerminal(raw)), status: Number(m[1]) };
-      }
-      if (this.exited) throw new Error(`the shell exited while running the block:\n${this.toPage(this.buffer)}`);
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        this.stuck = code.split("\n")[0];
-        throw new Error(`the block did not finish within ${timeoutMs / 1000}s; output so far:\n${this.toPage(this.buffer)}`);
-      }
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.waiter = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.waiter = undefined;
+    const found = await this.waitFor(new RegExp(`\\r?\\n${mark} (\\d+)\\r?\\n`), timeoutMs);
+    if (!found) {
+      this.stuck = code.split("\n")[0];
+      throw new Error(`the block did not finish within ${timeoutMs / 1000}s; output so far:\n${this.toPage(this.buffer)}`);
     }
+    return { output: this.toPage(await renderTerminal(found.before)), status: Number(found.match[1]) };
   }
 
   /**
