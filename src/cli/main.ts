@@ -2,6 +2,7 @@ import { open } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import type { DeployView } from "../core/engine/deploy-events.js";
+import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError } from "../core/errors.js";
 import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
@@ -128,8 +129,8 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
       const api = await client();
-      await follow(api, { id }, o.watch === true, outputOf(o.output), colours, true);
-      if (!isDocument(outputOf(o.output))) await printDrift(api, id);
+      const d = await follow(api, { id }, o.watch === true, outputOf(o.output), colours, true);
+      if (!isDocument(outputOf(o.output))) await printDrift(api, d);
     });
 
   program
@@ -506,9 +507,9 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 /** `manent status`: the drift of the deploy's environment, as its last check found it. */
-async function printDrift(api: ApiClient, id: string): Promise<void> {
-  const d = await api.deploy(id);
+async function printDrift(api: ApiClient, d: DeployRecord): Promise<void> {
   if (d.kind === "dry_run") return;
+  const id = d.id;
   const { targets } = await api.drift({ tenant: d.tenant, application: d.application, environment: d.environment, artifact: d.artifact });
   if (targets.length === 0) return;
   const { driftLines } = await import("./drift-printer.js");
@@ -573,7 +574,7 @@ async function follow(
   output: Output,
   colours: (stream: NodeJS.WriteStream) => Painter,
   quietStart = false,
-): Promise<void> {
+): Promise<DeployRecord> {
   // `manent status` is the dashboard: on a terminal, one view redrawn in place. `deploy` and
   // `rollback` print a timeline, one line per change, that stays in the scrollback and in CI logs.
   const live = quietStart;
@@ -600,7 +601,7 @@ async function follow(
       for (const line of deployView(d, paint)) out(line);
     } else new ProgressPrinter(out, colours(process.stdout)).finish(d);
     process.exitCode = terminalStatuses.has(d.status) && d.status !== "succeeded" ? Exit.DeployFailed : Exit.Ok;
-    return;
+    return d;
   }
   const { applyEvent, isFinishEvent } = await import("../core/engine/deploy-events.js");
   if (submitted.queued_behind) write(`queued behind deploy ${submitted.queued_behind} of the same application and environment`);
@@ -623,6 +624,7 @@ async function follow(
   printer?.finish(d);
   if (isDocument(output)) out(await documentOf(d, output));
   process.exitCode = d.status === "succeeded" ? Exit.Ok : Exit.DeployFailed;
+  return d;
 }
 
 /**

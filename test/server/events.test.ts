@@ -207,10 +207,12 @@ describe("event streams", () => {
       const watch = await runCli(["status", again, "--watch", "-o", "text"], { cwd: ws.dir, server: proxy.url, token: adminToken });
       assert.equal(watch.code, 0, watch.stderr + watch.stdout);
       assert.match(watch.stdout, /slow-4: deployed/);
+      // `status` ends with the environment's drift, as its last check found it: one request more, not a poll.
       assert.deepEqual(proxy.requests, [
         `GET /api/v1/deploys/${again}`,
         `GET /api/v1/deploys/${again}/events`,
         `GET /api/v1/deploys/${again}`,
+        "GET /api/v1/drift",
       ]);
     } finally {
       await proxy.close();
