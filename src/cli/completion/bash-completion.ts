@@ -1,18 +1,21 @@
-import { allCommands, shellQuote as q, type CommandNode } from "./completion-tree.js";
+import {
+  allCommands,
+  caseArms as cases,
+  commandKey as key,
+  shellQuote as q,
+  subcommandKeys,
+  valueFlagKeys,
+  type CommandNode,
+} from "./completion-tree.js";
 
 /** A bash completion script for the program: `source <(manent completion bash)`. */
 export function bashCompletion(root: CommandNode): string {
   const name = root.path[0]!;
   const fn = `_${name.replace(/[^A-Za-z0-9_]/g, "_")}_completion`;
   const nodes = allCommands(root);
-  const key = (n: CommandNode) => n.path.join(" ");
-  const cases = (entries: [string, string][], otherwise: string) =>
-    [...entries.map(([pattern, body]) => `    ${pattern}) ${body} ;;`), `    *) ${otherwise} ;;`].join("\n");
 
-  const isCommand = nodes.flatMap((n) => n.commands.map((c): [string, string] => [q(`${key(n)}|${c.path.at(-1)}`), "return 0"]));
-  const valueFlags = nodes.flatMap((n) =>
-    n.flags.filter((f) => f.takesValue).flatMap((f) => f.names.map((flag): [string, string] => [q(`${key(n)}|${flag}`), "return 0"])),
-  );
+  const isCommand = subcommandKeys(nodes).map((k): [string, string] => [k, "return 0"]);
+  const valueFlags = valueFlagKeys(nodes).map((k): [string, string] => [k, "return 0"]);
   const choices = nodes.flatMap((n) =>
     n.flags
       .filter((f) => f.takesValue && (f.file || f.choices.length > 0))

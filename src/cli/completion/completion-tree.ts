@@ -65,6 +65,30 @@ export function allCommands(node: CommandNode): CommandNode[] {
   return [node, ...node.commands.flatMap(allCommands)];
 }
 
+/** A command's key in the generated scripts: its words ("manent deploy"). */
+export function commandKey(n: CommandNode): string {
+  return n.path.join(" ");
+}
+
+/**
+ * The quoted "command|word" keys a script's subcommand test matches: each command's subcommands,
+ * and (with `valueFlags`) each of its flags that take a value.
+ */
+export function subcommandKeys(nodes: readonly CommandNode[]): string[] {
+  return nodes.flatMap((n) => n.commands.map((c) => shellQuote(`${commandKey(n)}|${c.path.at(-1)}`)));
+}
+
+export function valueFlagKeys(nodes: readonly CommandNode[]): string[] {
+  return nodes.flatMap((n) =>
+    n.flags.filter((f) => f.takesValue).flatMap((f) => f.names.map((flag) => shellQuote(`${commandKey(n)}|${flag}`))),
+  );
+}
+
+/** The arms of an sh `case` (bash and zsh): `pattern) body ;;` each, then `*) otherwise ;;`. */
+export function caseArms(entries: readonly [string, string][], otherwise: string): string {
+  return [...entries.map(([pattern, body]) => `    ${pattern}) ${body} ;;`), `    *) ${otherwise} ;;`].join("\n");
+}
+
 /** A description short enough for a completion menu: its first clause. */
 function oneLine(text: string): string {
   const first = text.split(/[;:(]\s|\. /)[0]!.trim();

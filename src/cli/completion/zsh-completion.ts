@@ -1,19 +1,22 @@
-import { allCommands, shellQuote as q, type CommandNode } from "./completion-tree.js";
+import {
+  allCommands,
+  caseArms as cases,
+  commandKey as key,
+  shellQuote as q,
+  subcommandKeys,
+  valueFlagKeys,
+  type CommandNode,
+} from "./completion-tree.js";
 
 /** A zsh completion script (with descriptions) for the program: `source <(manent completion zsh)`, or a file `_manent` on $fpath. */
 export function zshCompletion(root: CommandNode): string {
   const name = root.path[0]!;
   const fn = `_${name.replace(/[^A-Za-z0-9_]/g, "_")}`;
   const nodes = allCommands(root);
-  const key = (n: CommandNode) => n.path.join(" ");
-  const cases = (entries: [string, string][], otherwise: string) =>
-    [...entries.map(([pattern, body]) => `    ${pattern}) ${body} ;;`), `    *) ${otherwise} ;;`].join("\n");
   const described = (name: string, description: string) => q(`${name.replace(/:/g, "\\:")}:${description}`);
 
-  const isCommand = nodes.flatMap((n) => n.commands.map((c): [string, string] => [q(`${key(n)}|${c.path.at(-1)}`), "return 0"]));
-  const valueFlags = nodes.flatMap((n) =>
-    n.flags.filter((f) => f.takesValue).flatMap((f) => f.names.map((flag): [string, string] => [q(`${key(n)}|${flag}`), "return 0"])),
-  );
+  const isCommand = subcommandKeys(nodes).map((k): [string, string] => [k, "return 0"]);
+  const valueFlags = valueFlagKeys(nodes).map((k): [string, string] => [k, "return 0"]);
   const values = nodes.flatMap((n) =>
     n.flags
       .filter((f) => f.takesValue && (f.file || f.choices.length > 0))
