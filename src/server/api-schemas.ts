@@ -23,7 +23,7 @@ export const errorSchema = z
 export const errorJsonSchema = z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.string()).optional() });
 
 const deployKind = z.enum(["deploy", "dry_run", "rollback"]);
-const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
+export const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
 
 export const stepSchema = z
   .object({

@@ -5,6 +5,7 @@ import type { Submission } from "../../core/engine/resolve.js";
 import { Code, ManentError } from "../../core/errors.js";
 import {
   deployIdParams,
+  deployStatus,
   cancelledSchema,
   deploySchema,
   deploySummarySchema,
@@ -56,7 +57,7 @@ const listQuery = z.object({
   application: nameQuery,
   environment: nameQuery,
   artifact: nameQuery,
-  status: z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]).optional(),
+  status: deployStatus.optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 

@@ -1,13 +1,12 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { readOverview } from "../../core/environments/overview.js";
 import { Code } from "../../core/errors.js";
-import { errorResponses } from "../api-schemas.js";
+import { deployStatus, errorResponses } from "../api-schemas.js";
 import { scopesFor } from "../identity/index.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
 import { nameQuery } from "./deploys.js";
 
 const deployKind = z.enum(["deploy", "rollback"]);
-const deployStatus = z.enum(["queued", "running", "succeeded", "failed", "rolled_back", "cancelled"]);
 
 const overviewDeploySchema = z
   .object({
