@@ -10,6 +10,8 @@ export interface ReleaseContext {
   namespace: string;
 }
 
+/** The plugin's name, in results and errors (here so that every file of the plugin can name it without an import cycle). */
+export const pluginName = "kubernetes";
 export const managedBy = "manent";
 export const fieldManager = "manent";
 
