@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from "commander";
 import type { DeployView } from "../core/engine/deploy-events.js";
 import type { DeployRecord } from "../core/engine/deploy-store.js";
 import { Code, ManentError } from "../core/errors.js";
+import { auditActions } from "../core/identity/audit-actions.js";
 import { version } from "../version.js";
 import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
@@ -288,10 +289,7 @@ export async function main(argv: string[]): Promise<void> {
     )
     .option("--tenant <tenant>", "only this tenant (you see only the entries where you have audit_read)")
     .option("--actor <name>", "only this actor: a token's name or a person's e-mail")
-    .option(
-      "--action <action>",
-      "only this action (submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, token_create, token_revoke, sign_in)",
-    )
+    .option("--action <action>", `only this action (${auditActions.join(", ")})`)
     .option("--deploy <id>", "only entries about this deploy")
     .option("--outcome <outcome>", 'only this outcome ("ok" or an error code)')
     .option("--limit <n>", "how many", "50")

@@ -1,7 +1,7 @@
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { codeName, ManentError } from "../core/errors.js";
-import type { Principal } from "../core/identity/index.js";
+import type { AuditAction, Principal } from "../core/identity/index.js";
 import type { ApiEnv } from "./http-api.js";
 
 /** What a route changes: the tenant (application, environment) acted on, and the deploy when known before acting. */
@@ -21,7 +21,7 @@ export interface AuditTarget {
  *
  *     return c.json(await audited(c, "approve", { tenant: deploy.tenant, deployId: id }, () => engine.approve(id)), 200);
  */
-export async function audited<T>(c: Context<ApiEnv>, action: string, target: AuditTarget, act: () => Promise<T>): Promise<T> {
+export async function audited<T>(c: Context<ApiEnv>, action: AuditAction, target: AuditTarget, act: () => Promise<T>): Promise<T> {
   try {
     const out = await act();
     const id = (out as { id?: unknown } | null)?.id;
@@ -50,7 +50,7 @@ export type AuditActor = Pick<Principal, "kind" | "id" | "name" | "email" | "gro
  */
 export async function record(
   c: Context<ApiEnv>,
-  action: string,
+  action: AuditAction,
   target: AuditTarget,
   outcome: string,
   message: string | null,

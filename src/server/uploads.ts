@@ -19,20 +19,13 @@ export interface UploadDeps {
 }
 
 /**
- * The tenant an upload belongs to: the one named, else the one tenant of the caller's grants, else
- * "untenanted". Uploads are per tenant, not per application: storing one takes `submit` or `dry_run`
- * somewhere in the tenant, asking about one `read` there.
- */
-export function uploadTenant(caller: Principal, named: string | undefined, use: "store" | "read"): string {
-  return allowed(caller, tenantNamed(caller, named), use);
-}
-
-/**
- * The tenant whose uploads a caller deletes or sweeps: one it may not read is not found (as a
- * deploy it may not read), one it reads but may not upload to is refused (403).
+ * The tenant whose uploads a caller stores, deletes or sweeps: the one named, else the one tenant of
+ * the caller's grants, else "untenanted". Uploads are per tenant, not per application. One it may
+ * not read is not found (as a deploy it may not read), one it reads but may not submit or dry-run
+ * in is refused (403).
  */
 export function uploadTenantToChange(caller: Principal, named: string | undefined, notFound: (tenant: string) => string): string {
-  return allowed(caller, readableTenant(caller, named, notFound), "store");
+  return mayStore(caller, readableTenant(caller, named, notFound));
 }
 
 /** The tenant whose uploads a caller lists: one it may not read is not found. */
@@ -52,13 +45,13 @@ function tenantNamed(caller: Principal, named: string | undefined): string {
   return tenant;
 }
 
-function allowed(caller: Principal, tenant: string, use: "store" | "read"): string {
-  const needs: Action[] = use === "store" ? ["submit", "dry_run"] : ["read"];
+function mayStore(caller: Principal, tenant: string): string {
+  const needs: Action[] = ["submit", "dry_run"];
   if (!needs.some((action) => canSomewhereIn(caller, action, tenant))) {
     const roles = [...new Set(needs.flatMap(rolesAllowing))];
     throw new ManentError(
       Code.PermissionDenied,
-      `${caller.name} may not ${use === "store" ? "upload artifacts to" : "read the uploads of"} tenant ${tenant}: needs the ${needs.join(" or ")} permission somewhere in it (role ${roles.join(" or ")})`,
+      `${caller.name} may not upload artifacts to tenant ${tenant}: needs the ${needs.join(" or ")} permission somewhere in it (role ${roles.join(" or ")})`,
       { details: { action: needs[0]!, tenant } },
     );
   }

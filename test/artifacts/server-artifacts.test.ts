@@ -189,7 +189,9 @@ describe("artifacts from remote clients", () => {
     assert.equal(wrong.status, 400);
     assert.match(wrong.json.error!.message, /sha256 is [0-9a-f]{64}, not a{64}/);
     assert.equal((await request("GET", `/api/v1/uploads/${"a".repeat(64)}`)).status, 404, "nothing kept");
-    assert.equal((await request("PUT", `/api/v1/uploads/${sha}?tenant=team-b`, body)).status, 403);
+    // Another tenant's uploads are not found, as its deploys are: neither stored nor shown.
+    assert.equal((await request("PUT", `/api/v1/uploads/${sha}?tenant=team-b`, body)).status, 404);
+    assert.equal((await request("GET", `/api/v1/uploads/${sha}?tenant=team-b`)).status, 404);
     assert.equal((await request("PUT", `/api/v1/uploads/${sha}?tenant=..%2F..%2Fetc`, body)).status, 400);
     assert.equal((await request("PUT", `/api/v1/uploads/not-a-sha`, body)).status, 400);
     // Streamed without a declared length: refused once the limit is passed.

@@ -3,7 +3,7 @@ import { safeText } from "../../core/config/index.js";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
-import { authorize } from "../../core/identity/index.js";
+import { auditActions, authorize } from "../../core/identity/index.js";
 import { scopesFor } from "../identity/index.js";
 import { nameQuery } from "./deploys.js";
 
@@ -22,9 +22,7 @@ const entrySchema = z
     tenant: z.string().nullable(),
     application: z.string().nullable(),
     environment: z.string().nullable(),
-    action: z
-      .string()
-      .describe("submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, token_create, token_revoke, sign_in"),
+    action: z.string().describe(auditActions.join(", ")),
     deploy_id: z.string().nullable(),
     outcome: z.string().describe('"ok", or the error code the action failed with'),
     message: z.string().nullable().describe('the error of a failed action; plugin_restart names its plugin ("plugin NAME") here'),

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { Code, ManentError } from "../../core/errors.js";
-import { authorize, canSomewhereIn, mayRead, refusal, type Action, type Principal } from "../../core/identity/index.js";
+import { authorize, canSomewhereIn, mayRead, refusal, type Action, type AuditAction, type Principal } from "../../core/identity/index.js";
 import type { ReleaseRecord } from "../../core/release/release-store.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
@@ -184,7 +184,7 @@ async function act<T>(
   c: Context<ApiEnv>,
   r: ReleaseRecord,
   action: Action,
-  audit: string,
+  audit: AuditAction,
   environments: string[],
   fn: () => Promise<T>,
 ): Promise<T> {

@@ -13,7 +13,6 @@ import {
   receiveUpload,
   sha256Pattern,
   tenantPattern,
-  uploadTenant,
   uploadTenantToChange,
 } from "../uploads.js";
 
@@ -50,7 +49,8 @@ const put = createRoute({
   summary: "Upload an artifact (the raw bytes, streamed); a deploy then names it as artifact.source upload:<sha256>/<file name>",
   description:
     "Content-addressed and idempotent: kept only when the body's sha256 is the one in the path and its size is within " +
-    "artifacts.max_upload_size; the same bytes again are not written again.",
+    "artifacts.max_upload_size; the same bytes again are not written again. A tenant the caller may not read is not found (404); " +
+    "one it reads but may not submit to is refused (403).",
   tags: ["uploads"],
   request: {
     params,
@@ -60,7 +60,7 @@ const put = createRoute({
   responses: {
     201: json(uploadSchema, "stored"),
     200: json(uploadSchema, "already stored"),
-    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.ResourceExhausted),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.ResourceExhausted),
   },
 });
 
@@ -72,7 +72,7 @@ const get = createRoute({
   request: { params, query },
   responses: {
     200: json(uploadSchema, "the upload"),
-    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.NotFound),
   },
 });
 
@@ -184,7 +184,7 @@ export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
   });
   app.openapi(put, async (c) => {
     const { sha256 } = c.req.valid("param");
-    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant, "store");
+    const tenant = uploadTenantToChange(c.get("caller"), c.req.valid("query").tenant, (t) => `no tenant ${t} to upload to`);
     const raw = c.req.raw.body;
     const body = raw ? Readable.fromWeb(raw as ReadableStream<Uint8Array>) : Readable.from([]);
     const stored = await receiveUpload(deps.uploads, tenant, sha256, body, c.req.header("content-length"));
@@ -192,7 +192,7 @@ export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
   });
   app.openapi(get, async (c) => {
     const { sha256 } = c.req.valid("param");
-    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant, "read");
+    const tenant = readableTenant(c.get("caller"), c.req.valid("query").tenant, (t) => `no upload ${sha256} for tenant ${t}`);
     return c.json(await describeUpload(deps.uploads, tenant, sha256), 200);
   });
 }

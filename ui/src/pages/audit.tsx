@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { allCodeNames } from "../../../src/core/errors.js";
-import { actions } from "../../../src/core/identity/grants.js";
+import { auditActions } from "../../../src/core/identity/audit-actions.js";
 import type { AuditEntry as Entry } from "../../../src/storage/pg-audit-log.js";
 import { Time } from "../components/common.js";
 import { DataTable, type Column } from "../components/data-table.js";
@@ -10,15 +10,8 @@ import type { Session } from "../session.js";
 /** Entries per page: the newest first, older ones a click away (the log only grows). */
 const pageSize = 25;
 
-// What the log records: the actions that change something, the token admin's two, and sign-ins.
-const auditActions = [
-  ...actions.filter((a) => !["read", "audit_read", "token_admin"].includes(a)),
-  "token_create",
-  "token_revoke",
-  "sign_in",
-];
 const filters: Filter<"action" | "actor" | "outcome">[] = [
-  { name: "action", label: "Action", options: auditActions },
+  { name: "action", label: "Action", options: [...auditActions] },
   { name: "actor", label: "Who" },
   { name: "outcome", label: "Outcome", options: ["ok", ...allCodeNames] },
 ];
