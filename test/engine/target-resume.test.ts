@@ -48,7 +48,7 @@ describe("per-target resume", () => {
    * Submits a deploy, kills the server each time the plugin changed `every` more targets (up to
    * `kills` times), starts it again, and returns the deploy once it ended, with the number of kills.
    */
-  async function deployKilledRepeatedly(app: string, version: string, every: number, kills: number) {
+  async function deployKilledRepeatedly(app: string, version: string, every: number, kills: number, total: number) {
     let server = await startServer(config, { cwd: ws.dir });
     const { id } = await server.api.submit({ descriptor: descriptor(app, "prod", artifact, version), descriptor_file: `${app}.yml` });
     let killed = 0;
@@ -57,6 +57,9 @@ describe("per-target resume", () => {
       while (killed < kills) {
         const reached = await effectsReach(server, id, seen + every);
         if (reached < seen + every) break; // the deploy ended first
+        // Every target changed (a slow poll on a loaded machine can see that): the deploy call has
+        // nothing left to resume, so a kill now would test something else.
+        if (reached >= total) break;
         seen = reached;
         await server.kill();
         killed += 1;
@@ -92,9 +95,9 @@ describe("per-target resume", () => {
       params: { state_dir: ws.path("state"), journal: ws.path("journal"), journal_targets: "true", delay: "300ms" },
       rollback: { enabled: true },
     });
-    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 3, 4);
+    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 3, 4, all.length);
     assert.equal(deploy.status, "succeeded", JSON.stringify(deploy.error));
-    assert.ok(killed >= 3, `killed ${killed} times`);
+    assert.ok(killed >= 2, `killed ${killed} times`);
     const calls = await journal(id);
     // With state_dir, a target repeated after a kill is `unchanged`: each target is changed exactly once.
     assert.deepEqual(effects(calls).sort(), [...all].sort());
@@ -138,7 +141,7 @@ describe("per-target resume", () => {
       params: { state_dir: state, journal: ws.path("journal"), journal_targets: "true", delay: "200ms", fail_hosts: all[11]! },
       rollback: { enabled: true },
     });
-    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 4, 2);
+    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 4, 2, all.length);
     assert.equal(deploy.status, "rolled_back", JSON.stringify(deploy.error));
     assert.equal(killed, 2);
     const calls = await journal(id);
@@ -191,7 +194,7 @@ describe("per-target resume", () => {
       rollout: { waves: { by: ["zone"] } },
     });
     // Killed after 6 targets (the middle of wave 2), then after 3 more (wave 3).
-    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 3, 3);
+    const { id, killed, deploy } = await deployKilledRepeatedly(app, "2.0.0", 3, 3, all.length);
     assert.equal(deploy.status, "succeeded", JSON.stringify(deploy.error));
     assert.ok(killed >= 2, `killed ${killed} times`);
     const calls = await journal(id);
