@@ -2,12 +2,13 @@
  * Issue 13's table, measured on this machine in one run: every bench runs as a child process, one
  * after the other (so they do not skew each other), with `--json`; the table reads the JSON object on
  * the last line of each one's stdout and prints `what | now (measured) | aim | met?`, the Go host's
- * figures beside the TS host's. Also issue 9's 10,000-target rollout and issue 11's resume after kill.
+ * figures beside the TS host's. Also issue 9's 10,000-target rollout, issue 11's resume after kill and
+ * issue 24's Kubernetes apply of 200 objects beside kubectl.
  * Each bench's own output goes to stderr as it runs, so a long run shows where it is.
  *
  * Run: node --import tsx bench/table.ts [--quick] [--only ROW,ROW] [--json]
  *   --quick   smaller counts (fewer runs, 1,000 deploys for memory): a rough table in a few minutes
- *   --only    rows by id: deploy, roundtrip, secret, coldstart, help, status, memory, rollout, resume
+ *   --only    rows by id: deploy, roundtrip, secret, coldstart, help, status, memory, rollout, resume, kubeapply
  *   --json    the figures and verdicts as one JSON object on the last stdout line
  * Rows whose bench failed or does not report the figure say so (and the exit code is 1).
  */
@@ -41,6 +42,7 @@ const benches = {
   memory: tsx("bench/memory.ts", "--deploys", quick ? "1000" : "10000"),
   rollouts: tsx("bench/rollouts.ts", quick ? "1" : "3"),
   resume: tsx("bench/resume-after-kill.ts"),
+  kubeApply: tsx("bench/kubernetes-apply.ts", quick ? "2" : "3"),
 } satisfies Record<string, Bench>;
 type BenchName = keyof typeof benches;
 
@@ -191,6 +193,21 @@ const rows: Row[] = [
         ready === undefined ? "" : `restart to ready ${f1(ready)} ms`,
       ].filter(Boolean);
       return { now: `${f1(a)} ms to the last deploy's next step${beside.length ? ` (${beside.join("; ")})` : ""}` };
+    },
+  },
+  {
+    id: "kubeapply",
+    what: "issue 24: update of 200 Kubernetes objects + 50 rollouts, manent beside `kubectl apply --server-side` + `kubectl rollout status` (median)",
+    aim: "≤ 2× kubectl",
+    benches: ["kubeApply"],
+    judge: (get) => {
+      const [m, k] = [get("kubeApply", "update_ms_p50"), get("kubeApply", "kubectl_update_ms_p50")];
+      const [mv, kv] = [num(m), num(k)];
+      if (mv === undefined || kv === undefined) return { now: `not measured (${why(m, k)})` };
+      return {
+        now: `manent ${(mv / 1000).toFixed(1)} s vs kubectl ${(kv / 1000).toFixed(1)} s: ${(mv / kv).toFixed(2)}×`,
+        met: mv / kv <= 2,
+      };
     },
   },
 ];

@@ -11,8 +11,8 @@ export interface ApplyOptions {
   signal: AbortSignal;
 }
 
-/** Objects applied at once; enough to hide latency, few enough not to flood the API server. */
-const concurrency = 8;
+/** Applies in flight at once; enough to hide latency, few enough not to flood the API server. */
+const concurrency = 16;
 
 /**
  * The error a failed request on one object becomes: it names the cluster and the object, and for
@@ -88,9 +88,10 @@ export async function applyObject(client: ClusterClient, obj: KubeObject, opts: 
 }
 
 /**
- * Applies objects in the given order, `concurrency` at a time within a run of the same kind (so
- * kinds still go in order). Stops at the first failure unless `collect` is set, in which case
- * every object is tried and all failures are returned (a dry-run reports every missing permission).
+ * Applies objects in the given order, up to `concurrency` requests in flight within a run of the
+ * same kind (so kinds still go in order: a run starts when the previous one has been answered).
+ * Stops starting new ones at the first failure unless `collect` is set, in which case every object
+ * is tried and all failures are returned (a dry-run reports every missing permission).
  */
 export async function applyAll(
   client: ClusterClient,
@@ -103,11 +104,25 @@ export async function applyAll(
     let j = i;
     while (j < objs.length && objs[j]!.kind === objs[i]!.kind) j++;
     const group = objs.slice(i, j);
-    for (let k = 0; k < group.length; k += concurrency) {
-      const settled = await Promise.allSettled(group.slice(k, k + concurrency).map((o) => applyObject(client, o, opts)));
-      for (const s of settled) if (s.status === "rejected") errors.push(ManentError.from(s.reason));
-      if (errors.length > 0 && !opts.collect) return errors;
-    }
+    // A pool, not batches: one slow answer does not hold the other requests back. Failures are
+    // reported in object order, whichever answer came first.
+    const failed: (ManentError | undefined)[] = [];
+    let next = 0;
+    let stop = false;
+    const worker = async (): Promise<void> => {
+      while (next < group.length && !stop) {
+        const at = next++;
+        try {
+          await applyObject(client, group[at]!, opts);
+        } catch (err) {
+          failed[at] = ManentError.from(err);
+          stop = !opts.collect;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, group.length) }, worker));
+    for (const e of failed) if (e) errors.push(e);
+    if (errors.length > 0 && !opts.collect) return errors;
     i = j;
   }
   return errors;
