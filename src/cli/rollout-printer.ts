@@ -31,10 +31,21 @@ export function rolloutLines(d: Pick<DeployRecord, "rollout" | "id" | "targets">
       line: `  canary${where}: ${step}weight ${c.weight}%, ${c.phase.replace("_", " ")}`,
     });
   }
+  const b = r.background;
+  if (b) {
+    const from = b.starting_step === null ? "across the waves" : `from canary step ${b.starting_step}`;
+    const since = b.since ? ` since ${b.since}` : "";
+    const why = b.status === "failed" && b.message ? `: ${b.message}` : "";
+    lines.push({
+      key: `background:${b.status}:${b.since}`,
+      line: `  background analysis ${b.checks.map((c) => c.check).join(", ")} (${from}): ${b.status}${since}${why}`,
+    });
+  }
   for (const m of r.measurements) {
+    const what = m.step === "background" ? "background analysis" : "analysis";
     lines.push({
       key: `measurement:${m.step}:${m.check}:${m.at}`,
-      line: `    analysis ${m.check}: ${m.value ?? "no value"} → ${m.verdict}${m.message ? ` (${m.message})` : ""}`,
+      line: `    ${what} ${m.check}: ${m.value ?? "no value"} → ${m.verdict}${m.message ? ` (${m.message})` : ""}`,
     });
   }
   for (const a of r.approvals ?? []) {

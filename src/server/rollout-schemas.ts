@@ -21,7 +21,7 @@ const canarySchema = z.object({
 });
 
 const waitingSchema = z.object({
-  kind: z.enum(["pause", "approval"]),
+  kind: z.enum(["pause", "approval", "webhook"]).describe("webhook: a step waiting until a URL answers 2xx"),
   step: z.string(),
   since: z.string(),
   until: z.string().nullable().describe("when the pause ends or the approval times out; null for none"),
@@ -59,6 +59,24 @@ export const measurementSchema = z.object({
   message: z.string(),
 });
 
+const backgroundSchema = z
+  .object({
+    status: z.enum(["pending", "running", "stopped", "failed"]).describe("failed: a check failed and the rollout was aborted"),
+    since: z.string().nullable().describe("when it (last) started"),
+    starting_step: z.number().int().nullable().describe("the canary step from which it runs; null when it spans the waves"),
+    checks: z.array(
+      z.object({
+        check: z.string(),
+        measured: z.number().int(),
+        failed: z.number().int(),
+        inconclusive: z.number().int(),
+        last: measurementSchema.omit({ step: true, check: true }).nullable().describe("the last measurement"),
+      }),
+    ),
+    message: z.string().nullable().describe("why it failed: the check, its value and the condition"),
+  })
+  .describe("the background analysis: checks measured while the rollout runs, aborting it when one fails");
+
 export const commandRecordSchema = z
   .object({
     command: z.enum(["approve", "promote", "abort"]),
@@ -77,6 +95,7 @@ export const rolloutViewSchema = z
     waiting: waitingSchema.nullable().describe("what the rollout waits for, and how to go on"),
     measurements: z.array(measurementSchema).describe("every analysis measurement"),
     approvals: z.array(approvalSchema).optional().describe("every counted approval, in order: who, when, at which step"),
+    background: backgroundSchema.optional(),
     message: z.string().nullable().describe("why the rollout stopped early: the step and the reason"),
     commands: z.array(commandRecordSchema).describe("operator commands, with who sent them and when"),
   })

@@ -21,6 +21,8 @@ import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact } from "./artifact-fetch.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
+import { postWebhook } from "./webhook-poster.js";
+import type { Reach } from "../rollout/analysis/index.js";
 import type { DeployStatus, DeployStore, NewDeploy } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
@@ -249,6 +251,7 @@ export class DeployWorkflow {
   }
 
   private rolloutHost(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[]): RolloutHost {
+    const reach: Reach = (url, field) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field);
     return {
       id,
       r,
@@ -258,7 +261,8 @@ export class DeployWorkflow {
       metrics: this.deps.metrics,
       logger: this.deps.logger,
       waits: this.deps.waits,
-      reach: (url, field) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field),
+      reach,
+      postWebhook: (w) => postWebhook(w, reach),
       step: (name, policy, fn) => this.step(id, seq.deploy, name, policy, fn),
       call: async (phase, ctx, scope, fn) => {
         const deployer = await plugin.deployer();

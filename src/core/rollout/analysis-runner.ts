@@ -1,7 +1,8 @@
 import { Code } from "../errors.js";
 import { judge, measure, type AnalysisCheck, type Measurement } from "./analysis/index.js";
 import type { CommandInbox } from "./command-inbox.js";
-import { abortedBy, RolloutStopped } from "./gate-runner.js";
+import { abortedBy, backgroundStopped, RolloutStopped } from "./gate-runner.js";
+import { runLoadTest } from "./load-test-hook.js";
 import type { RolloutHost } from "./rollout-host.js";
 import type { RolloutRecorder } from "./rollout-recorder.js";
 
@@ -33,6 +34,7 @@ export async function runAnalysis(
     MANENT_WEIGHT: String(rec.state.canary?.weight ?? 0),
     ...(previousVersion && { MANENT_PREVIOUS_VERSION: previousVersion }),
   };
+  await runLoadTest(host, rec, `${name}:load_test`, label, previousVersion);
   let now = 0;
   for (let round = 1; ; round++) {
     await inbox.poll();
@@ -58,6 +60,7 @@ export async function runAnalysis(
     if (running.size === 0) return;
     const until = Math.min(...[...running].map((n) => next.get(n)!));
     const outcome = await inbox.wait("analysis", until);
+    if (outcome.ended === "background") throw backgroundStopped(outcome.reason, label);
     if (outcome.ended === "command") {
       if (outcome.message.command === "abort") throw abortedBy(outcome.message, label);
       return; // promote --full

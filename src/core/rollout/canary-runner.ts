@@ -14,11 +14,13 @@ import { Code, ManentError } from "../errors.js";
 import { isCancellation } from "../engine/step-runner.js";
 import { runAnalysis } from "./analysis-runner.js";
 import { CommandInbox } from "./command-inbox.js";
-import { abortedBy, runGate, RolloutStopped } from "./gate-runner.js";
+import type { BackgroundAnalysis } from "./background-analysis.js";
+import { abortedBy, backgroundStopped, runGate, RolloutStopped } from "./gate-runner.js";
 import { describeStep, stepKind, type CanarySettings } from "./rollout-config.js";
 import type { CallScope, RolloutHost } from "./rollout-host.js";
 import type { RolloutRecorder } from "./rollout-recorder.js";
 import type { CanaryState } from "./rollout-state.js";
+import { runWebhookGate } from "./webhook-gate.js";
 
 /** A canary that ended early; `reverted` tells whether weight 0 and RevertCandidate went through. */
 export class CanaryFailure extends Error {
@@ -45,6 +47,7 @@ export async function runCanary(
   wave: number | null,
   prefix: string,
   previousVersion: string | undefined,
+  background?: BackgroundAnalysis,
 ): Promise<Result> {
   const policy = host.r.steps.deploy;
   const state: CanaryState = {
@@ -69,6 +72,8 @@ export async function runCanary(
   const checkAbort = async (where: string): Promise<void> => {
     await inbox.poll();
     if (inbox.aborted) throw abortedBy(inbox.aborted, where);
+    const failed = await inbox.checkBackground();
+    if (failed !== undefined) throw backgroundStopped(failed, where);
   };
 
   let where = "prepare_slots";
@@ -101,6 +106,7 @@ export async function runCanary(
       if (inbox.promotedFull && !("approval" in step && step.approval.approvers)) continue;
       state.step = i + 1;
       await rec.save();
+      if (background && i + 1 >= background.settings.starting_step) await background.start(where);
       const name = `${prefix}canary-${i + 1}:${stepKind(step)}`;
       if ("set_weight" in step) {
         await host.step(name, policy, (ctx) => host.call("set_weight", ctx, scope, (d, req) => setWeight(host, d, req, step.set_weight)));
@@ -110,12 +116,16 @@ export async function runCanary(
         await runGate(host, rec, inbox, name, where, "pause", step.pause.duration);
       } else if ("approval" in step) {
         await runGate(host, rec, inbox, name, where, "approval", step.approval.timeout, step.approval.approvers);
+      } else if ("webhook" in step) {
+        await runWebhookGate(host, rec, inbox, name, where, `rollout.canary.steps.${i}.webhook.url`, step.webhook, previousVersion);
       } else {
         await runAnalysis(host, rec, inbox, name, where, step.analysis.checks, previousVersion);
       }
     }
     state.step = settings.steps.length + 1;
     await checkAbort((where = "promote_candidate"));
+    // Within the canary only, unless it spans the waves: the promoted candidate is the release now.
+    if (background && !background.settings.waves) await background.stop();
     state.phase = "promoting";
     await rec.save();
     await call("promote_candidate", "promote_candidate", async (d, req) => (await slots(d)).promoteCandidate(req));
@@ -130,6 +140,7 @@ export async function runCanary(
     const e = ManentError.from(err);
     const cause = err instanceof RolloutStopped ? e : new ManentError(e.code, `${where} failed: ${e.message}`, { details: e.details });
     if (!prepared) throw new CanaryFailure(cause, true);
+    await background?.stop();
     state.phase = "reverting";
     state.step = Math.min(state.step, settings.steps.length);
     await rec.save();

@@ -2,8 +2,19 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import { commandTopic, type CommandMessage } from "./rollout-commands.js";
 import type { DurableWaits } from "../engine/durable-waits.js";
 
-/** How a wait ended. */
-export type WaitOutcome = { ended: "timeout" } | { ended: "command"; message: CommandMessage };
+/** How a wait ended: its deadline, a command, or a background check that failed (`reason` names it and its value). */
+export type WaitOutcome = { ended: "timeout" } | { ended: "command"; message: CommandMessage } | { ended: "background"; reason: string };
+
+/**
+ * Measured while the rollout waits (see background-analysis.ts): a wait wakes when a measurement
+ * is due, takes it (checkpointed) and ends when a check failed.
+ */
+export interface BackgroundTicker {
+  /** Epoch ms when the next measurement is due; null while nothing runs. */
+  due(): number | null;
+  /** Takes the measurements due at `now`; resolves to why the rollout must stop when a check failed. */
+  tick(now: number): Promise<string | undefined>;
+}
 
 /** Upper bound of one durable wait: a wait without an end is a series of these. */
 const maxWaitMs = 24 * 3_600_000;
@@ -26,7 +37,17 @@ export class CommandInbox {
   /** The `promote --full` received, if any: every remaining step is skipped. */
   promotedFull: CommandMessage | undefined;
 
-  constructor(private readonly waits?: DurableWaits) {}
+  constructor(
+    private readonly waits?: DurableWaits,
+    /** The background analysis, measured during every wait of this inbox. */
+    readonly background?: BackgroundTicker,
+  ) {}
+
+  /** Takes the background measurements due now (between two steps); resolves to a failed check's reason. */
+  async checkBackground(): Promise<string | undefined> {
+    if (!this.background || this.background.due() === null) return undefined;
+    return this.background.tick(await DBOS.now());
+  }
 
   /** Reads, without waiting, the commands sent since the last look. */
   async poll(): Promise<void> {
@@ -44,13 +65,25 @@ export class CommandInbox {
    * wait lasts only what remains of it. With `fullEnds` false (an approval that names its
    * approvers), a `promote --full` is remembered but does not end the wait.
    */
-  async wait(kind: "pause" | "approval" | "analysis", until: number | null, step?: string, fullEnds = true): Promise<WaitOutcome> {
+  async wait(
+    kind: "pause" | "approval" | "analysis" | "webhook",
+    until: number | null,
+    step?: string,
+    fullEnds = true,
+  ): Promise<WaitOutcome> {
     for (;;) {
       if (this.aborted) return { ended: "command", message: this.aborted };
       if (this.promotedFull && fullEnds) return { ended: "command", message: this.promotedFull };
       const now = await DBOS.now();
+      if (this.background && this.background.due() !== null) {
+        const failed = await this.background.tick(now);
+        if (failed !== undefined) return { ended: "background", reason: failed };
+      }
       if (until !== null && now >= until) return { ended: "timeout" };
-      const waitMs = Math.min(until === null ? maxWaitMs : until - now, maxWaitMs);
+      // Woken for the next background measurement, too (its time comes from checkpointed steps, so a replay wakes alike).
+      const due = this.background?.due() ?? null;
+      const end = due === null ? until : until === null ? due : Math.min(until, due);
+      const waitMs = Math.max(0, Math.min(end === null ? maxWaitMs : end - now, maxWaitMs));
       const recv = () => DBOS.recv<CommandMessage>(commandTopic, { timeoutSeconds: waitMs / 1000, pollingIntervalMs: commandPollMs });
       const m = await (this.waits ? this.waits.during(DBOS.workflowID, recv) : recv());
       if (!m) continue;

@@ -28,6 +28,11 @@ export function abortedBy(m: CommandMessage, where: string): RolloutStopped {
   return new RolloutStopped(Code.Aborted, `aborted${who} during ${where}`, m);
 }
 
+/** A background check failed while the rollout was at `where`: `reason` names the check, its value and the condition. */
+export function backgroundStopped(reason: string, where: string): RolloutStopped {
+  return new RolloutStopped(Code.Aborted, `background analysis failed during ${where}: ${reason}`);
+}
+
 /**
  * A pause or an approval wait, as durable workflow operations: a recorded step fixes its start
  * (so the deadline survives restarts), a durable wait for a command or the deadline, and a
@@ -101,26 +106,30 @@ export async function runGate(
   rec.state.waiting = null;
   const counted = approved();
   const stop =
-    outcome.ended === "command" && outcome.message.command === "abort"
-      ? abortedBy(outcome.message, label)
-      : outcome.ended === "timeout" && kind === "approval"
-        ? new RolloutStopped(
-            Code.DeadlineExceeded,
-            counted.length > 0
-              ? `${label}: ${counted.length} of ${requirement!.count} approvals within ${formatMs(durationMs!)}`
-              : `${label}: nobody approved within ${formatMs(durationMs!)}`,
-          )
-        : undefined;
+    outcome.ended === "background"
+      ? backgroundStopped(outcome.reason, label)
+      : outcome.ended === "command" && outcome.message.command === "abort"
+        ? abortedBy(outcome.message, label)
+        : outcome.ended === "timeout" && kind === "approval"
+          ? new RolloutStopped(
+              Code.DeadlineExceeded,
+              counted.length > 0
+                ? `${label}: ${counted.length} of ${requirement!.count} approvals within ${formatMs(durationMs!)}`
+                : `${label}: nobody approved within ${formatMs(durationMs!)}`,
+            )
+          : undefined;
   const endedBy =
-    outcome.ended === "timeout"
-      ? kind === "pause"
-        ? "pause over"
-        : counted.length > 0
-          ? `timed out with ${counted.length} of ${requirement!.count} approvals (${counted.map((a) => a.by).join(", ")})`
-          : "timed out"
-      : outcome.message.command === "abort" || outcome.message.full || !requirement
-        ? `${outcome.message.command}${outcome.message.full ? " --full" : ""}${outcome.message.by ? ` by ${outcome.message.by}` : ""}`
-        : counted.map((a) => `${a.command} by ${a.by}`).join(", ");
+    outcome.ended === "background"
+      ? "background analysis failed"
+      : outcome.ended === "timeout"
+        ? kind === "pause"
+          ? "pause over"
+          : counted.length > 0
+            ? `timed out with ${counted.length} of ${requirement!.count} approvals (${counted.map((a) => a.by).join(", ")})`
+            : "timed out"
+        : outcome.message.command === "abort" || outcome.message.full || !requirement
+          ? `${outcome.message.command}${outcome.message.full ? " --full" : ""}${outcome.message.by ? ` by ${outcome.message.by}` : ""}`
+          : counted.map((a) => `${a.command} by ${a.by}`).join(", ");
   await DBOS.runStep(
     async () => {
       await host.store.stepFinished(host.id, name, stop ? "failed" : "succeeded", { ended_by: endedBy }, stop?.toJSON());

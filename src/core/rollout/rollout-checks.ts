@@ -17,9 +17,11 @@ export function checkRolloutSettings(
   file: string,
 ): void {
   const canary = rollout.canary;
+  const background = rollout.background_analysis;
   const analysisSteps = [
     ...(canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}.analysis.checks`] as const),
     ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}.analysis.checks`] as const),
+    ...(background ? [[{ analysis: { checks: background.checks } }, "rollout.background_analysis.checks"] as const] : []),
   ];
   for (const [step, field] of analysisSteps) {
     if (!("analysis" in step)) continue;
@@ -33,6 +35,7 @@ export function checkRolloutSettings(
       );
     }
   }
+  if (background) checkBackground(background, rollout, file);
   if (!canary) return;
   const refuse = (field: string, missing: string, why: string): never => {
     throw new ManentError(Code.InvalidArgument, `${file}: ${field}: plugin ${plugin} does not declare the ${missing} capability (${why})`, {
@@ -49,4 +52,20 @@ export function checkRolloutSettings(
       "a weight moves traffic (or capacity, with the scale capability)",
     );
   }
+}
+
+/** Background analysis runs from a canary step, or across the waves: a setting that would never run it is refused. */
+function checkBackground(background: NonNullable<RolloutSettings["background_analysis"]>, rollout: RolloutSettings, file: string): void {
+  const refuse = (field: string, why: string): never => {
+    throw new ManentError(Code.InvalidArgument, `${file}: rollout.background_analysis.${field}: ${why}`, {
+      details: { file, field: `rollout.background_analysis.${field}` },
+    });
+  };
+  const steps = rollout.canary?.steps.length;
+  if (steps === undefined && !(background.waves && rollout.waves))
+    refuse("checks", "runs during a canary: set rollout.canary, or waves: true with rollout.waves to run it across the waves");
+  if (steps !== undefined && background.starting_step > steps)
+    refuse("starting_step", `step ${background.starting_step} does not exist: the canary has ${steps} step${steps === 1 ? "" : "s"}`);
+  if (steps === undefined && background.starting_step !== 1)
+    refuse("starting_step", "names a canary step, and there is no rollout.canary (across the waves it starts with the first wave)");
 }

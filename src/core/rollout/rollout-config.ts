@@ -26,7 +26,13 @@ import { durationMs } from "../config/duration.js";
  *       # or, instead of steps, generated ones (Flagger's form): 20, 40, ... 80, each held 5m, checks after each
  *       # step_weight: 20, max_weight: 80, interval: 5m, step_analysis: {checks: [error-rate]}
  *       abort_scale_down_delay: 10m           # keep an aborted candidate (weight 0) this long before it is removed
+ *     background_analysis:                    # measured at each check's interval during the canary, aborting when one fails
+ *       checks: [error-rate]
+ *       starting_step: 2                      # from the canary's 2nd step (default 1)
+ *       waves: false                          # true: from the first wave to the end of the last, between waves too
+ *     load_test: {url: http://loadtester/}    # POSTed the deploy's metadata when an analysis starts (Flagger's load tester)
  *
+ * A `webhook: {url, interval, timeout}` step or gate waits until its URL answers 2xx (see ./webhook-gate.ts).
  * An analysis step or gate names checks of the envconfig's `analysis:` section (see ./analysis/).
  */
 
@@ -82,12 +88,40 @@ const analysisStep = z.strictObject({
     .strictObject({ checks: z.array(checkName).min(1).describe("Names of checks in the envconfig's `analysis.checks`") })
     .describe("Run checks; a failed one aborts the rollout"),
 });
+/** An http(s) URL without credentials, POSTed by a webhook step or the load-test hook. */
+export const webhookUrl = z
+  .url({ protocol: /^https?$/, message: "must be an http(s) URL" })
+  .max(2048)
+  .refine((u) => !/^https?:\/\/[^/?#]*@/i.test(u), { message: "must not carry credentials (user:password@)" });
+
+const webhookStep = z.strictObject({
+  webhook: z
+    .strictObject({
+      url: webhookUrl.meta({
+        description: "POSTed the deploy's metadata (JSON, no secrets) until it answers 2xx (go); any other answer, or none, is wait",
+        examples: ["https://ci.example.com/manent/confirm"],
+      }),
+      interval: durationMs
+        .refine((ms) => ms >= 100 && ms <= 3_600_000, { message: "must be between 100ms and 1h" })
+        .default(10_000)
+        .describe("Time between two calls (default 10s)"),
+      timeout: durationMs
+        .refine((ms) => ms >= 1 && ms <= 7 * 24 * 3_600_000, { message: "must be between 1ms and 7d" })
+        .default(3_600_000)
+        .describe("Abort the rollout when the URL has not answered 2xx within this time (default 1h)"),
+      call_timeout: durationMs
+        .refine((ms) => ms >= 1 && ms <= 300_000, { message: "must be between 1ms and 5m" })
+        .default(10_000)
+        .describe("How long one call may take; a call without an answer counts as wait (default 10s)"),
+    })
+    .describe("Wait until a URL answers 2xx (confirm-promotion): `manent promote` goes on without it, `manent abort` stops"),
+});
 const weightStep = z.strictObject({
   set_weight: z.number().int().min(0).max(100).describe("Percentage of traffic (or of capacity, with `scale` only) sent to the candidate"),
 });
 
-export const gateSchema = z.union([pauseStep, approvalStep, analysisStep]);
-export const canaryStepSchema = z.union([weightStep, pauseStep, approvalStep, analysisStep]);
+export const gateSchema = z.union([pauseStep, approvalStep, analysisStep, webhookStep]);
+export const canaryStepSchema = z.union([weightStep, pauseStep, approvalStep, analysisStep, webhookStep]);
 export type Gate = z.output<typeof gateSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
 
@@ -198,14 +232,62 @@ export function generateSteps(stepWeight: number, maxWeight: number, interval: n
   }
 }
 
+export const backgroundAnalysisSchema = z
+  .strictObject({
+    checks: z
+      .array(checkName)
+      .min(1)
+      .max(20)
+      .refine((c) => new Set(c).size === c.length, { message: "lists a check twice" })
+      .describe("Names of checks in the envconfig's `analysis.checks`, each measured at its own interval"),
+    starting_step: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .default(1)
+      .describe("The canary step (1-based) from which the checks run (default 1: from the first step)"),
+    waves: z
+      .boolean()
+      .default(false)
+      .describe(
+        "false: within each canary, from starting_step until the promote (each wave's canary starts afresh); true: from the start (or the first canary's starting_step) until the last wave ends, between waves too, counts kept across waves",
+      ),
+  })
+  .describe(
+    "Checks measured in the background while the rollout waits (pauses, approvals, webhooks, analyses) and between its steps; one that fails (beyond its failure_limit or inconclusive_limit) aborts the rollout at once",
+  );
+
+export const loadTestSchema = z
+  .strictObject({
+    url: webhookUrl.meta({
+      description:
+        "POSTed the deploy's metadata (JSON, no secrets) at the start of every analysis step or gate and of the background analysis; a 2xx is success, anything else fails that analysis",
+      examples: ["http://load-tester.test/manent"],
+    }),
+    timeout: durationMs
+      .refine((ms) => ms >= 1 && ms <= 300_000, { message: "must be between 1ms and 5m" })
+      .default(10_000)
+      .describe("How long one call may take (default 10s)"),
+  })
+  .describe("A load generator told to start before each analysis (Flagger's load tester `rollout` hook)");
+
 export const rolloutSchema = z
-  .strictObject({ waves: wavesSchema.optional(), canary: canarySchema.optional() })
+  .strictObject({
+    waves: wavesSchema.optional(),
+    canary: canarySchema.optional(),
+    background_analysis: backgroundAnalysisSchema.optional(),
+    load_test: loadTestSchema.optional(),
+  })
   .describe("Progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
 
 export type ApproversSettings = z.output<typeof approversSchema>;
 export type RolloutSettings = z.output<typeof rolloutSchema>;
 export type WavesSettings = z.output<typeof wavesSchema>;
 export type CanarySettings = z.output<typeof canarySchema>;
+export type BackgroundAnalysisSettings = z.output<typeof backgroundAnalysisSchema>;
+export type LoadTestSettings = z.output<typeof loadTestSchema>;
+export type WebhookSettings = z.output<typeof webhookStep>["webhook"];
 
 /** A short human name of a step or gate ("set_weight 10", "pause 5m", "approval", "analysis error-rate"). */
 export function describeStep(s: CanaryStep): string {
@@ -218,11 +300,18 @@ export function describeStep(s: CanaryStep): string {
     ].filter(Boolean);
     return parts.length ? `approval (${parts.join(", ")})` : "approval";
   }
+  if ("webhook" in s) return `webhook ${shownUrl(s.webhook.url)}`;
   return `analysis ${s.analysis.checks.join(", ")}`;
 }
 
-export function stepKind(s: CanaryStep): "set_weight" | "pause" | "approval" | "analysis" {
-  return "set_weight" in s ? "set_weight" : "pause" in s ? "pause" : "approval" in s ? "approval" : "analysis";
+export function stepKind(s: CanaryStep): "set_weight" | "pause" | "approval" | "analysis" | "webhook" {
+  return "set_weight" in s ? "set_weight" : "pause" in s ? "pause" : "approval" in s ? "approval" : "webhook" in s ? "webhook" : "analysis";
+}
+
+/** A URL as messages and records show it: the query (which may carry a token) and any fragment left out. */
+export function shownUrl(url: string): string {
+  const u = new URL(url);
+  return `${u.origin}${u.pathname}${u.search ? "?…" : ""}`;
 }
 
 export function formatMs(ms: number): string {

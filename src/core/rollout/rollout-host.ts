@@ -5,6 +5,7 @@ import type { EngineMetrics } from "../engine/engine-metrics.js";
 import type { ResolvedDeploy, StepPolicy } from "../engine/resolve.js";
 import type { StepContext } from "../engine/step-runner.js";
 import type { Reach } from "./analysis/index.js";
+import type { WebhookRequest } from "./webhook-call.js";
 
 /** What a call is made on: a subset of the targets, and the traffic state PrepareSlots returned. */
 export interface CallScope {
@@ -29,6 +30,13 @@ export interface RolloutHost {
   waits?: DurableWaits;
   /** The server's address rules, applied to every URL an analysis check calls. */
   reach: Reach;
+  /**
+   * POSTs a webhook step's or the load-test hook's payload as JSON, to the address the server's
+   * address rules checked (as `reach`), redirects not followed. Resolves to the status of any
+   * answer; throws analysis/http-request's NoAnswerError without one, AddressRefusedError when the
+   * rules refuse the URL.
+   */
+  postWebhook(req: WebhookRequest): Promise<{ status: number }>;
   /** One checkpointed step, recorded on the deploy under `name`. */
   step<T>(name: string, policy: StepPolicy, fn: (ctx: StepContext) => Promise<T>): Promise<T>;
   /** A plugin call on `scope`, inside a step; target results are recorded under `phase`. */

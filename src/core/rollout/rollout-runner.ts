@@ -6,12 +6,14 @@ import { isCancellation } from "../engine/step-runner.js";
 import { runAnalysis } from "./analysis-runner.js";
 import { CanaryFailure, runCanary } from "./canary-runner.js";
 import { CommandInbox } from "./command-inbox.js";
-import { abortedBy, runGate } from "./gate-runner.js";
+import { BackgroundAnalysis } from "./background-analysis.js";
+import { abortedBy, backgroundStopped, runGate } from "./gate-runner.js";
 import { describeStep, stepKind, type Gate } from "./rollout-config.js";
 import type { RolloutHost } from "./rollout-host.js";
 import { RolloutRecorder } from "./rollout-recorder.js";
 import type { WaveStatus } from "./rollout-state.js";
 import { planWaves, waveName, type PlannedWave } from "./wave-plan.js";
+import { runWebhookGate } from "./webhook-gate.js";
 
 export interface RolloutCheckpoint {
   releases: TargetRelease[];
@@ -42,9 +44,12 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
   rec.state.waves = withWaves
     ? waves.map((w) => ({ index: w.index, name: waveName(w), labels: w.labels, hosts: w.targets.map(targetId), status: "pending" }))
     : [];
-  await rec.save();
-  const inbox = new CommandInbox(host.waits);
   const previousVersion = checkpoint.releases.find((r) => r.version !== "")?.version;
+  const background = settings.background_analysis
+    ? new BackgroundAnalysis(host, rec, settings.background_analysis, previousVersion)
+    : undefined;
+  await rec.save();
+  const inbox = new CommandInbox(host.waits, background);
   const results = new Map<string, TargetResult>();
   await DBOS.runStep(() => host.store.stepStarted(host.id, 6, summaryStep), { name: `${summaryStep}:start` });
 
@@ -52,22 +57,28 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
   try {
     for (const w of waves) {
       if (w.index > 1) await runBetween(host, rec, inbox, settings.waves?.between ?? [], w.index - 1, previousVersion);
+      // Spanning the waves without a canary: from the start of the first wave.
+      if (background?.settings.waves && !settings.canary) await background.start(`wave ${w.index}`);
       rec.state.current_wave = w.index;
       setStatus(rec, w.index, "running");
       await rec.save();
       const prefix = withWaves ? `wave-${w.index}:` : "";
       const result: Result = settings.canary
-        ? await runCanary(host, rec, inbox, settings.canary, w.targets, withWaves ? w.index : null, prefix, previousVersion)
+        ? await runCanary(host, rec, inbox, settings.canary, w.targets, withWaves ? w.index : null, prefix, previousVersion, background)
         : await host.deployTargets(`${prefix}deploy`, w.targets);
       for (const t of result.targets) results.set(t.host, t);
       setStatus(rec, w.index, "succeeded");
       completed = w.index;
       await rec.save();
     }
+    const failed = await inbox.checkBackground();
+    if (failed !== undefined) throw backgroundStopped(failed, `the end of wave ${completed}`);
+    await background?.stop();
     await summarize(host, waves, results, "succeeded");
     return { status: "succeeded" };
   } catch (err) {
     if (isCancellation(err)) throw err;
+    await background?.stop();
     return stop(host, rec, waves, withWaves, completed, checkpoint, results, err);
   }
 }
@@ -84,6 +95,8 @@ async function runBetween(
   const checkAbort = async (where: string): Promise<void> => {
     await inbox.poll();
     if (inbox.aborted) throw abortedBy(inbox.aborted, where);
+    const failed = await inbox.checkBackground();
+    if (failed !== undefined) throw backgroundStopped(failed, where);
   };
   for (const [g, gate] of gates.entries()) {
     const label = `gate ${g + 1} after wave ${after} (${describeStep(gate)})`;
@@ -92,6 +105,8 @@ async function runBetween(
     const name = `wave-${after}:gate-${g + 1}:${stepKind(gate)}`;
     if ("pause" in gate) await runGate(host, rec, inbox, name, label, "pause", gate.pause.duration);
     else if ("approval" in gate) await runGate(host, rec, inbox, name, label, "approval", gate.approval.timeout, gate.approval.approvers);
+    else if ("webhook" in gate)
+      await runWebhookGate(host, rec, inbox, name, label, `rollout.waves.between.${g}.webhook.url`, gate.webhook, previousVersion);
     else await runAnalysis(host, rec, inbox, name, label, gate.analysis.checks, previousVersion);
   }
   await checkAbort(`the start of wave ${after + 1}`);

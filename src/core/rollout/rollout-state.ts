@@ -36,7 +36,7 @@ export interface CanaryState {
 
 /** What the rollout waits for, and how a user goes on. */
 export interface WaitingState {
-  kind: "pause" | "approval";
+  kind: "pause" | "approval" | "webhook";
   /** The step or gate name, e.g. "canary-2:pause" or "wave-1:gate-1:approval". */
   step: string;
   since: string;
@@ -100,7 +100,33 @@ export interface RolloutState {
   measurements: MeasurementRecord[];
   /** Every counted approval, in order (absent on deploys recorded before approvals were kept). */
   approvals?: ApprovalRecord[];
+  /** The background analysis (absent without `rollout.background_analysis`). */
+  background?: BackgroundState;
   /** Set when the rollout ended early: which step and why. */
+  message: string | null;
+}
+
+/** One check of the background analysis: its counts since the analysis (re)started, and its last measurement. */
+export interface BackgroundCheckState {
+  check: string;
+  measured: number;
+  failed: number;
+  inconclusive: number;
+  last: Omit<MeasurementRecord, "step" | "check"> | null;
+}
+
+/**
+ * The background analysis: `pending` before its starting step, `running` while measured, `stopped`
+ * once its canary was promoted (or the rollout ended), `failed` when a check failed (the rollout
+ * was aborted: `message` says which check and its value).
+ */
+export interface BackgroundState {
+  status: "pending" | "running" | "stopped" | "failed";
+  /** When it (last) started; null before. */
+  since: string | null;
+  /** The canary step from which it runs (1-based), or null when it spans the waves from their start. */
+  starting_step: number | null;
+  checks: BackgroundCheckState[];
   message: string | null;
 }
 

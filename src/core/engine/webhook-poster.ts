@@ -1,0 +1,22 @@
+import { httpRequest, type Reach } from "../rollout/analysis/http-request.js";
+import type { WebhookRequest } from "../rollout/webhook-call.js";
+
+/**
+ * The rollout's webhook calls (webhook steps, the load-test hook) over HTTP: a JSON POST to the
+ * address `reach` checked (the server's address rules, as analysis checks and callbacks have them),
+ * redirects not followed, the answer's body read (capped) and dropped. Throws what httpRequest
+ * throws: NoAnswerError, AddressRefusedError, or a `canceled` ManentError.
+ */
+export async function postWebhook(req: WebhookRequest, reach: Reach): Promise<{ status: number }> {
+  const answer = await httpRequest({
+    url: req.url,
+    field: req.field,
+    reach,
+    method: "POST",
+    headers: { "content-type": "application/json", "x-manent-event": req.payload.event },
+    body: JSON.stringify(req.payload),
+    timeoutMs: req.timeoutMs,
+    signal: req.signal,
+  });
+  return { status: answer.status };
+}
