@@ -323,8 +323,11 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     );
   }
 
-  async saveRollout(id: string, rollout: RolloutState): Promise<void> {
-    await this.pool.query(`update manent.deploys set rollout = $2::jsonb where id = $1`, [id, JSON.stringify(rollout)]);
+  async saveRollout(id: string, rollout: RolloutState, revision: number): Promise<void> {
+    await this.pool.query(
+      `update manent.deploys set rollout = $2::jsonb, rollout_revision = $3 where id = $1 and coalesce(rollout_revision, 0) <= $3`,
+      [id, JSON.stringify(rollout), revision],
+    );
   }
 
   async recordCommand(id: string, c: CommandRecord): Promise<void> {

@@ -44,6 +44,8 @@ export const releaseStatements = [
    )`,
   `create index if not exists releases_tenant_created on manent.releases (tenant, created_at desc)`,
   `alter table manent.events add column if not exists release_id text`,
+  // The number of the progress's last write (see saveProgress).
+  `alter table manent.releases add column if not exists progress_revision integer`,
   `create index if not exists events_release on manent.events (release_id, id) where release_id is not null`,
   `create or replace function manent.append_release_event(p_release manent.releases, p_type text, p_data jsonb) returns void
    language plpgsql as $$
@@ -105,11 +107,11 @@ export class PgReleaseStore implements ReleaseStore {
     );
   }
 
-  async saveProgress(id: string, p: ReleaseProgress): Promise<void> {
+  async saveProgress(id: string, p: ReleaseProgress, revision: number): Promise<void> {
     await this.pool.query(
       `update manent.releases set status = $2, current_stage = $3, stages = $4, waiting = $5, error = $6, sha256 = coalesce($7, sha256),
-         finished_at = case when $2 = any($8::text[]) then coalesce(finished_at, now()) else finished_at end
-       where id = $1`,
+         finished_at = case when $2 = any($8::text[]) then coalesce(finished_at, now()) else finished_at end, progress_revision = $9
+       where id = $1 and coalesce(progress_revision, 0) <= $9`,
       [
         id,
         p.status,
@@ -119,6 +121,7 @@ export class PgReleaseStore implements ReleaseStore {
         p.error ? JSON.stringify(p.error) : null,
         p.sha256,
         [...terminalReleaseStatuses],
+        revision,
       ],
     );
   }

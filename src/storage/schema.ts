@@ -77,6 +77,9 @@ export const schemaStatements = [
   `alter table manent.deploys add column if not exists committed_at timestamptz`,
   // Who submitted, as the principal id separation of duties compares (submitted_by is the name shown).
   `alter table manent.deploys add column if not exists submitted_by_id text`,
+  // The number of the rollout state's last write: a resumed workflow replaying its transitions does
+  // not write an older state over it (a command sent meanwhile would be refused as "not paused").
+  `alter table manent.deploys add column if not exists rollout_revision integer`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
+import pgDriver from "pg";
 import type { ApiClient } from "../../src/cli/api-client.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal } from "../support/journal.js";
@@ -34,12 +35,14 @@ describe("rollout crash and resume", () => {
   let artifact: string;
   let web: Server;
   let healthUrl: string;
+  let dbUrl: string;
 
   before(async () => {
     pg = await TestPostgres.start();
     ws = await createWorkspace();
     artifact = await ws.write("dist/app.txt", "sweep\n");
     const db = await pg.createDatabase();
+    dbUrl = db;
     // Without the scale capability, a weight is one plugin call.
     const plugins = { noop: { artifact_types: ["file"], without: ["scale"] } };
     config = await ws.write("manent.yml", manentYml(db, { plugins }));
@@ -161,6 +164,44 @@ describe("rollout crash and resume", () => {
     assert.equal(d.status, "succeeded", JSON.stringify(d.error));
     assertOnce(journal, rolloutCalls(100), "wave-1:gate-1:approval:after");
     assert.equal(d.rollout!.commands.filter((c) => c.command === "approve").length, 1);
+  });
+
+  it("keeps the state it had reached while it resumes: an approval is taken at once, and no event shows an earlier state again", async () => {
+    const app = "steady";
+    const killAt = "wave-1:gate-1:approval:after";
+    await envconfig(app);
+    for (const h of hosts) await ws.write(`state/${app}-${h}.release`, "1.0.0");
+    const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: killAt } });
+    const { id } = await doomed.api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` });
+    const exit = await doomed.exited;
+    assert.equal(exit.signal, "SIGKILL", `server was not killed at ${killAt}:\n${doomed.logs().slice(-3000)}`);
+    const server = await startServer(config, { cwd: ws.dir });
+    try {
+      // Sent once, whenever the resumed workflow is replaying its transitions: the state it had reached stands meanwhile.
+      await server.api.rolloutCommand(id, "approve");
+      const d = await server.api.deploy(id, 120);
+      assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    } finally {
+      await server.stop();
+    }
+    const db = new pgDriver.Client({ connectionString: dbUrl });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ type: string; data: { current_wave?: number; waiting?: { step?: string } | null } }>(
+        `select type, data from manent.events where deploy_id = $1 and type in ('wave.moved', 'gate.waiting') order by id`,
+        [id],
+      );
+      const waits = rows.filter((e) => e.type === "gate.waiting" && e.data.waiting?.step === "wave-1:gate-1:approval");
+      assert.equal(waits.length, 1, "the approval between the waves began once");
+      const waves = rows.filter((e) => e.type === "wave.moved").map((e) => e.data.current_wave ?? 0);
+      assert.deepEqual(
+        waves,
+        [...waves].sort((a, b) => a - b),
+        `the current wave never goes back: ${waves.join(", ")}`,
+      );
+    } finally {
+      await db.end();
+    }
   });
 
   for (const [i, killAt] of ["wave-2:revert:set_weight_0:after", "wave-2:revert_candidate:after", "rollback:after"].entries()) {

@@ -123,8 +123,12 @@ export interface DeployStore {
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
   lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
   saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;
-  /** Replaces the rollout state of a deploy (written at every transition of its waves and canary). */
-  saveRollout(id: string, rollout: RolloutState): Promise<void>;
+  /**
+   * Replaces the rollout state of a deploy (written at every transition of its waves and canary),
+   * unless a later `revision` is stored: a resumed workflow replays its transitions with the same
+   * revisions, and must not show a state older than the one it had reached.
+   */
+  saveRollout(id: string, rollout: RolloutState, revision: number): Promise<void>;
   /** Records an operator command (approve, promote, abort) with who sent it and when. */
   recordCommand(id: string, command: CommandRecord): Promise<void>;
   loadCapabilities(): Promise<Map<string, { capabilities: Capability[]; updated_at: string }>>;

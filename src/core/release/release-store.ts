@@ -119,7 +119,8 @@ export interface ReleaseProgress {
 /** Where releases live. Every write is idempotent: a step may run again after a crash. */
 export interface ReleaseStore {
   createRelease(r: NewRelease): Promise<void>;
-  saveProgress(id: string, p: ReleaseProgress): Promise<void>;
+  /** Replaces the release's progress unless a later `revision` is stored (a resumed workflow replays its writes with the same revisions). */
+  saveProgress(id: string, p: ReleaseProgress, revision: number): Promise<void>;
   /** Records a cancel request (who), unless the release has ended; false when it has. */
   requestCancel(id: string, by: string | null): Promise<boolean>;
   getRelease(id: string): Promise<ReleaseRecord | undefined>;

@@ -69,7 +69,9 @@ export class ReleaseWorkflow {
       error: null,
       sha256: release.artifact.sha256 ?? null,
     };
-    const save = () => store.saveProgress(id, p);
+    // Numbered as the deploy's rollout state is (rollout-recorder.ts): a replay does not flap the progress back.
+    let revision = 0;
+    const save = () => store.saveProgress(id, p, ++revision);
     await save();
     try {
       p.sha256 ??= await this.pin(release);

@@ -5,8 +5,10 @@ import type { RolloutState } from "./rollout-state.js";
 
 /**
  * Holds a rollout's state in the workflow and writes it to the deploy record at each transition.
- * The state is rebuilt from checkpointed step outputs when a workflow resumes, so each write is a
- * plain replace, safe to repeat.
+ * The state is rebuilt from checkpointed step outputs when a workflow resumes. Each write is a plain
+ * replace numbered by its place in the workflow: the replay's writes carry the numbers they had the
+ * first time, and the store keeps the state that was reached rather than flapping back through the
+ * earlier ones (which refused a command sent during the resume as "not paused").
  */
 export class RolloutRecorder {
   readonly state: RolloutState = {
@@ -26,8 +28,11 @@ export class RolloutRecorder {
     private readonly r: ResolvedDeploy,
   ) {}
 
+  private revision = 0;
+
   async save(): Promise<void> {
-    await this.store.saveRollout(this.id, this.state);
+    this.revision += 1;
+    await this.store.saveRollout(this.id, this.state, this.revision);
   }
 
   /** Records the candidate's weight on the state and in the metrics. */
