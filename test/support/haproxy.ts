@@ -34,7 +34,16 @@ export interface Haproxy {
   backend: string;
   testerBackend: string;
   testerHeader: string;
+  /** With `routeAcl`: the ACL file of set_header_route, empty at start. */
+  routeAcl?: string;
   stop(): Promise<void>;
+}
+
+export interface HaproxyOptions {
+  /** The frontend also sends requests matching the patterns of an ACL file (manent's header route) to the tester backend. */
+  routeAcl?: boolean;
+  /** Cookie persistence in both backends: HAProxy sets `SRV=<server>` and sends a request carrying it to that server. */
+  sticky?: boolean;
 }
 
 /**
@@ -43,12 +52,17 @@ export interface Haproxy {
  * request with `X-Canary: always` goes. No health checks: only manent's runtime-API calls
  * decide where traffic goes, so a test sees exactly what the plugin did.
  */
-export async function startHaproxy(dir: string, servers: SlotServer[]): Promise<Haproxy> {
+export async function startHaproxy(dir: string, servers: SlotServer[], opts: HaproxyOptions = {}): Promise<Haproxy> {
   if (!haproxyBinary) throw new Error("haproxy is not installed: run scripts/ci/haproxy.sh");
   const port = await freePort();
   const socket = join(dir, "haproxy.sock");
+  const routeAcl = opts.routeAcl ? join(dir, "manent-route.acl") : undefined;
+  if (routeAcl) await writeFile(routeAcl, "");
   const line = (s: SlotServer, tester: boolean): string =>
-    `  server ${s.host}_${s.slot} 127.0.0.1:${s.port}` + (tester ? (s.live ? "" : " disabled") : ` weight ${s.live ? 100 : 0}`);
+    `  server ${s.host}_${s.slot} 127.0.0.1:${s.port}` +
+    (opts.sticky ? ` cookie ${s.host}_${s.slot}` : "") +
+    (tester ? (s.live ? "" : " disabled") : ` weight ${s.live ? 100 : 0}`);
+  const cookie = opts.sticky ? ["  cookie SRV insert indirect nocache"] : [];
   const cfg = [
     "global",
     `  stats socket ${socket} mode 600 level admin`,
@@ -62,12 +76,15 @@ export async function startHaproxy(dir: string, servers: SlotServer[]): Promise<
     `  bind 127.0.0.1:${port}`,
     "  acl tester req.hdr(X-Canary) -m str always",
     "  use_backend hello_testers if tester",
+    ...(routeAcl ? [`  acl manent_route req.hdrs -m reg -f ${routeAcl}`, "  use_backend hello_testers if manent_route"] : []),
     "  default_backend hello",
     "backend hello",
     "  balance roundrobin",
+    ...cookie,
     ...servers.map((s) => line(s, false)),
     "backend hello_testers",
     "  balance roundrobin",
+    ...cookie,
     ...servers.map((s) => line(s, true)),
     "",
   ].join("\n");
@@ -90,6 +107,7 @@ export async function startHaproxy(dir: string, servers: SlotServer[]): Promise<
     backend: "hello",
     testerBackend: "hello_testers",
     testerHeader: "X-Canary: always",
+    ...(routeAcl ? { routeAcl } : {}),
     async stop() {
       if (child.exitCode === null) {
         child.kill("SIGTERM");
@@ -115,6 +133,8 @@ export interface Answer {
   version?: string;
   slot?: string;
   error?: string;
+  /** The `name=value` of each Set-Cookie of the answer. */
+  cookies?: string[];
 }
 
 /** One GET through HAProxy on a new connection (no keep-alive), so each request is balanced anew. */
@@ -128,7 +148,8 @@ export function get(port: number, headers: Record<string, string> = {}): Promise
         if (res.statusCode !== 200) return resolve({ ok: false, error: `HTTP ${res.statusCode}: ${body.trim()}` });
         try {
           const j = JSON.parse(body) as { version: string; slot: string };
-          resolve({ ok: true, version: j.version, slot: j.slot });
+          const cookies = (res.headers["set-cookie"] ?? []).map((c) => c.split(";")[0]!);
+          resolve({ ok: true, version: j.version, slot: j.slot, cookies });
         } catch {
           resolve({ ok: false, error: `bad body: ${body}` });
         }

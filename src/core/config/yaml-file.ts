@@ -85,16 +85,25 @@ export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S,
 /**
  * For a value that matches no branch of a union (a rollout step is one of several shapes), the
  * issue of the branch that got furthest, under its full path: "approval.approvers.count: expected
- * a number" rather than "Invalid input".
+ * a number" rather than "Invalid input" (and "set_mirror: too big" rather than "set_weight: is required").
  */
 function specific(issue: z.core.$ZodIssue): z.core.$ZodIssue {
   // A record's key refused: why, rather than "Invalid key in record".
   if (issue.code === "invalid_key" && issue.issues[0]) return { ...issue.issues[0], path: issue.path } as z.core.$ZodIssue;
   if (issue.code !== "invalid_union" || issue.errors.length === 0) return issue;
+  // At equal depth, a branch whose own key is there (a wrong value) beats one missing its key.
+  // (A union is missing when a branch says so and the others are literals, which do not say what they got.)
+  const missing = (i: z.core.$ZodIssue): boolean => {
+    if (i.code === "invalid_type") return /received undefined$/.test(i.message);
+    if (i.code !== "invalid_union") return false;
+    const firsts = i.errors.map((b) => b[0]).filter((b): b is z.core.$ZodIssue => b !== undefined && b.path.length === 0);
+    return firsts.length === i.errors.length && firsts.some(missing) && firsts.every((b) => missing(b) || b.code === "invalid_value");
+  };
+  const rank = (i: z.core.$ZodIssue): number => i.path.length * 2 + (missing(i) ? 0 : 1);
   const best = issue.errors
     .map((branch) => branch[0])
     .filter((i): i is z.core.$ZodIssue => i !== undefined)
-    .reduce<z.core.$ZodIssue | undefined>((a, b) => (a && a.path.length >= b.path.length ? a : b), undefined);
+    .reduce<z.core.$ZodIssue | undefined>((a, b) => (a && rank(a) >= rank(b) ? a : b), undefined);
   if (!best || best.path.length === 0) return issue;
   return specific({ ...best, path: [...issue.path, ...best.path] });
 }

@@ -1,4 +1,4 @@
-import type { Artifact, Logger, Request, Result, RollbackRequest, TargetDrift, TargetRelease } from "./types.js";
+import type { Artifact, HeaderRoute, Logger, Request, Result, RollbackRequest, TargetDrift, TargetRelease } from "./types.js";
 
 /** The contract every plugin implements, built in or external. */
 export interface Deployer {
@@ -59,6 +59,30 @@ export interface TesterRouter {
   routeTesters(req: Request): Promise<Record<string, string>>;
 }
 
+/**
+ * Optional, percentage rollouts (`set_header_route` steps): requests matching a header or cookie go
+ * to the candidate whatever the weight; `null` removes the match. Promote and revert remove it too.
+ */
+export interface HeaderRouter {
+  setHeaderRoute(req: Request, route: HeaderRoute | null): Promise<void>;
+}
+
+/**
+ * Optional, percentage rollouts (`set_mirror` steps): a copy of `percent` percent of the requests
+ * goes to the candidate too, its answers discarded; 0 stops it. Promote and revert stop it too.
+ */
+export interface RequestMirror {
+  setMirror(req: Request, percent: number): Promise<void>;
+}
+
+/**
+ * Optional, percentage rollouts (`session_affinity: true`): a client that reached one version
+ * stays on it while both run (`Request.rollout.sessionAffinity` tells the plugin to set it up).
+ */
+export interface SessionAffinity {
+  sessionAffinity(): boolean;
+}
+
 /** Optional, percentage rollouts: scales the candidate with its weight. */
 export interface SlotScaler {
   scaleCandidate(req: Request, weight: number): Promise<void>;
@@ -78,9 +102,16 @@ export const Capability = {
   Scale: "scale",
   ParallelTargets: "parallel_targets",
   Drift: "drift",
+  HeaderRoute: "header_route",
+  Mirror: "mirror",
+  SessionAffinity: "session_affinity",
 } as const;
 export type Capability = (typeof Capability)[keyof typeof Capability];
 export const allCapabilities: readonly Capability[] = Object.values(Capability);
+/** The capabilities the external plugin protocol carries: header routes, mirroring and session affinity are built-in plugins' only for now. */
+export const protocolCapabilities: readonly Capability[] = allCapabilities.filter(
+  (c) => c !== Capability.HeaderRoute && c !== Capability.Mirror && c !== Capability.SessionAffinity,
+);
 
 function hasMethods(d: object, ...methods: string[]): boolean {
   return methods.every((m) => typeof (d as Record<string, unknown>)[m] === "function");
@@ -110,6 +141,15 @@ export function isTrafficRouter(d: Deployer): d is Deployer & TrafficRouter {
 export function isTesterRouter(d: Deployer): d is Deployer & TesterRouter {
   return hasMethods(d, "routeTesters");
 }
+export function isHeaderRouter(d: Deployer): d is Deployer & HeaderRouter {
+  return hasMethods(d, "setHeaderRoute");
+}
+export function isRequestMirror(d: Deployer): d is Deployer & RequestMirror {
+  return hasMethods(d, "setMirror");
+}
+export function hasSessionAffinity(d: Deployer): d is Deployer & SessionAffinity {
+  return hasMethods(d, "sessionAffinity") && (d as Deployer & SessionAffinity).sessionAffinity();
+}
 export function isSlotScaler(d: Deployer): d is Deployer & SlotScaler {
   return hasMethods(d, "scaleCandidate");
 }
@@ -130,5 +170,8 @@ export function capabilitiesOf(d: Deployer): Capability[] {
   if (isSlotScaler(d)) caps.push(Capability.Scale);
   if (isParallelDeployer(d)) caps.push(Capability.ParallelTargets);
   if (isDriftInspector(d)) caps.push(Capability.Drift);
+  if (isHeaderRouter(d)) caps.push(Capability.HeaderRoute);
+  if (isRequestMirror(d)) caps.push(Capability.Mirror);
+  if (hasSessionAffinity(d)) caps.push(Capability.SessionAffinity);
   return caps;
 }

@@ -79,6 +79,19 @@ export interface RolloutPlan {
   weights: boolean;
   /** `testers: true`: `routeTesters` will be called. */
   testers: boolean;
+  /** Some step is a `set_header_route`: `setHeaderRoute` will be called. */
+  headerRoutes?: boolean;
+  /** Some step is a `set_mirror`: `setMirror` will be called. */
+  mirror?: boolean;
+  /** `session_affinity: true`: a client stays on the version it first reached while both run. */
+  sessionAffinity?: boolean;
+}
+
+/** A `set_header_route` match: requests whose header (or cookie) `name` is exactly `value` go to the candidate. */
+export interface HeaderRoute {
+  type: "header" | "cookie";
+  name: string;
+  value: string;
 }
 
 /** Target outcomes. `ready` is what a dry-run reports for a target that would deploy. */

@@ -514,7 +514,13 @@ function cancelledBefore(kind: ResolvedDeploy["kind"]): ManentError {
 
 /** What the canary will ask of the plugin, sent with every call (validate and dry-run included) so the plugin can check it first. */
 function rolloutPlan(canary: NonNullable<RolloutSettings["canary"]>): RolloutPlan {
-  return { weights: canary.steps.some((s) => "set_weight" in s), testers: canary.testers };
+  return {
+    weights: canary.steps.some((s) => "set_weight" in s),
+    testers: canary.testers,
+    headerRoutes: canary.steps.some((s) => "set_header_route" in s),
+    mirror: canary.steps.some((s) => "set_mirror" in s),
+    sessionAffinity: canary.session_affinity,
+  };
 }
 
 function isResult(v: unknown): v is Result {

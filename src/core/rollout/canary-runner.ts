@@ -1,4 +1,6 @@
 import {
+  isHeaderRouter,
+  isRequestMirror,
   isSlotDeployer,
   isSlotScaler,
   isTesterRouter,
@@ -17,6 +19,7 @@ import { CommandInbox } from "./command-inbox.js";
 import type { BackgroundAnalysis } from "./background-analysis.js";
 import { abortedBy, backgroundStopped, runGate, RolloutStopped } from "./gate-runner.js";
 import { describeStep, stepKind, type CanarySettings } from "./rollout-config.js";
+import { headerRouteOf } from "./traffic-steps.js";
 import type { CallScope, RolloutHost } from "./rollout-host.js";
 import type { RolloutRecorder } from "./rollout-recorder.js";
 import type { CanaryState } from "./rollout-state.js";
@@ -112,6 +115,17 @@ export async function runCanary(
         await host.step(name, policy, (ctx) => host.call("set_weight", ctx, scope, (d, req) => setWeight(host, d, req, step.set_weight)));
         rec.weight(step.set_weight);
         await rec.save();
+      } else if ("set_header_route" in step) {
+        const route = headerRouteOf(step.set_header_route);
+        await call(`canary-${i + 1}:set_header_route`, "set_header_route", async (d, req) => {
+          if (!isHeaderRouter(d)) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} cannot route by header or cookie`);
+          await d.setHeaderRoute(req, route);
+        });
+      } else if ("set_mirror" in step) {
+        await call(`canary-${i + 1}:set_mirror`, "set_mirror", async (d, req) => {
+          if (!isRequestMirror(d)) throw new ManentError(Code.Unimplemented, `plugin ${host.plugin.name} cannot mirror requests`);
+          await d.setMirror(req, step.set_mirror);
+        });
       } else if ("pause" in step) {
         await runGate(host, rec, inbox, name, where, "pause", step.pause.duration);
       } else if ("approval" in step) {

@@ -6,8 +6,9 @@ import type { AnalysisSection } from "./analysis/index.js";
 /**
  * Refuses, before anything is recorded, an analysis step naming a check the envconfig does not
  * define, and a canary the plugin cannot run: slots are needed for any
- * canary, traffic_router or scale for a weight step, testers for `testers: true`. The message names
- * the envconfig field and the missing capability.
+ * canary, traffic_router or scale for a weight step, testers for `testers: true`; header_route,
+ * mirror and session_affinity for those settings (Unimplemented: the plugin cannot do it). The
+ * message names the envconfig field and the missing capability.
  */
 export function checkRolloutSettings(
   rollout: RolloutSettings,
@@ -44,6 +45,25 @@ export function checkRolloutSettings(
   };
   if (!caps.includes("slots")) refuse("rollout.canary", "slots", "a canary deploys a candidate beside the running release");
   if (canary.testers && !caps.includes("testers")) refuse("rollout.canary.testers", "testers", "needed to route testers to the candidate");
+  const unsupported = (field: string, missing: string, what: string): never => {
+    throw new ManentError(
+      Code.Unimplemented,
+      `${file}: ${field}: plugin ${plugin} cannot ${what} (it does not declare the ${missing} capability; see the table in docs/plugins)`,
+      { details: { file, field, capability: missing } },
+    );
+  };
+  const headerRoute = canary.steps.findIndex((s) => "set_header_route" in s);
+  if (headerRoute >= 0 && !caps.includes("header_route"))
+    unsupported(
+      `rollout.canary.steps.${headerRoute}.set_header_route`,
+      "header_route",
+      "send requests to the candidate by header or cookie",
+    );
+  const mirror = canary.steps.findIndex((s) => "set_mirror" in s);
+  if (mirror >= 0 && !caps.includes("mirror"))
+    unsupported(`rollout.canary.steps.${mirror}.set_mirror`, "mirror", "copy requests to the candidate (mirroring)");
+  if (canary.session_affinity && !caps.includes("session_affinity"))
+    unsupported("rollout.canary.session_affinity", "session_affinity", "keep a client on the version it first reached");
   const weighted = canary.steps.findIndex((s) => "set_weight" in s);
   if (weighted >= 0 && !caps.includes("traffic_router") && !caps.includes("scale")) {
     refuse(

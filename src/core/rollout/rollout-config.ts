@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { durationMs } from "../config/duration.js";
+import { describeHeaderRoute, headerRouteStep, mirrorStep } from "./traffic-steps.js";
 
 /*
  * The `rollout:` section of an envconfig: waves of targets and percentage (canary) steps.
@@ -23,6 +24,9 @@ import { durationMs } from "../config/duration.js";
  *         - analysis: {checks: [error-rate]}
  *         - approval: {timeout: 30m}          # `approval: {}` waits without a timeout
  *         - set_weight: 50
+ *         - set_header_route: {header: {name: X-Beta, value: "on"}}   # see ./traffic-steps.ts; `false` removes it
+ *         - set_mirror: 20                    # a copy of 20 % of requests to the candidate
+ *       session_affinity: true                # a client stays on the version it first reached
  *       # or, instead of steps, generated ones (Flagger's form): 20, 40, ... 80, each held 5m, checks after each
  *       # step_weight: 20, max_weight: 80, interval: 5m, step_analysis: {checks: [error-rate]}
  *       abort_scale_down_delay: 10m           # keep an aborted candidate (weight 0) this long before it is removed
@@ -121,7 +125,7 @@ const weightStep = z.strictObject({
 });
 
 export const gateSchema = z.union([pauseStep, approvalStep, analysisStep, webhookStep]);
-export const canaryStepSchema = z.union([weightStep, pauseStep, approvalStep, analysisStep, webhookStep]);
+export const canaryStepSchema = z.union([weightStep, pauseStep, approvalStep, analysisStep, webhookStep, headerRouteStep, mirrorStep]);
 export type Gate = z.output<typeof gateSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
 
@@ -147,6 +151,10 @@ export const maxGeneratedSteps = 300;
 export const canarySchema = z
   .strictObject({
     testers: z.boolean().default(false).describe("Route testers to the candidate (RouteTesters) before the first step"),
+    session_affinity: z
+      .boolean()
+      .default(false)
+      .describe("A client that reached one version stays on it while both run (a cookie set by the router), whatever the weight"),
     steps: z
       .array(canaryStepSchema)
       .max(100)
@@ -292,6 +300,8 @@ export type WebhookSettings = z.output<typeof webhookStep>["webhook"];
 /** A short human name of a step or gate ("set_weight 10", "pause 5m", "approval", "analysis error-rate"). */
 export function describeStep(s: CanaryStep): string {
   if ("set_weight" in s) return `set_weight ${s.set_weight}`;
+  if ("set_header_route" in s) return describeHeaderRoute(s.set_header_route);
+  if ("set_mirror" in s) return `set_mirror ${s.set_mirror}`;
   if ("pause" in s) return s.pause.duration === undefined ? "pause until promote" : `pause ${formatMs(s.pause.duration)}`;
   if ("approval" in s) {
     const parts = [
@@ -304,7 +314,9 @@ export function describeStep(s: CanaryStep): string {
   return `analysis ${s.analysis.checks.join(", ")}`;
 }
 
-export function stepKind(s: CanaryStep): "set_weight" | "pause" | "approval" | "analysis" | "webhook" {
+export function stepKind(s: CanaryStep): "set_weight" | "set_header_route" | "set_mirror" | "pause" | "approval" | "analysis" | "webhook" {
+  if ("set_header_route" in s) return "set_header_route";
+  if ("set_mirror" in s) return "set_mirror";
   return "set_weight" in s ? "set_weight" : "pause" in s ? "pause" : "approval" in s ? "approval" : "webhook" in s ? "webhook" : "analysis";
 }
 

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import { Code, ManentError } from "../../core/errors.js";
-import { allCapabilities, type Capability, type Deployer } from "../../core/contract/deployer.js";
+import { protocolCapabilities, type Capability, type Deployer } from "../../core/contract/deployer.js";
 import type { HostedPlugin, PluginSupervision } from "../../core/contract/hosted-plugin.js";
 import type { Logger } from "../../core/contract/types.js";
 import type { ConfigureResponse } from "../gen/deployer.js";
@@ -205,7 +205,7 @@ export class ExternalPlugin implements HostedPlugin {
       status,
       restarts: this.totalRestarts,
       last_start: this.lastStartAt?.toISOString() ?? null,
-      capabilities: this.configured ? allCapabilities.filter((c) => this.configured!.capabilities.includes(c)) : null,
+      capabilities: this.configured ? protocolCapabilities.filter((c) => this.configured!.capabilities.includes(c)) : null,
       last_error: status === "up" || status === "not_started" || status === "stopped" ? null : (this.lastError ?? null),
     };
   }
@@ -217,8 +217,8 @@ export class ExternalPlugin implements HostedPlugin {
 
   async capabilities(): Promise<Capability[]> {
     await this.acquire();
-    // Names this host does not know (a newer SDK) mean nothing to the engine: drop them.
-    return allCapabilities.filter((c) => this.configured?.capabilities.includes(c));
+    // Names this host does not know (a newer SDK), or that the protocol cannot carry, mean nothing to the engine: drop them.
+    return protocolCapabilities.filter((c) => this.configured?.capabilities.includes(c));
   }
 
   async deployer(): Promise<Deployer> {

@@ -24,6 +24,7 @@ import {
   type TargetOutcome,
   type DriftInspector,
   type TargetDrift,
+  type HeaderRoute,
   Capability,
   DriftStatus,
   type SlotDeployer,
@@ -74,7 +75,7 @@ export const paramsSchema = z.looseObject({
     .string()
     .optional()
     .describe(
-      "Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, promote_candidate, revert_candidate, retire_previous.",
+      "Percentage-rollout calls (comma-separated) that fail: prepare_slots, deploy_candidate, route_testers, set_candidate_weight, scale_candidate, set_header_route, set_mirror, promote_candidate, revert_candidate, retire_previous.",
     ),
   fail_at_weight: z.coerce.number().int().min(0).max(100).optional().describe("SetCandidateWeight to this weight fails."),
   fail_times: z.coerce
@@ -200,7 +201,7 @@ class NoopDeployer
   // weight; every call after PrepareSlots checks that it received the state PrepareSlots returned.
 
   async prepareSlots(req: Request): Promise<Record<string, string>> {
-    const p = await this.slotCall(req, "prepare_slots", undefined, false);
+    const p = await this.slotCall(req, "prepare_slots", req.rollout?.sessionAffinity ? "session_affinity" : undefined, false);
     const previous = req.targets.length ? await this.read(p, targetId(req.targets[0]!)) : "";
     return { deployment: req.deploymentId, candidate_slot: "candidate", previous_version: previous };
   }
@@ -231,6 +232,19 @@ class NoopDeployer
   async candidateWeight(req: Request): Promise<number> {
     const p = await this.slotCall(req, "candidate_weight");
     return Number((req.targets.length && (await this.read(p, targetId(req.targets[0]!), "weight"))) || 0);
+  }
+
+  async setHeaderRoute(req: Request, route: HeaderRoute | null): Promise<void> {
+    await this.slotCall(req, "set_header_route", route ? `${route.type} ${route.name}=${route.value}` : "off");
+  }
+
+  async setMirror(req: Request, percent: number): Promise<void> {
+    await this.slotCall(req, "set_mirror", `percent=${percent}`);
+  }
+
+  /** Needs no call of its own: PrepareSlots journals that the rollout asked for it. */
+  sessionAffinity(): boolean {
+    return true;
   }
 
   async scaleCandidate(req: Request, weight: number): Promise<void> {
@@ -355,6 +369,9 @@ const methodsOf: Record<Capability, string[]> = {
   scale: ["scaleCandidate"],
   parallel_targets: ["parallelTargets"],
   drift: ["drift"],
+  header_route: ["setHeaderRoute"],
+  mirror: ["setMirror"],
+  session_affinity: ["sessionAffinity"],
 };
 
 export const noopFactory: Factory = (config) => {

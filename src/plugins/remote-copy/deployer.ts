@@ -6,6 +6,9 @@ import {
   TargetStatus,
   type Artifact,
   type Deployer,
+  type HeaderRoute,
+  type HeaderRouter,
+  type SessionAffinity,
   type DriftInspector,
   type DryRunner,
   type ParallelDeployer,
@@ -63,7 +66,18 @@ const supportedTypes = new Set(["file", "tarball", "archive"]);
  * candidate starts in the slot beside the live one and HAProxy's weights move traffic to it.
  */
 export class RemoteCopyDeployer
-  implements Deployer, DryRunner, ReleaseInspector, Rollbacker, ParallelDeployer, SlotDeployer, TrafficRouter, TesterRouter, DriftInspector
+  implements
+    Deployer,
+    DryRunner,
+    ReleaseInspector,
+    Rollbacker,
+    ParallelDeployer,
+    SlotDeployer,
+    TrafficRouter,
+    TesterRouter,
+    DriftInspector,
+    HeaderRouter,
+    SessionAffinity
 {
   /** `defaults`: param values from manent.yml, overridden by the envconfig's. Logs go to `req.logger`. */
   constructor(private readonly defaults: Record<string, string>) {}
@@ -145,6 +159,20 @@ export class RemoteCopyDeployer
         Code.InvalidArgument,
         `remote-copy: param ${params.haproxy_socket ? "haproxy_backend" : "haproxy_socket"}: the envconfig's rollout.canary sets weights, which move traffic through HAProxy: set params haproxy_socket and haproxy_backend`,
         { details: { plugin: pluginName, param: params.haproxy_socket ? "haproxy_backend" : "haproxy_socket" } },
+      );
+    }
+    if (plan.headerRoutes && !params.haproxy_route_acl) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        "remote-copy: param haproxy_route_acl: the envconfig's rollout.canary has set_header_route steps, which HAProxy applies through an ACL file of haproxy.cfg: set params haproxy_socket, haproxy_backend, haproxy_tester_backend and haproxy_route_acl",
+        { details: { plugin: pluginName, param: "haproxy_route_acl" } },
+      );
+    }
+    if (plan.sessionAffinity && (!params.haproxy_socket || !params.haproxy_backend)) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        "remote-copy: param haproxy_socket: the envconfig's rollout.canary.session_affinity keeps clients on a version through HAProxy's cookie persistence: set params haproxy_socket and haproxy_backend",
+        { details: { plugin: pluginName, param: "haproxy_socket" } },
       );
     }
     if (plan.testers && (!params.haproxy_socket || !params.haproxy_backend || !params.haproxy_tester_backend)) {
@@ -301,11 +329,34 @@ export class RemoteCopyDeployer
     };
   }
 
+  /**
+   * Requests matching `route` go to the tester backend, the candidate's servers made the ready
+   * ones there first (as RouteTesters does), so they reach the candidate whatever the weight.
+   */
+  async setHeaderRoute(req: Request, route: HeaderRoute | null): Promise<void> {
+    const call = await this.call(req);
+    const traffic = needTraffic(call);
+    const pairs = pairsOf(req);
+    if (route && traffic.testerBackend)
+      await traffic.testersTo(
+        pairs.map((p) => ({ ...p, to: p.candidate, from: p.live })),
+        req.signal,
+      );
+    await traffic.setHeaderRoute(route, req.signal);
+  }
+
+  /** HAProxy's cookie persistence (haproxy.cfg's `cookie … insert`), with retiring servers put in maintenance rather than drained. */
+  sessionAffinity(): boolean {
+    return true;
+  }
+
   async promoteCandidate(req: Request): Promise<void> {
     const call = await this.call(req);
     const pairs = pairsOf(req);
     const traffic = trafficOf(call);
     if (traffic) {
+      // The header route ends with the rollout: once promoted, everyone reaches the new release.
+      await traffic.setHeaderRoute(null, req.signal);
       await traffic.setCandidateWeight(pairs, 100, req.signal);
       await traffic.testersTo(
         pairs.map((p) => ({ ...p, to: p.candidate, from: p.live })),
@@ -351,6 +402,7 @@ export class RemoteCopyDeployer
     const candidates = pairs.map((p) => ({ ...p, slot: p.candidate }));
     if (traffic) {
       for (const p of pairs) await traffic.ready(p, p.live, req.signal);
+      await traffic.setHeaderRoute(null, req.signal);
       await traffic.setCandidateWeight(pairs, 0, req.signal);
       await traffic.testersTo(
         pairs.map((p) => ({ ...p, to: p.live, from: p.candidate })),
@@ -375,7 +427,10 @@ export class RemoteCopyDeployer
       return slots ? [{ host: t.host, name: targetId(t), slots: slots.names }] : [];
     });
     try {
-      return await traffic.check(hosts, call.req.signal);
+      const problems = await traffic.check(hosts, call.req.signal);
+      const acl = call.req.rollout?.headerRoutes ? await traffic.routeAcl?.check(call.req.signal) : undefined;
+      if (acl) for (const h of hosts) problems.set(h.name, [...(problems.get(h.name) ?? []), acl]);
+      return problems;
     } catch (err) {
       const message = ManentError.from(err).message;
       for (const h of hosts) problems.set(h.name, [message]);

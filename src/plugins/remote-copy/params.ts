@@ -48,6 +48,7 @@ const fingerprint = /^SHA256:[A-Za-z0-9+/]{43}=?$/;
  * - `haproxy_server`: the servers' names, `{host}`, `{name}` and `{slot}` replaced (default `{name}_{slot}`).
  * - `haproxy_tester_backend`: the backend testers' requests go to (chosen in haproxy.cfg by a
  *   header or cookie rule); manent keeps only the candidate's servers ready in it.
+ * - `haproxy_route_acl`: the ACL file of `set_header_route` steps (haproxy/route-acl.ts).
  * - `tester_header`: how testers reach the candidate (e.g. `X-Canary: always`), reported as is.
  * - `drain_timeout`: how long to wait for a slot's connections to end before stopping it
  *   (default 60s).
@@ -167,6 +168,14 @@ export const paramsSchema = z
       .describe(
         "Percentage rollouts: the backend testers' requests go to (chosen in haproxy.cfg by a header or cookie rule); manent keeps only the candidate's servers ready in it",
       ),
+    haproxy_route_acl: z
+      .string()
+      .regex(/^\/[A-Za-z0-9_.\/-]{1,255}$/, "must be the absolute path of an ACL file haproxy.cfg loads (letters, digits, _.-/)")
+      .refine((v) => !v.split("/").includes(".."), "must not contain ..")
+      .optional()
+      .describe(
+        "Percentage rollouts (set_header_route): the ACL file haproxy.cfg loads with `acl … req.hdrs -m reg -f <file>` and sends to haproxy_tester_backend; manent sets its pattern through the runtime API",
+      ),
     tester_header: z
       .string()
       .max(200)
@@ -180,6 +189,12 @@ export const paramsSchema = z
   .superRefine((p, ctx) => {
     if (p.haproxy_socket && !p.haproxy_backend)
       ctx.addIssue({ code: "custom", path: ["haproxy_backend"], message: "is required with haproxy_socket" });
+    if (p.haproxy_route_acl && !p.haproxy_tester_backend)
+      ctx.addIssue({
+        code: "custom",
+        path: ["haproxy_tester_backend"],
+        message: "is required with haproxy_route_acl (routed requests go to the tester backend)",
+      });
     if ((p.haproxy_backend || p.haproxy_tester_backend) && !p.haproxy_socket)
       ctx.addIssue({ code: "custom", path: ["haproxy_socket"], message: "is required with haproxy_backend" });
     if (p.transport !== "ssh") return;

@@ -61,6 +61,8 @@ export function trafficOf(call: CallContext): SlotTraffic | undefined {
       backend: params.haproxy_backend,
       server: params.haproxy_server,
       testerBackend: params.haproxy_tester_backend,
+      routeAcl: params.haproxy_route_acl,
+      sticky: call.req.rollout?.sessionAffinity === true,
     },
     call.req.logger,
   );

@@ -1,5 +1,7 @@
 import { Code, ManentError } from "../../../core/errors.js";
 import type { Logger } from "../../../core/contract/index.js";
+import type { HeaderRoute } from "../../../core/contract/index.js";
+import { RouteAcl } from "./route-acl.js";
 import { HaproxyRuntime, haproxyNamePattern, parseRuntimeAddress } from "./runtime-api.js";
 
 /** A target's servers in HAProxy: `{host}` and `{name}` (its identity) of the server name template. */
@@ -22,6 +24,15 @@ export interface SlotTrafficConfig {
   /** Server name template, `{host}`, `{name}` and `{slot}` replaced. */
   server: string;
   testerBackend?: string | undefined;
+  /** The ACL file of `set_header_route` (see ./route-acl.ts). */
+  routeAcl?: string | undefined;
+  /**
+   * Session affinity (haproxy.cfg's `cookie … insert` with a cookie per server): a retiring slot's
+   * servers go to maintenance rather than drain, since HAProxy goes on sending a draining server
+   * the clients whose cookie names it; in maintenance they are sent to the other slot (and their
+   * cookie rewritten) while the requests in flight end.
+   */
+  sticky?: boolean;
 }
 
 /** How often the drain wait reads `show stat`: the event it waits for has no notification. */
@@ -45,6 +56,18 @@ export class SlotTraffic {
 
   get testerBackend(): string | undefined {
     return this.config.testerBackend;
+  }
+
+  /** The header route's ACL; undefined without param haproxy_route_acl. */
+  get routeAcl(): RouteAcl | undefined {
+    return this.config.routeAcl ? new RouteAcl(this.api, this.config.routeAcl) : undefined;
+  }
+
+  /** Sets (or with null removes) the header route; a no-op without the ACL param when removing. */
+  async setHeaderRoute(route: HeaderRoute | null, signal?: AbortSignal): Promise<void> {
+    const acl = this.routeAcl;
+    if (acl) await acl.set(route, signal);
+    else if (route) throw new ManentError(Code.FailedPrecondition, "remote-copy: set_header_route needs param haproxy_route_acl");
   }
 
   serverName(h: SlotHost, slot: string): string {
@@ -109,14 +132,15 @@ export class SlotTraffic {
   }
 
   /**
-   * Drains a slot's servers in both backends and waits until HAProxy has no session left on them
+   * Drains a slot's servers in both backends (maintenance with session affinity, see `sticky`) and waits until HAProxy has no session left on them
    * (`scur` 0 in `show stat`), at most `timeoutMs`; then the slot can stop without failing a request.
    * Returns false when connections were still open at the deadline.
    */
   async drain(hosts: (SlotHost & { slot: string })[], timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     const servers = hosts.map((h) => this.serverName(h, h.slot));
     const backends = [this.config.backend, ...(this.config.testerBackend ? [this.config.testerBackend] : [])];
-    for (const b of backends) for (const s of servers) await this.api.set(`set server ${b}/${s} state drain`, signal);
+    const state = this.config.sticky ? "maint" : "drain";
+    for (const b of backends) for (const s of servers) await this.api.set(`set server ${b}/${s} state ${state}`, signal);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const stats = await this.api.serverStats(signal);

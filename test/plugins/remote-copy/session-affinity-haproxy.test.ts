@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { rm } from "node:fs/promises";
+import { after, afterEach, before, describe, it, type TestContext } from "node:test";
+import { backgroundTraffic, get, haproxyBinary, sample, share } from "../../support/haproxy.js";
+import type { TestArtifact } from "./helpers.js";
+import { buildArtifacts, SlotSite } from "./slot-fixture.js";
+
+const plan = { weights: true, testers: false, sessionAffinity: true };
+
+/** A browser-like client: it keeps the cookie HAProxy sets and sends it back. */
+interface Client {
+  cookie?: string;
+  /** The version it reached first. */
+  first?: string;
+}
+
+/**
+ * `session_affinity: true` on a real HAProxy with cookie persistence (`cookie SRV insert`): clients
+ * that keep their cookie stay on the version they first reached through the weight changes, new
+ * clients follow the weights, and after the promote (or the abort) everyone moves to the version
+ * that stays, with not one failed request (the retiring slot goes to maintenance, so its sticky
+ * clients are redispatched, rather than draining forever).
+ */
+describe(
+  "remote-copy session affinity behind HAProxy",
+  { skip: haproxyBinary ? false : "haproxy not installed (scripts/ci/haproxy.sh)" },
+  () => {
+    let dist: string;
+    let art: Record<string, TestArtifact>;
+    let site: SlotSite | undefined;
+    before(async () => ({ dist, art } = await buildArtifacts()));
+    after(() => rm(dist, { recursive: true, force: true }));
+    afterEach(() => site?.stop());
+
+    /** One request of a client, its cookie kept; a failure is returned, not thrown, to be counted. */
+    async function visit(s: SlotSite, c: Client): Promise<{ ok: boolean; version?: string; error?: string }> {
+      const a = await get(s.haproxy.port, c.cookie ? { cookie: c.cookie } : {});
+      const srv = a.cookies?.find((x) => x.startsWith("SRV="));
+      if (srv) c.cookie = srv;
+      return a;
+    }
+
+    /** Every client `n` times (1,000+ requests): each answer comes from the version it first reached. */
+    async function stay(t: TestContext, s: SlotSite, clients: Client[], n: number, what: string): Promise<void> {
+      let moved = 0;
+      for (let i = 0; i < n; i++)
+        for (const c of clients) {
+          const a = await visit(s, c);
+          assert.ok(a.ok, `${what}: ${a.error}`);
+          c.first ??= a.version;
+          if (a.version !== c.first) moved++;
+        }
+      const onCandidate = clients.filter((c) => c.first === "1.1.0").length;
+      t.diagnostic(`${what}: ${clients.length * n} requests, ${onCandidate} of ${clients.length} clients on 1.1.0, ${moved} moved`);
+      assert.equal(moved, 0, `${what}: ${moved} answers from another version than the client's first`);
+    }
+
+    /** Sticky clients in a loop until stopped, counting failures: the proof nothing fails while slots change. */
+    function stickyLoad(s: SlotSite, clients: Client[]): { stop(): Promise<{ total: number; failed: string[] }> } {
+      let stopped = false;
+      const failed: string[] = [];
+      let total = 0;
+      const loop = (async () => {
+        for (let i = 0; !stopped && total < 200_000; i++) {
+          const a = await visit(s, clients[i % clients.length]!);
+          total++;
+          if (!a.ok) failed.push(a.error ?? "?");
+        }
+      })();
+      return {
+        async stop() {
+          stopped = true;
+          await loop;
+          return { total, failed };
+        },
+      };
+    }
+
+    async function rollOut(t: TestContext, s: SlotSite) {
+      const r = s.req("1.1.0", await s.deployer.prepareSlots(s.req("1.1.0")));
+      await s.deployer.deployCandidate(r);
+      await s.deployer.setCandidateWeight(r, 30);
+      const clients: Client[] = Array.from({ length: 200 }, () => ({}));
+      await stay(t, s, clients, 5, "weight 30");
+      const onCandidate = clients.filter((c) => c.first === "1.1.0").length;
+      assert.ok(onCandidate > 0 && onCandidate < 200, `some clients on each version (${onCandidate} on 1.1.0)`);
+      for (const weight of [70, 10]) {
+        await s.deployer.setCandidateWeight(r, weight);
+        await stay(t, s, clients, 5, `weight ${weight}, same clients`);
+        const fresh = await sample(s.haproxy.port, 1000);
+        assert.equal(fresh.failed, 0, fresh.errors.join("; "));
+        t.diagnostic(`weight ${weight}, new clients: 1.1.0 answered ${share(fresh, "1.1.0").toFixed(1)}%`);
+        assert.ok(Math.abs(share(fresh, "1.1.0") - weight) <= 5, `new clients follow weight ${weight}`);
+      }
+      return { r, clients };
+    }
+
+    it("clients stay on their version through weight changes; after the promote all reach 1.1.0, none failed", async (t) => {
+      site = await SlotSite.start(art, { sticky: true }, plan);
+      const s = site;
+      const load = backgroundTraffic(s.haproxy.port);
+      try {
+        const { r, clients } = await rollOut(t, s);
+        const sticky = stickyLoad(s, clients);
+        let during: { total: number; failed: string[] };
+        try {
+          await s.deployer.promoteCandidate(r);
+          await s.deployer.retirePrevious(r);
+        } finally {
+          during = await sticky.stop();
+        }
+        t.diagnostic(`sticky requests during promote and retire: ${during.total}, failed: ${during.failed.length}`);
+        assert.deepEqual(during.failed, []);
+        for (const c of clients) c.first = undefined;
+        await stay(t, s, clients, 5, "after the promote");
+        assert.ok(
+          clients.every((c) => c.first === "1.1.0"),
+          "every client, its old cookie included, is on 1.1.0",
+        );
+        for (const host of ["web-1", "web-2"]) assert.deepEqual(await s.running(host), ["green.pid"]);
+      } finally {
+        const tally = await load.stop();
+        assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
+      }
+    });
+
+    it("after an abort (weight 0, RevertCandidate) the candidate's clients are back on 1.0.0, none failed", async (t) => {
+      site = await SlotSite.start(art, { sticky: true }, plan);
+      const s = site;
+      const load = backgroundTraffic(s.haproxy.port);
+      try {
+        const { r, clients } = await rollOut(t, s);
+        const sticky = stickyLoad(s, clients);
+        let during: { total: number; failed: string[] };
+        try {
+          await s.deployer.setCandidateWeight(r, 0);
+          await s.deployer.revertCandidate(r);
+        } finally {
+          during = await sticky.stop();
+        }
+        t.diagnostic(`sticky requests during the abort: ${during.total}, failed: ${during.failed.length}`);
+        assert.deepEqual(during.failed, []);
+        for (const c of clients) c.first = undefined;
+        await stay(t, s, clients, 5, "after the abort");
+        assert.ok(
+          clients.every((c) => c.first === "1.0.0"),
+          "every client is on 1.0.0",
+        );
+        for (const host of ["web-1", "web-2"]) assert.deepEqual(await s.running(host), ["blue.pid"]);
+      } finally {
+        const tally = await load.stop();
+        assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
+      }
+    });
+  },
+);
