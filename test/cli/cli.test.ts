@@ -277,7 +277,7 @@ describe("manent CLI", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(
       r.stdout,
-      /^noop\tbuiltin\tdry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift$/m,
+      /^noop\tbuiltin\tdry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift, header_route, mirror, session_affinity$/m,
     );
     const list = json<{ name: string; kind: string; capabilities: string[] }[]>(await cli("plugins", "-o", "json"));
     assert.deepEqual(
@@ -295,6 +295,9 @@ describe("manent CLI", () => {
           "scale",
           "parallel_targets",
           "drift",
+          "header_route",
+          "mirror",
+          "session_affinity",
         ],
       },
     );
