@@ -11,7 +11,7 @@ export function overviewCommand(program: Command, client: () => Promise<ApiClien
     .command("overview")
     .description(
       "what runs where: each application's artifact by environment, with the version live there, when and by whom, " +
-        "the last deploy if it did not succeed, and a rollout in progress",
+        "the last deploy if it did not succeed, a rollout in progress, and the releases waiting to come in",
     )
     .option("--tenant <tenant>", "only this tenant (you see only what you may read)")
     .option("--application <application>", "only this application")
@@ -28,6 +28,7 @@ export function overviewCommand(program: Command, client: () => Promise<ApiClien
  *   team-a/hello (hello)
  *     dev      1.4.0  2026-12-02 10:14 by alice@example.com
  *     prod     1.3.0  2026-12-01 16:02 by bob@example.com; 1.4.0 running: canary step 2/4 at 25 %
+ *     prod     1.3.0  2026-12-01 16:02 by bob@example.com; 1.5.0 waiting for promotion since 2026-12-02 11:00: manent release promote …
  */
 export function overviewLines(o: Overview): string[] {
   if (o.rows.length === 0) return ["nothing deployed yet (or nothing you may read)"];
@@ -46,9 +47,22 @@ function cellText(c: OverviewCell): string {
   if (c.live && c.live.kind === "rollback") parts[0] += " (a rollback)";
   const p = c.in_progress;
   if (p) parts.push(`${p.version} ${p.status}${p.rollout ? `: ${p.rollout}` : ""}${p.waiting ? `; ${p.waiting}` : ""} (${p.id})`);
-  else if (c.last.status !== "succeeded") parts.push(`last deploy ${c.last.version} ${c.last.status.replace("_", " ")} (${c.last.id})`);
+  else if (c.last && c.last.status !== "succeeded")
+    parts.push(`last deploy ${c.last.version} ${c.last.status.replace("_", " ")} (${c.last.id})`);
   if (c.drift) parts.push(driftText(c.drift));
+  for (const w of c.pending) parts.push(pendingText(w));
   return parts.join("; ");
+}
+
+/** "1.5.0 waiting for approval since 2026-12-02 11:00: manent release approve ID (…)"; a soak says where and until when. */
+export function pendingText(w: OverviewCell["pending"][number]): string {
+  if (w.waiting_for === "soak" || w.waiting_for === "analysis") {
+    const where = w.from.join(", ");
+    const until = w.until ? ` until ${when(w.until)}` : "";
+    return `${w.version} next: ${w.waiting_for === "soak" ? `soaking in ${where}${until}` : `analysis in ${where}`} (release ${w.release_id})`;
+  }
+  const how = w.hint.replace(/^waiting for (promotion|approval): /, "");
+  return `${w.version} waiting for ${w.waiting_for} since ${when(w.since)}: ${how}`;
 }
 
 function driftText(d: NonNullable<OverviewCell["drift"]>): string {

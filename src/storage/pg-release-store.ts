@@ -81,6 +81,9 @@ export const releaseStatements = [
 const summaryColumns = `id, tenant, application, artifact, version, sha256, source, status, pipeline_file, environments, current_stage,
   waiting, error, submitted_by, submitted_by_id, cancel_requested_by, created_at, finished_at`;
 
+/** At most this many waiting releases in one overview (each is a row of a few kilobytes). */
+const waitingLimit = 500;
+
 export class PgReleaseStore implements ReleaseStore {
   constructor(private readonly pool: pg.Pool) {}
 
@@ -138,6 +141,27 @@ export class PgReleaseStore implements ReleaseStore {
   async getRelease(id: string): Promise<ReleaseRecord | undefined> {
     const r = await this.pool.query(`select ${summaryColumns}, pipeline, stages from manent.releases where id = $1`, [id]);
     return r.rows[0] ? toRecord(r.rows[0] as Record<string, unknown>) : undefined;
+  }
+
+  /**
+   * The running releases waiting for something (a promotion, an approval, a soak, an analysis), with
+   * their stages: what the overview shows in the cells of the environments they go to next.
+   */
+  async waitingReleases(f: Omit<ReleaseListFilter, "status" | "limit">): Promise<ReleaseRecord[]> {
+    const where = [`status = 'running'`, `waiting is not null`];
+    const args: unknown[] = [];
+    if (f.tenant !== undefined) where.push(`tenant = $${args.push(f.tenant)}`);
+    if (f.application !== undefined) where.push(`application = $${args.push(f.application)}`);
+    if (f.scopes) {
+      const visible = scopeCondition(f.scopes, args, { tenant: "tenant", application: "application", environment: "env" });
+      if (visible) where.push(`exists (select 1 from unnest(environments) as e(env) where ${visible})`);
+    }
+    const r = await this.pool.query(
+      `select ${summaryColumns}, pipeline, stages from manent.releases where ${where.join(" and ")}
+       order by created_at, id limit ${waitingLimit}`,
+      args,
+    );
+    return r.rows.map((row: Record<string, unknown>) => toRecord(row));
   }
 
   async listReleases(f: ReleaseListFilter): Promise<ReleaseSummary[]> {

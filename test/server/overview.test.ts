@@ -4,13 +4,19 @@ import { writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
 import type { Overview } from "../../src/core/environments/overview.js";
+import type { ReleaseRecord } from "../../src/core/release/release-store.js";
 import { collect } from "../support/event-stream.js";
 import { TestPostgres } from "../support/postgres.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-const tokens = { admin: "overview-admin-token-01", teamA: "overview-team-a-viewer2", teamB: "overview-team-b-deploy3" };
+const tokens = {
+  admin: "overview-admin-token-01",
+  teamA: "overview-team-a-viewer2",
+  teamB: "overview-team-b-deploy3",
+  cDev: "overview-team-c-dev-only4",
+};
 
 /**
  * The overview on a real server: applications by environment, each cell the release live there,
@@ -52,6 +58,7 @@ describe("overview: what runs where", () => {
             { name: "root", tenant: "*", sha256: sha(tokens.admin) },
             { name: "looker", tenant: "team-a", role: "viewer", sha256: sha(tokens.teamA) },
             { name: "bank-ci", tenant: "team-b", role: "deployer", sha256: sha(tokens.teamB) },
+            { name: "c-dev", tenant: "team-c", role: "viewer", environment: "dev", sha256: sha(tokens.cDev) },
           ],
         },
       }),
@@ -93,9 +100,9 @@ describe("overview: what runs where", () => {
     );
     const [dev, staging, prod] = o.rows[0]!.cells;
     assert.deepEqual([dev!.environment, dev!.live?.version, dev!.live?.by, dev!.in_progress], ["dev", "1.1.0", "root", null]);
-    assert.equal(dev!.last.id, dev!.live!.id);
+    assert.equal(dev!.last?.id, dev!.live!.id);
     assert.deepEqual(
-      [staging!.live?.version, staging!.last.id, staging!.last.version, staging!.last.status],
+      [staging!.live?.version, staging!.last?.id, staging!.last?.version, staging!.last?.status],
       ["1.0.0", failedStaging, "1.1.0", "failed"],
     );
     assert.equal(prod!.live?.version, "1.0.0", "the canary's stable release is what runs in prod");
@@ -159,5 +166,85 @@ describe("overview: what runs where", () => {
     assert.deepEqual([dev.environment, dev.drift?.state, dev.drift?.drifted, dev.drift?.targets], ["dev", "drifted", 1, 2]);
     const text = await runCli(["overview", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
     assert.match(text.stdout.split("\n")[1]!, /; drifted: 1 of 2 targets$/);
+  });
+
+  it("shows a release waiting for promotion or approval in the cell of the environment it goes to next", async () => {
+    for (const env of ["dev", "staging", "prod"]) await envconfig("team-c", "cart", env);
+    await ws.write("envconfig/team-c/cart/pipeline.yml", {
+      stages: [{ environment: "dev" }, { environment: "staging", promotion: "manual" }, { environment: "prod", approval: {} }],
+    });
+    const { id } = await api(tokens.admin).startRelease({
+      descriptor: { ...descriptor("cart", "dev", artifact, "3.0.0"), tenant: "team-c" },
+      descriptor_file: "cart.yml",
+    });
+    /** The release once `ok` holds, followed on its event stream (no polling). */
+    const until = async (ok: (r: ReleaseRecord) => boolean): Promise<ReleaseRecord> => {
+      let r = await api(tokens.admin).release(id);
+      if (!ok(r) && r.status === "running") {
+        await api(tokens.admin).streamEvents(
+          `/api/v1/releases/${id}/events`,
+          (e) => {
+            if (e.type === "release.updated" || e.type === "release.status") r = { ...r, ...(e.data as Partial<ReleaseRecord>) };
+            return ok(r) || r.status !== "running";
+          },
+          { after: 0 },
+        );
+      }
+      assert.ok(ok(r), `release ${id} is ${r.status} (${r.error?.message ?? r.waiting?.hint ?? ""})`);
+      return r;
+    };
+    const cart = async (token: string) => (await api(token).overview({ application: "cart" })).rows[0]?.cells ?? [];
+
+    const atPromotion = await until((r) => r.waiting?.kind === "promotion");
+    let cells = await cart(tokens.admin);
+    assert.deepEqual(
+      cells.map((c) => [c.environment, c.live?.version ?? null, c.pending.map((p) => `${p.version} ${p.waiting_for} ${p.action}`)]),
+      [
+        ["dev", "3.0.0", []],
+        ["staging", null, ["3.0.0 promotion promote"]],
+      ],
+    );
+    const staging = cells[1]!;
+    assert.equal(staging.last, null, "nothing was deployed to staging yet");
+    assert.deepEqual(
+      [staging.pending[0]!.release_id, staging.pending[0]!.from, staging.pending[0]!.since],
+      [id, ["dev"], atPromotion.waiting!.since],
+    );
+    const text = await runCli(["overview", "--application", "cart"], { cwd: ws.dir, server: server.url, token: tokens.admin });
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      new RegExp(
+        `\n  staging +nothing live; 3\\.0\\.0 waiting for promotion since [-\\d]+ [\\d:]+: manent release promote ${id} --to staging\n`,
+      ),
+    );
+    // A token that may read only dev sees no release waiting for staging.
+    assert.deepEqual(
+      (await cart(tokens.cDev)).map((c) => [c.environment, c.pending.length]),
+      [["dev", 0]],
+    );
+
+    await api(tokens.admin).releaseCommand(id, "promote", "staging");
+    await until((r) => r.waiting?.kind === "approval");
+    cells = await cart(tokens.admin);
+    assert.deepEqual(
+      cells.map((c) => [c.environment, c.live?.version ?? null, c.pending.map((p) => `${p.waiting_for} ${p.action} ${p.from.join(",")}`)]),
+      [
+        ["dev", "3.0.0", []],
+        ["staging", "3.0.0", []],
+        ["prod", null, ["approval approve staging"]],
+      ],
+    );
+    await api(tokens.admin).releaseCommand(id, "approve");
+    await until((r) => r.status === "succeeded");
+    cells = await cart(tokens.admin);
+    assert.deepEqual(
+      cells.map((c) => [c.environment, c.live?.version, c.pending.length]),
+      [
+        ["dev", "3.0.0", 0],
+        ["staging", "3.0.0", 0],
+        ["prod", "3.0.0", 0],
+      ],
+    );
   });
 });

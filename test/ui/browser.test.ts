@@ -16,6 +16,7 @@ import { createWorkspace, descriptor, manentYml, type Workspace } from "../suppo
 const adminToken = "ui-admin-token-0123456789";
 const teamA = "ui-team-a-token-0123456789";
 const teamB = "ui-team-b-token-0123456789";
+const teamAViewer = "ui-team-a-viewer-0123456789";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 /** Screenshots for people to look at (gitignored). */
 const shots = join(repoRoot, "test-artifacts", "ui");
@@ -29,9 +30,13 @@ describe("web UI", () => {
   let profile: string;
   let artifact: string;
 
-  const open = async (token: string): Promise<Page> => {
+  /** A signed-in page; every confirmation is accepted, and its question kept in `dialogs`. */
+  const open = async (token: string, dialogs: string[] = []): Promise<Page> => {
     const page = await browser.newPage();
-    page.on("dialog", (d) => void d.accept());
+    page.on("dialog", (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
     await page.goto(server.url);
     await page.getByLabel("API token").fill(token);
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -53,6 +58,7 @@ describe("web UI", () => {
             { name: "admin", tenant: "*", sha256: sha(adminToken) },
             { name: "alice", tenant: "team-a", sha256: sha(teamA) },
             { name: "bob", tenant: "team-b", sha256: sha(teamB) },
+            { name: "vera", tenant: "team-a", role: "viewer", sha256: sha(teamAViewer) },
           ],
         },
       }),
@@ -314,6 +320,76 @@ describe("web UI", () => {
       "[Math.max(...[...document.querySelectorAll('.overview, .overview *')].map((e) => e.getBoundingClientRect().right)), innerWidth]",
     )) as [number, number];
     assert.ok(right <= width, `the overview reaches ${right} px on a ${width} px wide screen`);
+    await page.close();
+  });
+
+  it("follows a release through dev → staging → prod: promoted from the overview's cell, approved on its page, at 1366 and 390 px", async () => {
+    for (const env of ["dev", "staging", "prod"]) {
+      await ws.write(`envconfig/team-a/flow/flow/${env}.yml`, {
+        plugin: "noop",
+        targets: [{ host: `flow-${env}-1` }],
+        params: { state_dir: ws.path("state") },
+      });
+    }
+    await ws.write("envconfig/team-a/flow/pipeline.yml", {
+      stages: [{ environment: "dev" }, { environment: "staging", promotion: "manual" }, { environment: "prod", approval: {} }],
+    });
+    const { id } = await new ApiClient(server.url, teamA).startRelease({
+      descriptor: { ...descriptor("flow", "dev", artifact, "4.0.0"), tenant: "team-a" },
+      descriptor_file: "flow.yml",
+    });
+    const card = (page: Page) => page.locator('[data-application="team-a/flow/flow"]');
+    const waitingIn = (page: Page, env: string) => card(page).locator(`li[data-environment="${env}"] .pending[data-release="${id}"]`);
+
+    // A viewer sees the release waiting for staging, and no button to promote it.
+    const viewer = await open(teamAViewer);
+    await waitingIn(viewer, "staging").filter({ hasText: "waiting for promotion" }).waitFor();
+    assert.equal(await waitingIn(viewer, "staging").getByRole("button").count(), 0);
+    await viewer.close();
+
+    const dialogs: string[] = [];
+    const page = await open(teamA, dialogs);
+    await page.setViewportSize({ width: 1366, height: 900 });
+    const promote = waitingIn(page, "staging").getByRole("button", { name: "Promote 4.0.0 to staging" });
+    await promote.click();
+    assert.deepEqual(dialogs, ["Promote flow 4.0.0 to staging?"]);
+    // Live: staging runs it, and the release now waits for an approval to enter prod.
+    await card(page).locator('li[data-environment="staging"] .live .version', { hasText: "4.0.0" }).waitFor();
+    await waitingIn(page, "prod").filter({ hasText: "waiting for approval" }).waitFor();
+    assert.equal(await waitingIn(page, "staging").count(), 0);
+    await waitingIn(page, "prod").getByRole("link", { name: "4.0.0" }).click();
+
+    // The release's page: its path, who promoted staging, prod waiting; approved there.
+    await page.getByRole("heading", { name: "Release of flow 4.0.0" }).waitFor();
+    assert.match(page.url(), new RegExp(`#/releases/${id}$`));
+    const stage = (n: number) => page.locator(`.release-path li[data-stage="${n}"]`);
+    await stage(3).filter({ hasText: "waiting" }).waitFor();
+    assert.match(await stage(1).innerText(), /dev\s+succeeded[\s\S]*Deploy to dev\s+succeeded/);
+    assert.match(await stage(2).innerText(), /Manual promotion: promoted by alice/);
+    await page.setViewportSize({ width: 390, height: 844 });
+    const [right, width] = (await page.evaluate(
+      "[Math.max(...[...document.querySelectorAll('main, main *')].map((e) => e.getBoundingClientRect().right)), innerWidth]",
+    )) as [number, number];
+    assert.ok(right <= width, `the release page reaches ${right} px on a ${width} px wide screen`);
+    await page.getByRole("button", { name: "Approve for prod" }).click();
+    assert.equal(dialogs[1], "Approve flow 4.0.0 for prod?");
+    await page.locator("#release-status", { hasText: "succeeded" }).waitFor();
+    await stage(3)
+      .filter({ hasText: /approved by alice/ })
+      .waitFor();
+    await page.screenshot({ path: join(shots, "release-phone.png"), fullPage: true });
+    assert.equal(await page.getByRole("button", { name: /Cancel release|Approve|Promote/ }).count(), 0, "nothing to do once it ended");
+
+    // The list of releases shows it, and both commands are audited.
+    await page.getByRole("link", { name: "Releases" }).click();
+    await page.locator(`tr[data-release="${id}"]`, { hasText: "succeeded" }).waitFor();
+    assert.match(await page.locator(`tr[data-release="${id}"]`).innerText(), /team-a\/flow[\s\S]*4\.0\.0[\s\S]*dev → staging → prod/);
+    const audit = (await new ApiClient(server.url, adminToken).audit({ application: "flow" })).entries;
+    for (const action of ["release_promote", "release_approve"])
+      assert.ok(
+        audit.some((e) => e.action === action && e.actor === "alice" && e.outcome === "ok"),
+        action,
+      );
     await page.close();
   });
 });

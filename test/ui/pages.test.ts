@@ -34,6 +34,7 @@ describe("web UI pages", () => {
   let artifact: string;
   let failed: DeployRecord;
   let aborted: string;
+  let soaking: string;
 
   const envconfig = (app: string, extra: Record<string, unknown>, hosts = 2) =>
     ws.write(`envconfig/untenanted/${app}/${app}/test.yml`, {
@@ -65,7 +66,11 @@ describe("web UI pages", () => {
   };
   /** Each page, shown once its content is there: what the checks below look at. */
   const pages = (): { name: string; hash: string; ready: (p: Page) => Promise<unknown> }[] => [
-    { name: "overview", hash: "#/", ready: (p) => p.locator("[data-application] li[data-environment]").first().waitFor() },
+    {
+      name: "overview",
+      hash: "#/",
+      ready: (p) => p.locator('[data-application="untenanted/gate/gate"] li[data-environment="staging"] .pending button').waitFor(),
+    },
     { name: "deploys", hash: "#/deploys", ready: (p) => p.locator("tr[data-deploy]").first().waitFor() },
     {
       name: "deploy (failed target)",
@@ -79,6 +84,12 @@ describe("web UI pages", () => {
     },
     { name: "history", hash: "#/history/untenanted/fail/fail/test", ready: (p) => p.locator("tr[data-deploy]").first().waitFor() },
     { name: "plugins", hash: "#/plugins", ready: (p) => p.locator('tr[data-plugin="noop"]').waitFor() },
+    { name: "releases", hash: "#/releases", ready: (p) => p.locator("tr[data-release]").first().waitFor() },
+    {
+      name: "release (soaking)",
+      hash: `#/releases/${soaking}`,
+      ready: (p) => p.locator('.release-path li[data-stage="2"]', { hasText: /left\)/ }).waitFor(),
+    },
     { name: "audit", hash: "#/audit", ready: (p) => p.locator("tr[data-audit]").first().waitFor() },
   ];
   const axe = async (page: Page): Promise<string[]> => {
@@ -120,8 +131,33 @@ describe("web UI pages", () => {
       rollback: { enabled: true },
       rollout: { canary: { steps: [{ set_weight: 10 }, { pause: "1h" }, { approval: {} }, { set_weight: 50 }] } },
     });
+    // Two releases: one soaking an hour in staging (prod waits behind it), one waiting to be promoted to staging.
+    for (const [app, stages] of [
+      ["soak", [{ environment: "dev" }, { environment: "staging", soak: "1h" }, { environment: "prod", approval: {} }]],
+      ["gate", [{ environment: "dev" }, { environment: "staging", promotion: "manual" }]],
+    ] as const) {
+      for (const env of ["dev", "staging", "prod"])
+        await ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, { plugin: "noop", targets: [{ host: `${app}-1` }] });
+      await ws.write(`envconfig/untenanted/${app}/pipeline.yml`, { stages });
+      const { id } = await api.startRelease({ descriptor: descriptor(app, "dev", artifact, "5.0.0"), descriptor_file: `${app}.yml` });
+      await releaseWaits(id, app === "soak" ? "soak" : "promotion");
+      if (app === "soak") soaking = id;
+    }
     chromium = await launchChromium();
   });
+  /** Follows a release's event stream until it waits for `kind`. */
+  const releaseWaits = async (id: string, kind: string): Promise<void> => {
+    let r = await api.release(id);
+    await api.streamEvents(
+      `/api/v1/releases/${id}/events`,
+      (e) => {
+        if (e.type === "release.updated" || e.type === "release.status") r = { ...r, ...(e.data as Partial<typeof r>) };
+        return r.waiting?.kind === kind || r.status !== "running";
+      },
+      { after: 0 },
+    );
+    assert.equal(r.waiting?.kind, kind, `release ${id} is ${r.status}: ${r.error?.message ?? ""}`);
+  };
   after(async () => {
     await chromium?.close();
     await server?.stop();

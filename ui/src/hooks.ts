@@ -58,3 +58,54 @@ export function useLoad<T>(
   }, key);
   return { value, error, setValue: setValue as (v: T | ((prev: T | undefined) => T)) => void };
 }
+
+/**
+ * Runs `read` again after events, coalesced: once the events have been quiet for `quietMs`, and at
+ * least every `maxWaitMs` while they keep coming (a long rollout), never two reads at once (events
+ * during a read bring one more read after it). Returns the function to call on each event.
+ */
+export function useCoalescedRead(read: () => Promise<void>, { quietMs = 250, maxWaitMs = 2000 } = {}): () => void {
+  const latest = useRef(read);
+  latest.current = read;
+  const s = useRef<{ timer?: ReturnType<typeof setTimeout>; firstAt: number; reading: boolean; again: boolean; gone: boolean }>({
+    firstAt: 0,
+    reading: false,
+    again: false,
+    gone: false,
+  });
+  useEffect(
+    () => () => {
+      s.current.gone = true;
+      clearTimeout(s.current.timer);
+    },
+    [],
+  );
+  const schedule = useRef(() => {
+    const st = s.current;
+    if (st.gone) return;
+    const now = Date.now();
+    if (st.firstAt === 0) st.firstAt = now;
+    clearTimeout(st.timer);
+    st.timer = setTimeout(() => void run(), Math.min(quietMs, Math.max(0, st.firstAt + maxWaitMs - now)));
+  });
+  const run = async (): Promise<void> => {
+    const st = s.current;
+    st.timer = undefined;
+    st.firstAt = 0;
+    if (st.reading) {
+      st.again = true;
+      return;
+    }
+    st.reading = true;
+    try {
+      await latest.current();
+    } finally {
+      st.reading = false;
+      if (st.again) {
+        st.again = false;
+        schedule.current();
+      }
+    }
+  };
+  return schedule.current;
+}

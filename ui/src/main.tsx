@@ -9,6 +9,8 @@ import { DeploysPage } from "./pages/deploys.js";
 import { HistoryPage } from "./pages/history.js";
 import { OverviewPage } from "./pages/overview.js";
 import { PluginsPage } from "./pages/plugins.js";
+import { ReleasePage } from "./pages/release.js";
+import { ReleasesPage } from "./pages/releases.js";
 
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   const [token, setToken] = useState("");
@@ -114,6 +116,9 @@ function App() {
           <a href="#/deploys" aria-current={current("deploys")}>
             Deploys
           </a>
+          <a href="#/releases" aria-current={current("releases")}>
+            Releases
+          </a>
           <a href="#/plugins" aria-current={current("plugins")}>
             Plugins
           </a>
@@ -148,6 +153,10 @@ function App() {
             artifact={rest[2]!}
             environment={rest[3]!}
           />
+        ) : page === "releases" && rest[0] ? (
+          <ReleasePage key={rest[0]} session={session} id={rest[0]} />
+        ) : page === "releases" ? (
+          <ReleasesPage session={session} />
         ) : page === "plugins" ? (
           <PluginsPage session={session} />
         ) : page === "audit" ? (

@@ -4,7 +4,8 @@
  * "which version runs where, and since when, and by whom" from the deploy records alone.
  */
 import type { DeployKind, DeployStatus } from "../engine/deploy-store.js";
-import type { ScopePattern } from "../identity/index.js";
+import { matchesPattern, type ScopePattern } from "../identity/index.js";
+import type { ReleaseRecord, ReleaseWaiting } from "../release/release-store.js";
 import type { RolloutState } from "../rollout/rollout-state.js";
 
 /** One deploy as a cell shows it. */
@@ -40,17 +41,38 @@ export interface OverviewDrift {
   checked_at: string;
 }
 
+/**
+ * A release waiting to come into this environment: at its manual promotion or approval for it, or
+ * soaking or analysing in the environment before it. `action` is what a user does here to move it on
+ * (promote, approve), or null when only time (a soak, an analysis) moves it.
+ */
+export interface OverviewPending {
+  release_id: string;
+  version: string;
+  waiting_for: ReleaseWaiting["kind"];
+  /** Where it stands now: the environments of the stage before (soaking there), or [] before its first stage. */
+  from: string[];
+  since: string;
+  /** When the soak ends or the approval times out; null for none. */
+  until: string | null;
+  /** The release's own words ("waiting for promotion: manent release promote ID --to prod"). */
+  hint: string;
+  action: "promote" | "approve" | null;
+}
+
 /** One application's artifact in one environment. */
 export interface OverviewCell {
   environment: string;
   /** The release running there: the last deploy or rollback that succeeded; null if none has. */
   live: OverviewDeploy | null;
-  /** The last deploy or rollback submitted, whatever its status. */
-  last: OverviewDeploy;
+  /** The last deploy or rollback submitted, whatever its status; null for an environment a release waits to reach first. */
+  last: OverviewDeploy | null;
   /** The newest deploy queued or running, if any. */
   in_progress: OverviewProgress | null;
   /** The last drift check's verdict; null when none has run. */
   drift: OverviewDrift | null;
+  /** Releases waiting to come here next, oldest first. */
+  pending: OverviewPending[];
 }
 
 export interface OverviewRow {
@@ -93,16 +115,75 @@ export interface OverviewSource {
   overviewEntries(filter: OverviewFilter): Promise<OverviewEntry[]>;
 }
 
-export async function readOverview(source: OverviewSource, filter: OverviewFilter): Promise<Overview> {
-  return buildOverview(await source.overviewEntries(filter));
+/** Where the overview reads the releases waiting to move on (the Postgres release store). */
+export interface WaitingReleaseSource {
+  waitingReleases(filter: OverviewFilter): Promise<ReleaseRecord[]>;
 }
 
-export function buildOverview(entries: readonly OverviewEntry[]): Overview {
-  const firstAt = new Map<string, string>();
-  for (const e of entries) {
-    const seen = firstAt.get(e.environment);
-    if (seen === undefined || e.first_at < seen) firstAt.set(e.environment, e.first_at);
+export async function readOverview(source: OverviewSource, filter: OverviewFilter, releases?: WaitingReleaseSource): Promise<Overview> {
+  const [entries, waiting] = await Promise.all([source.overviewEntries(filter), releases ? releases.waitingReleases(filter) : []]);
+  return buildOverview(entries, pendingPromotions(waiting, filter.scopes));
+}
+
+/** A release waiting to come into one environment of one application's artifact. */
+export interface PendingEntry {
+  tenant: string;
+  application: string;
+  artifact: string;
+  environment: string;
+  pending: OverviewPending;
+}
+
+/**
+ * Where each waiting release goes next: at a manual promotion or an approval, the environments of the
+ * stage it waits to enter; soaking or analysing, those of the stage after (none after the last).
+ * Only environments within `scopes` (what the caller may read).
+ */
+export function pendingPromotions(releases: readonly ReleaseRecord[], scopes?: readonly ScopePattern[]): PendingEntry[] {
+  const out: PendingEntry[] = [];
+  for (const r of releases) {
+    const w = r.waiting;
+    if (r.status !== "running" || !w) continue;
+    const entering = w.kind === "promotion" || w.kind === "approval";
+    const next = entering ? w.environments : (r.stages[w.stage]?.environments ?? []);
+    const from = entering ? (r.stages[w.stage - 2]?.environments ?? []) : w.environments;
+    for (const environment of next) {
+      if (scopes && !scopes.some((s) => inScope(s, r.tenant, r.application, environment))) continue;
+      out.push({
+        tenant: r.tenant,
+        application: r.application,
+        artifact: r.artifact,
+        environment,
+        pending: {
+          release_id: r.id,
+          version: r.version,
+          waiting_for: w.kind,
+          from,
+          since: w.since,
+          until: w.until,
+          hint: w.hint,
+          action: w.kind === "promotion" ? "promote" : w.kind === "approval" ? "approve" : null,
+        },
+      });
+    }
   }
+  return out;
+}
+
+function inScope(s: ScopePattern, tenant: string, application: string, environment: string): boolean {
+  return matchesPattern(s.tenant, tenant) && matchesPattern(s.application, application) && matchesPattern(s.environment, environment);
+}
+
+export function buildOverview(entries: readonly OverviewEntry[], pending: readonly PendingEntry[] = []): Overview {
+  const firstAt = new Map<string, string>();
+  const order = (environment: string, at: string) => {
+    const seen = firstAt.get(environment);
+    if (seen === undefined || at < seen) firstAt.set(environment, at);
+  };
+  for (const e of entries) order(e.environment, e.first_at);
+  // An environment no deploy reached yet comes after those that were, in the order releases wait for them.
+  const lastDeployed = [...firstAt.values()].sort().at(-1) ?? "";
+  for (const p of pending) if (!firstAt.has(p.environment)) order(p.environment, `${lastDeployed}~${p.pending.since}`);
   const environments = [...firstAt.keys()].sort((a, b) => firstAt.get(a)!.localeCompare(firstAt.get(b)!) || a.localeCompare(b));
   const column = new Map(environments.map((env, i) => [env, i]));
   const rows = new Map<string, OverviewRow>();
@@ -117,7 +198,19 @@ export function buildOverview(entries: readonly OverviewEntry[]): Overview {
       last: e.last,
       in_progress: e.in_progress && progressOf(e.in_progress),
       drift: e.drift,
+      pending: [],
     });
+  }
+  for (const p of pending) {
+    const key = JSON.stringify([p.tenant, p.application, p.artifact]);
+    let row = rows.get(key);
+    if (!row) rows.set(key, (row = { tenant: p.tenant, application: p.application, artifact: p.artifact, cells: [] }));
+    let cell = row.cells.find((c) => c.environment === p.environment);
+    if (!cell) {
+      cell = { environment: p.environment, live: null, last: null, in_progress: null, drift: null, pending: [] };
+      row.cells.push(cell);
+    }
+    cell.pending.push(p.pending);
   }
   const ordered = [...rows.values()].sort(
     (a, b) => a.tenant.localeCompare(b.tenant) || a.application.localeCompare(b.application) || a.artifact.localeCompare(b.artifact),

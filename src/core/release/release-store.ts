@@ -125,4 +125,6 @@ export interface ReleaseStore {
   requestCancel(id: string, by: string | null): Promise<boolean>;
   getRelease(id: string): Promise<ReleaseRecord | undefined>;
   listReleases(filter: ReleaseListFilter): Promise<ReleaseSummary[]>;
+  /** The running releases waiting for a promotion, an approval, a soak or an analysis, with their stages (for the overview). */
+  waitingReleases(filter: Omit<ReleaseListFilter, "status" | "limit">): Promise<ReleaseRecord[]>;
 }

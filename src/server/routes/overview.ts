@@ -36,7 +36,9 @@ const overviewSchema = z
               .object({
                 environment: z.string(),
                 live: overviewDeploySchema.nullable().describe("the release running there: the last deploy or rollback that succeeded"),
-                last: overviewDeploySchema.describe("the last deploy or rollback submitted there, whatever its status"),
+                last: overviewDeploySchema
+                  .nullable()
+                  .describe("the last deploy or rollback submitted there, whatever its status; null where a release waits to deploy first"),
                 in_progress: overviewDeploySchema
                   .extend({
                     rollout: z.string().nullable().describe('where its rollout stands: "canary step 2/4 at 25 %", "wave 2 of 3"'),
@@ -57,6 +59,29 @@ const overviewSchema = z
                   })
                   .nullable()
                   .describe("the last drift check (manent diff, or the envconfig's drift.interval); null when none has run"),
+                pending: z
+                  .array(
+                    z
+                      .object({
+                        release_id: z.string(),
+                        version: z.string(),
+                        waiting_for: z
+                          .enum(["promotion", "approval", "soak", "analysis"])
+                          .describe("a manual promotion or an approval to enter here, or the soak or analysis of the stage before"),
+                        from: z.array(z.string()).describe("the environments of the stage before; [] before the release's first stage"),
+                        since: z.string(),
+                        until: z.string().nullable().describe("when the soak ends or the approval times out"),
+                        hint: z.string().describe("what it waits for and how to go on, in the release's words"),
+                        action: z
+                          .enum(["promote", "approve"])
+                          .nullable()
+                          .describe(
+                            "what a user does to move it on here (POST /api/v1/releases/{id}/promote or /approve); null: only time does",
+                          ),
+                      })
+                      .openapi("OverviewPending"),
+                  )
+                  .describe("releases waiting to come into this environment next, oldest first"),
               })
               .openapi("OverviewCell"),
           ),
@@ -69,7 +94,8 @@ const overviewSchema = z
 const get = createRoute({
   method: "get",
   path: "/api/v1/overview",
-  summary: "What runs where: every application's artifact by environment, with its live release, last deploy and rollout in progress",
+  summary:
+    "What runs where: every application's artifact by environment, with its live release, last deploy, rollout in progress and the releases waiting to come in",
   tags: ["deploys"],
   request: {
     query: z.object({
@@ -86,11 +112,15 @@ const get = createRoute({
 export function overviewRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(get, async (c) => {
     const q = c.req.valid("query");
-    const overview = await readOverview(deps.overview, {
-      scopes: scopesFor(c.get("caller"), "read"),
-      ...(q.tenant !== undefined && { tenant: q.tenant }),
-      ...(q.application !== undefined && { application: q.application }),
-    });
+    const overview = await readOverview(
+      deps.overview,
+      {
+        scopes: scopesFor(c.get("caller"), "read"),
+        ...(q.tenant !== undefined && { tenant: q.tenant }),
+        ...(q.application !== undefined && { application: q.application }),
+      },
+      deps.releaseStore,
+    );
     return c.json(overview, 200);
   });
 }
