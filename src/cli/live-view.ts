@@ -8,7 +8,7 @@ const hideCursor = `${esc}?25l`;
 const showCursor = `${esc}?25h`;
 
 /**
- * A deploy's view redrawn in place on a terminal at each event (cursor up over the last drawing,
+ * A deploy's (or a release's) view redrawn in place on a terminal at each event (cursor up over the last drawing,
  * erase below, draw again), as `kubectl argo rollouts get rollout --watch` does. A view taller
  * than the terminal shows its head and its last lines while it is live; the final one is whole.
  */
@@ -28,13 +28,26 @@ export class LiveView {
   }
 
   update(d: DeployView): void {
-    this.draw(this.fit(deployView(d, this.paint)), false);
+    this.redraw(deployView(d, this.paint));
   }
 
   finish(d: DeployView): void {
-    process.removeListener("SIGINT", this.restore);
     const last = d.error ? `${this.paint.status(d.status)}: ${d.error.message}` : this.paint.status(d.status);
-    this.draw([...deployView(d, this.paint).map((l) => this.clip(l)), "", last], true);
+    this.end([...deployView(d, this.paint), "", last]);
+  }
+
+  /** Draws any view (a release's) over the last drawing, cut to the terminal's size. */
+  redraw(lines: string[]): void {
+    this.draw(this.fit(lines), false);
+  }
+
+  /** The last drawing, whole, and the cursor back. */
+  end(lines: string[]): void {
+    process.removeListener("SIGINT", this.restore);
+    this.draw(
+      lines.map((l) => this.clip(l)),
+      true,
+    );
   }
 
   private draw(lines: string[], final: boolean): void {

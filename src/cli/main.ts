@@ -338,7 +338,7 @@ export async function main(argv: string[]): Promise<void> {
   authCommands(program, client, output);
   overviewCommand(program, client, output);
   uploadCommands(program, client, output);
-  releaseCommands(program, { client, output, readDescriptor, absoluteSource });
+  releaseCommands(program, { client, output, readDescriptor, absoluteSource, colours });
 
   const token = program
     .command("token")

@@ -2,7 +2,8 @@ import type { Command, Option } from "commander";
 import type { ReleaseRecord } from "../core/release/release-store.js";
 import type { ApiClient } from "./api-client.js";
 import { Exit } from "./exit-codes.js";
-import { outputOf, printedAsDocument, type Output } from "./output/output-format.js";
+import type { Painter } from "./output/colour.js";
+import { isDocument, outputOf, printedAsDocument, type Output } from "./output/output-format.js";
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -11,6 +12,8 @@ export interface ReleaseCommandDeps {
   output: () => Option;
   readDescriptor: (file: string) => Promise<Record<string, unknown>>;
   absoluteSource: (source: string, base: string) => Promise<string>;
+  /** Colours for a stream (off with NO_COLOR, --no-color, or when it is not a terminal). */
+  colours: (stream: NodeJS.WriteStream) => Painter;
 }
 
 /**
@@ -64,11 +67,14 @@ export function releaseCommands(program: Command, deps: ReleaseCommandDeps): voi
     .command("status")
     .description("show a release: its stages, their deploys, soaks, approvals and what it waits for")
     .argument("<id>", "release id")
-    .option("-w, --watch", "follow it to its end (through soaks, promotions and approvals)")
+    .option(
+      "-w, --watch",
+      "follow it to its end (through soaks, promotions and approvals): redrawn in place on a terminal, one line per change in a pipe",
+    )
     .addOption(output())
     .action(async (id: string, o: { watch?: boolean; output?: Output }) => {
       const api = await client();
-      if (o.watch) return follow(api, id, outputOf(o.output), true);
+      if (o.watch) return watch(api, id, outputOf(o.output), deps.colours);
       const r = await api.release(id);
       if (!(await printedAsDocument(r, o.output))) printRelease(r);
       process.exitCode = exitFor(r);
@@ -152,6 +158,55 @@ async function follow(api: ApiClient, id: string, output: Output, throughWaits: 
     r = await api.release(id);
   }
   if (!(await printedAsDocument(r, output))) printRelease(r);
+  process.exitCode = exitFor(r);
+}
+
+/**
+ * `manent release status ID --watch`: on a terminal, the release's view redrawn in place at each
+ * event (and each second of a soak, for its time left); in a pipe (`-o text`), one line per change,
+ * then its status; with a document output, the document once it ends (the view on stderr if a terminal).
+ */
+async function watch(api: ApiClient, id: string, output: Output, colours: (s: NodeJS.WriteStream) => Painter): Promise<void> {
+  const [{ terminalReleaseStatuses }, { ReleaseTimeline, releaseView }] = await Promise.all([
+    import("../core/release/release-store.js"),
+    import("./release-view.js"),
+  ]);
+  const stream = isDocument(output) ? (process.stderr.isTTY ? process.stderr : undefined) : process.stdout;
+  let r = await api.release(id);
+  const live = stream?.isTTY ? new (await import("./live-view.js")).LiveView(stream, colours(stream)) : undefined;
+  const timeline = stream && !live ? new ReleaseTimeline((line) => void stream.write(`${line}\n`)) : undefined;
+  const paint = stream ? colours(stream) : undefined;
+  const show = () => (live ? live.redraw(releaseView(r, paint)) : timeline?.update(r));
+  let ticker: ReturnType<typeof setInterval> | undefined;
+  const tick = () => {
+    // The soak's time left counts down on screen; no timer otherwise.
+    if (live && r.waiting?.kind === "soak") ticker ??= setInterval(show, 1000);
+    else if (ticker) ticker = void clearInterval(ticker);
+  };
+  try {
+    if (!terminalReleaseStatuses.has(r.status)) {
+      show();
+      tick();
+      await api.streamEvents(
+        `/api/v1/releases/${encodeURIComponent(id)}/events`,
+        (e) => {
+          if (e.type === "release.updated" || e.type === "release.status") r = { ...r, ...(e.data as Partial<ReleaseRecord>) };
+          show();
+          tick();
+          return terminalReleaseStatuses.has(r.status);
+        },
+        { after: 0 },
+      );
+      r = await api.release(id);
+    }
+  } finally {
+    clearInterval(ticker);
+  }
+  if (live) {
+    const last = r.error && r.status !== "succeeded" ? `${paint!.status(r.status)}: ${r.error.message}` : paint!.status(r.status);
+    live.end([...releaseView(r, paint), "", last]);
+  } else timeline?.finish(r);
+  if (isDocument(output)) await printedAsDocument(r, output);
   process.exitCode = exitFor(r);
 }
 

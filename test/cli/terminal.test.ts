@@ -115,6 +115,71 @@ describe("manent at a terminal and in a pipe", () => {
     assert.match(r.output, /\x1b\[32msucceeded\x1b\[39m/);
   });
 
+  /** Envconfigs of dev, staging and prod (noop) and the pipeline of `name`; started with --no-wait, its id. */
+  const release = async (name: string, stages: unknown[]): Promise<string> => {
+    for (const env of ["dev", "staging", "prod"]) {
+      await ws.write(`envconfig/untenanted/${name}/${name}/${env}.yml`, {
+        plugin: "noop",
+        targets: [{ host: `${name}-${env}` }],
+        params: { state_dir: ws.path("state") },
+      });
+    }
+    await ws.write(`envconfig/untenanted/${name}/pipeline.yml`, { stages });
+    const file = await ws.write(`${name}.yml`, descriptor(name, "dev", "dist/app.txt", "3.0.0"));
+    const started = await shell(`manent --server ${server.url} release start -f ${file} --no-wait -o text`);
+    assert.equal(started.code, 0, started.stderr);
+    return started.stdout.trim();
+  };
+
+  it("release status --watch redraws the release's stages in place (soak time left), promoted when the screen asks, and leaves the final view", async () => {
+    const id = await release("rel", [
+      { environment: "dev" },
+      { environment: "staging", soak: "2s" },
+      { environment: "prod", promotion: "manual" },
+    ]);
+    let promoting: Promise<unknown> | undefined;
+    const r = await runInTerminal(`manent --server ${server.url} release status ${id} --watch`, {
+      cwd: ws.dir,
+      env,
+      // When the screen says the release waits for a promotion, promote it once (as a person reading it would).
+      onOutput: (output) => {
+        if (promoting || !lastDrawing(output).includes(`waiting for promotion: manent release promote ${id} --to prod`)) return;
+        promoting = server.api.releaseCommand(id, "promote", "prod");
+      },
+    });
+    assert.ok(promoting, "the promotion was never on screen");
+    await promoting;
+    assert.equal(r.code, 0, r.output);
+    assert.ok(r.output.includes("\x1b[?25l"), "cursor not hidden");
+    assert.ok((r.output.match(/\x1b\[\d+A\r\x1b\[J/g) ?? []).length >= 3, "not redrawn in place");
+    assert.ok(r.output.trimEnd().endsWith("\x1b[?25h"), "cursor not shown again");
+    assert.match(stripVTControlCharacters(r.output), /soak until \S+ \(\d+ s left\)/, "the soak's time left was never on screen");
+    const view = lastDrawing(r.output);
+    assert.match(view, new RegExp(`^release ${id}: rel 3\\.0\\.0 \\(rel\\)$`, "m"));
+    assert.match(view, /^ {2}Status: +succeeded$/m);
+    assert.match(view, /^ {2}1\. dev +succeeded {2}deploy [0-9a-f-]{36} succeeded$/m);
+    assert.match(view, /^ {2}2\. staging +succeeded {2}deploy [0-9a-f-]{36} succeeded; soak until \S+$/m);
+    assert.match(view, /^ {2}3\. prod +succeeded {2}deploy [0-9a-f-]{36} succeeded; promoted by /m);
+    assert.equal(view.trimEnd().split("\n").at(-1), "succeeded");
+    assert.match(r.output, /\x1b\[32msucceeded\x1b\[39m/, "status words coloured on a terminal");
+  });
+
+  it("release status --watch in a pipe prints one plain line per change, then the status", async () => {
+    const id = await release("relpipe", [{ environment: "dev" }, { environment: "staging" }]);
+    const r = await shell(`manent --server ${server.url} release status ${id} --watch -o text | cat`);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /\x1b/);
+    const lines = r.stdout.trimEnd().split("\n");
+    assert.equal(lines[0], `release ${id}: relpipe 3.0.0 (relpipe)`);
+    for (const line of [/^1\. dev: deploy [0-9a-f-]{36} to dev succeeded$/, /^2\. staging: succeeded$/])
+      assert.ok(
+        lines.some((l) => line.test(l)),
+        `${String(line)} in:\n${r.stdout}`,
+      );
+    assert.equal(new Set(lines).size, lines.length, "each line once");
+    assert.equal(lines.at(-1), "succeeded");
+  });
+
   it("deploy prints a timeline (coloured on a terminal, never redrawn); status --watch in a pipe prints it with no escape sequences", async () => {
     const file = await app("piped");
     const t = await runInTerminal(`manent --server ${server.url} deploy -f ${file}`, { cwd: ws.dir, env });
