@@ -1,57 +1,20 @@
 import assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { readFile, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import type { CallbackPayload } from "../../src/core/engine/callbacks.js";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import type { TargetDriftRecord } from "../../src/core/drift/drift-record.js";
 import { buildGoBinaries } from "../interop/go-tools.js";
+import { CallbackReceiver } from "../support/callback-receiver.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
-
-/** A webhook receiver on loopback whose calls can be awaited. */
-class Receiver {
-  readonly received: CallbackPayload[] = [];
-  private waiters: (() => void)[] = [];
-  private server!: Server;
-  url = "";
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        this.received.push(JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallbackPayload);
-        res.writeHead(200).end("ok");
-        for (const w of this.waiters.splice(0)) w();
-      });
-    });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/drift`;
-  }
-
-  async waitFor(match: (p: CallbackPayload) => boolean): Promise<CallbackPayload> {
-    for (;;) {
-      const found = this.received.find(match);
-      if (found) return found;
-      await new Promise<void>((r) => this.waiters.push(r));
-    }
-  }
-
-  stop(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((r) => this.server.close(() => r()));
-  }
-}
 
 /** Periodic and on-demand drift checks of a real manent-server: records, events, callback, metric, heal, CLI. */
 describe("drift checks", () => {
   let pg: TestPostgres;
   let ws: Workspace;
   let server: ServerProcess;
-  let receiver: Receiver;
+  let receiver: CallbackReceiver;
   let artifact: string;
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
   const envconfig = (app: string, body: Record<string, unknown>) => ws.write(`envconfig/untenanted/${app}/${app}/test.yml`, body);
@@ -87,8 +50,8 @@ describe("drift checks", () => {
     const { goSample } = await buildGoBinaries();
     pg = await TestPostgres.start();
     ws = await createWorkspace();
-    receiver = new Receiver();
-    await receiver.start();
+    receiver = new CallbackReceiver();
+    await receiver.start("/drift");
     artifact = await ws.write("dist/app.txt", "hello\n");
     const yml = manentYml(await pg.createDatabase());
     // The sample Go plugin implements no drift call: an older plugin, as far as drift goes.
