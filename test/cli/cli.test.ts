@@ -66,7 +66,7 @@ describe("manent CLI", () => {
 
   it("prints each step and each target, and ends with succeeded", async () => {
     const file = await app("text");
-    const r = await cli("deploy", "-f", file);
+    const r = await cli("deploy", "-f", file, "-o", "text");
     assert.equal(r.code, 0, r.stdout + r.stderr);
     const lines = r.stdout.trimEnd().split("\n");
     assert.match(lines[0]!, /^deploy of text 1\.0\.0 → test {2}\[[0-9a-f-]{36}\]$/);
@@ -138,7 +138,7 @@ describe("manent CLI", () => {
       ["ready", "ready"],
     );
     await assert.rejects(release("dry-1"), /ENOENT/);
-    const text = await cli("deploy", "-f", file, "--dry-run");
+    const text = await cli("deploy", "-f", file, "--dry-run", "-o", "text");
     assert.equal(text.code, 0);
     assert.match(text.stdout, /^dry-run of dry 1\.0\.0 → test/);
   });
@@ -166,7 +166,7 @@ describe("manent CLI", () => {
     const file = await app("bad", { rollback: { enabled: true } });
     assert.equal((await cli("deploy", "-f", file)).code, 0);
     await app("bad", { rollback: { enabled: true }, params: { fail_hosts: "bad-2" } });
-    const r = await cli("deploy", "-f", file, "--version", "2.0.0");
+    const r = await cli("deploy", "-f", file, "--version", "2.0.0", "-o", "text");
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /^ {2}✗ deploy/m);
     assert.match(r.stdout, /^ {2}✓ rollback/m);
@@ -231,13 +231,13 @@ describe("manent CLI", () => {
       false,
     );
     assert.equal(await release("hist-1"), "1.1.0");
-    const to = await cli("rollback", "-f", file, "--to", "1.0.0");
+    const to = await cli("rollback", "-f", file, "--to", "1.0.0", "-o", "text");
     assert.equal(to.code, 0, to.stdout + to.stderr);
     assert.match(to.stdout, /^rollback of hist to 1\.0\.0 → test/);
     assert.equal(to.stdout.trimEnd().split("\n").at(-1), "succeeded");
     assert.equal(await release("hist-2"), "1.0.0");
 
-    const h = await cli("history", "--application", "hist");
+    const h = await cli("history", "--application", "hist", "-o", "text");
     assert.equal(h.code, 0, h.stderr);
     const [header, ...rows] = h.stdout.trimEnd().split("\n");
     assert.equal(header, "CREATED\tID\tKIND\tAPPLICATION\tENVIRONMENT\tVERSION\tSTATUS");
@@ -262,7 +262,7 @@ describe("manent CLI", () => {
       [...created].sort((a, b) => b - a),
     );
 
-    const s = await cli("status", ids[0]!);
+    const s = await cli("status", ids[0]!, "-o", "text");
     assert.equal(s.code, 0, s.stderr);
     assert.match(s.stdout, new RegExp(`^deploy of hist 1\\.0\\.0 → test {2}\\[${ids[0]}\\]`));
     assert.match(s.stdout, /^ {6}hist-1: deployed/m);
@@ -273,7 +273,7 @@ describe("manent CLI", () => {
   });
 
   it("lists the plugins and their capabilities", async () => {
-    const r = await cli("plugins");
+    const r = await cli("plugins", "-o", "text");
     assert.equal(r.code, 0, r.stderr);
     assert.match(
       r.stdout,

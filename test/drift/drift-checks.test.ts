@@ -118,18 +118,18 @@ describe("drift checks", () => {
     await envconfig("api", { plugin: "noop", targets: [{ host: "a1" }], params: { state_dir: ws.path("state-api") } });
     const id = await deploy("api");
     await ws.write("api.yml", descriptor("api", "test", artifact));
-    const clean = await cli("diff", "-f", "api.yml");
+    const clean = await cli("diff", "-f", "api.yml", "-o", "text");
     assert.equal(clean.code, 0, clean.stderr);
     assert.match(clean.stdout, /^a1: in sync \(runs 1\.0\.0\)$/m);
 
     await writeFile(ws.path("state-api", "a1.release"), "0.9.0");
-    const diff = await cli("diff", "-f", "api.yml");
+    const diff = await cli("diff", "-f", "api.yml", "-o", "text");
     assert.equal(diff.code, 1, diff.stderr);
     assert.equal(
       diff.stdout,
       `api in test: compared with deploy ${id} (version 1.0.0)\na1: drifted (runs 0.9.0, deployed 1.0.0)\n  release version: 1.0.0 → 0.9.0\n`,
     );
-    const status = await cli("status", id);
+    const status = await cli("status", id, "-o", "text");
     assert.equal(status.code, 0, status.stderr);
     assert.match(
       status.stdout,
@@ -152,7 +152,7 @@ describe("drift checks", () => {
     });
     await deploy("legacy");
     await ws.write("legacy.yml", descriptor("legacy", "test", artifact));
-    const r = await cli("diff", "-f", "legacy.yml");
+    const r = await cli("diff", "-f", "legacy.yml", "-o", "text");
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^l1: drift unknown: plugin sample does not report drift \(it does not declare the drift capability\)$/m);
     const { targets } = await server.api.drift({ application: "legacy" });

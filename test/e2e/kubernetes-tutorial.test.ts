@@ -139,7 +139,7 @@ describe("tutorial: deploy to Kubernetes", () => {
   });
 
   it("5. deploy: rollout complete, labels, annotation and the two history ConfigMaps", async () => {
-    const r = await cli("deploy", "-f", "hello.yml");
+    const r = await cli("deploy", "-f", "hello.yml", "-o", "text");
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /127\.0\.0\.1: deployed/);
     const dep = (await cp.get("apps/v1", "Deployment", "hello", "hello"))!;

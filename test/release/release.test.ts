@@ -58,9 +58,10 @@ describe("releases through environments", () => {
     });
   };
   const startRelease = async (who: Person, app: string): Promise<string> => {
+    // As a script would: stdout is a pipe, so the CLI answers the release as JSON.
     const r = await cli(who, "release", "start", "-f", `${app}.yml`, "--no-wait");
     assert.equal(r.code, 0, r.stderr);
-    return r.stdout.trim();
+    return (JSON.parse(r.stdout) as { id: string }).id;
   };
   /** The release once `ok` holds, followed on its event stream (no polling); fails if it ends first. */
   const until = async (id: string, ok: (r: ReleaseRecord) => boolean, what: string, s = server): Promise<ReleaseRecord> => {
@@ -146,7 +147,7 @@ describe("releases through environments", () => {
     assert.match(byApi.message, /^vic may not submit in tenant untenanted: needs the submit permission/);
 
     // Started with the CLI, which follows it until it waits for a person.
-    const started = await cli("alice", "release", "start", "-f", "hello.yml");
+    const started = await cli("alice", "release", "start", "-f", "hello.yml", "-o", "text");
     assert.equal(started.code, 0, started.stderr);
     assert.match(
       started.stdout,
@@ -200,7 +201,7 @@ describe("releases through environments", () => {
     }
 
     // Shown in lists and audited.
-    const listed = await cli("vic", "release", "list");
+    const listed = await cli("vic", "release", "list", "-o", "text");
     assert.match(listed.stdout, new RegExp(`${id}\\thello\\t1\\.0\\.0\\t3\\tsucceeded`));
     const audit = await api("alice").audit({ application: "hello" });
     const actions = audit.entries.map((e) => `${e.action} ${e.actor} ${e.outcome}`);
@@ -237,7 +238,7 @@ describe("releases through environments", () => {
 
   it("stops at a failing staging deploy and leaves prod untouched", async () => {
     await setup("broken", { stages: [{ environment: "dev" }, { environment: "staging" }, { environment: "prod" }] }, { failIn: "staging" });
-    const r = await cli("alice", "release", "start", "-f", "broken.yml");
+    const r = await cli("alice", "release", "start", "-f", "broken.yml", "-o", "text");
     assert.equal(r.code, 1, r.stdout + r.stderr);
     const id = /^release (\S+):/m.exec(r.stdout)![1]!;
     const done = await api("alice").release(id);
@@ -253,7 +254,7 @@ describe("releases through environments", () => {
 
   it("waits at a manual stage until promoted by hand", async () => {
     await setup("manual", { stages: [{ environment: "dev" }, { environment: "staging", promotion: "manual" }] });
-    const r = await cli("alice", "release", "start", "-f", "manual.yml");
+    const r = await cli("alice", "release", "start", "-f", "manual.yml", "-o", "text");
     assert.equal(r.code, 0, r.stderr);
     const id = /^release (\S+):/m.exec(r.stdout)![1]!;
     assert.match(r.stdout, new RegExp(`waiting for promotion: manent release promote ${id} --to staging`));

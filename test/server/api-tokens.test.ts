@@ -70,11 +70,15 @@ describe("managed API tokens", () => {
     client.createToken({ role: "deployer", tenant: "team-a", expires_in: "30d", ...body });
 
   it("created with the CLI (shown once), used on the other server, revoked: refused there from the next request on", async () => {
-    const made = await runCli(["token", "create", "--role", "deployer", "--tenant", "team-a", "--expires", "30d", "--name", "ci-team-a"], {
-      cwd: ws.dir,
-      server: alpha.url,
-      token: rootToken,
-    });
+    // What a person at a terminal reads (-o text): a pipe would get the token as JSON.
+    const made = await runCli(
+      ["token", "create", "--role", "deployer", "--tenant", "team-a", "--expires", "30d", "--name", "ci-team-a", "-o", "text"],
+      {
+        cwd: ws.dir,
+        server: alpha.url,
+        token: rootToken,
+      },
+    );
     assert.equal(made.code, 0, made.stderr);
     const secret = tokenPattern.exec(made.stdout)?.[0];
     assert.ok(secret, made.stdout);
@@ -95,7 +99,7 @@ describe("managed API tokens", () => {
       /permission|not found/i.test(e.message),
     );
 
-    const listed = await runCli(["token", "list"], { cwd: ws.dir, server: beta.url, token: rootToken });
+    const listed = await runCli(["token", "list", "-o", "text"], { cwd: ws.dir, server: beta.url, token: rootToken });
     assert.equal(listed.code, 0, listed.stderr);
     const row = listed.stdout.split("\n").find((l) => l.includes("\tci-team-a\t"));
     assert.ok(row, listed.stdout);
@@ -103,7 +107,7 @@ describe("managed API tokens", () => {
     assert.deepEqual([role, tenant, application, environment, status, createdBy], ["deployer", "team-a", "*", "*", "active", "root"]);
     assert.ok(Date.parse(lastUsed!) > 0, `last use recorded: ${row}`);
 
-    const revoked = await runCli(["token", "revoke", tokenId!], { cwd: ws.dir, server: alpha.url, token: rootToken });
+    const revoked = await runCli(["token", "revoke", tokenId!, "-o", "text"], { cwd: ws.dir, server: alpha.url, token: rootToken });
     assert.equal(revoked.code, 0, revoked.stderr);
     assert.match(revoked.stdout, /revoked token ci-team-a/);
     // The very next request on the other server, with no wait: refused, saying why, without the token.

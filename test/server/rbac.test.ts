@@ -186,18 +186,24 @@ describe("roles and permissions", () => {
       groups: [],
       grants: [{ role: "deployer", scope: { tenant: "team-a", application: "*", environment: "dev*" } }],
     });
-    const yes = await runCli(["auth", "can-i", "submit", "--tenant", "team-a", "--application", "shop", "--environment", "dev-7"], {
-      cwd: ws.dir,
-      server: server.url,
-      token: tokens.devDeployer,
-    });
+    const yes = await runCli(
+      ["auth", "can-i", "submit", "--tenant", "team-a", "--application", "shop", "--environment", "dev-7", "-o", "text"],
+      {
+        cwd: ws.dir,
+        server: server.url,
+        token: tokens.devDeployer,
+      },
+    );
     assert.equal(yes.code, 0, yes.stderr);
     assert.equal(yes.stdout, "yes: allowed by role deployer in tenant team-a, application *, environment dev*\n");
-    const no = await runCli(["auth", "can-i", "submit", "--tenant", "team-a", "--application", "shop", "--environment", "prod"], {
-      cwd: ws.dir,
-      server: server.url,
-      token: tokens.devDeployer,
-    });
+    const no = await runCli(
+      ["auth", "can-i", "submit", "--tenant", "team-a", "--application", "shop", "--environment", "prod", "-o", "text"],
+      {
+        cwd: ws.dir,
+        server: server.url,
+        token: tokens.devDeployer,
+      },
+    );
     assert.equal(no.code, 1, no.stderr);
     assert.match(no.stdout, /^no: dev-ci may not submit in tenant team-a, application shop, environment prod: needs the submit permission/);
     // Without an environment, the question is "anywhere in team-a": a grant over dev* does not answer it.
@@ -220,7 +226,7 @@ describe("roles and permissions", () => {
     const badTenant = await request(tokens.viewer, "GET", "/api/v1/auth/can-i?action=read&tenant=Team%20A");
     assert.equal(badTenant.status, 400, badTenant.text);
     assert.match(badTenant.error!.message, /tenant/);
-    const whoami = await runCli(["auth", "whoami"], { cwd: ws.dir, server: server.url, token: tokens.prodApprover });
+    const whoami = await runCli(["auth", "whoami", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.prodApprover });
     assert.equal(whoami.code, 0, whoami.stderr);
     assert.equal(whoami.stdout, "release (token:release)\napprover\ttenant team-*\tapplication *\tenvironment prod*\n");
   });

@@ -110,13 +110,15 @@ describe("HTTPS", () => {
     });
 
     it("deploys through the CLI with --ca-file, and shows the deploy with MANENT_CA_FILE", async () => {
+      // As a script would: stdout is a pipe, so each answer is the deploy as JSON.
       const deployed = await cli(["--ca-file", ws.path("ca.crt"), "deploy", "-f", ws.path("web.yml")]);
       assert.equal(deployed.code, 0, deployed.stdout + deployed.stderr);
-      assert.equal(deployed.stdout.trimEnd().split("\n").at(-1), "succeeded");
-      const id = (deployId = /\[([0-9a-f-]{36})\]/.exec(deployed.stdout)![1]!);
+      const d = JSON.parse(deployed.stdout) as { id: string; status: string };
+      assert.equal(d.status, "succeeded");
+      const id = (deployId = d.id);
       const status = await cli(["status", id], { MANENT_CA_FILE: ws.path("ca.crt") });
       assert.equal(status.code, 0, status.stderr);
-      assert.match(status.stdout, /succeeded/);
+      assert.deepEqual(JSON.parse(status.stdout) as unknown, { ...(JSON.parse(status.stdout) as object), id, status: "succeeded" });
       const watched = await cli(["status", "--watch", id], { MANENT_CA_FILE: ws.path("ca.crt") });
       assert.equal(watched.code, 0, watched.stderr);
     });

@@ -178,7 +178,7 @@ describe("upload quotas, deletion, retention and the artifacts cache", () => {
     assert.match(fromViewer.json.error!.message, /needs the submit or dry_run permission/);
     assert.equal((await request(tokens.teamA, "GET", path)).status, 200);
 
-    const listed = await runCli(["uploads", "list"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
+    const listed = await runCli(["uploads", "list", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
     assert.equal(listed.code, 0, listed.stderr);
     assert.match(listed.stdout, /tenant team-a: 1 uploads, 2 KiB \(quota 16 KiB\)/);
     assert.match(listed.stdout, new RegExp(`${sha(content)}\\t2 KiB\\t.*\\t-`));
@@ -241,7 +241,7 @@ describe("upload quotas, deletion, retention and the artifacts cache", () => {
     const dry = await teamA.sweepUploads(undefined, true);
     assert.deepEqual(new Set(dry.removed.map((r) => r.sha256)), new Set([sha(u1!), sha(u4!)]));
     assert.equal((await listing()).uploads.length, 5, "a dry run removes nothing");
-    const sweep = await runCli(["uploads", "sweep"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
+    const sweep = await runCli(["uploads", "sweep", "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.teamA });
     assert.equal(sweep.code, 0, sweep.stderr);
     assert.match(sweep.stdout, /tenant team-a: removed 2 uploads \(4 KiB\)/);
     let kept = await listing();

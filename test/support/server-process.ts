@@ -111,7 +111,11 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `manent` CLI. */
+/**
+ * Runs the real `manent` CLI as a script would: stdout is a pipe, so the CLI answers JSON unless the
+ * arguments ask for text (`-o text`). Nothing is set behind the test's back; test/support/terminal.ts
+ * runs it in a pseudo-terminal where what a person sees matters.
+ */
 export async function runCli(
   args: string[],
   opts: { cwd: string; server?: string; token?: string; env?: Record<string, string> },
@@ -122,8 +126,6 @@ export async function runCli(
       ...process.env,
       ...(opts.server && { MANENT_SERVER: opts.server }),
       ...(opts.token && { MANENT_TOKEN: opts.token }),
-      // The text a terminal shows (stdout is a pipe here, which would mean JSON); test/cli/tutorial-pipe.test.ts tests the pipe's default.
-      MANENT_OUTPUT: "text",
       ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
