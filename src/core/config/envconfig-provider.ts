@@ -2,7 +2,7 @@ import { isAbsolute, resolve } from "node:path";
 import { Code, ManentError } from "../errors.js";
 import type { LoadedConfig } from "./load-manent-config.js";
 import { envconfigSchema, type Envconfig } from "./envconfig.js";
-import { loadYamlFile } from "./yaml-file.js";
+import { parseYaml, readYamlText } from "./yaml-file.js";
 
 export interface EnvconfigKey {
   tenant: string;
@@ -19,7 +19,8 @@ export interface FoundEnvconfig {
 
 /**
  * Finds the envconfig of a deploy: the first provider whose file exists wins. When none exists,
- * `envconfig.required` decides between an error and an empty envconfig.
+ * `envconfig.required` decides between an error and an empty envconfig. With the config's
+ * envconfig cache, what it returns is frozen (shared by the deploys that read the same text).
  */
 export async function findEnvconfig(config: LoadedConfig, key: EnvconfigKey): Promise<FoundEnvconfig> {
   const tried: string[] = [];
@@ -27,7 +28,9 @@ export async function findEnvconfig(config: LoadedConfig, key: EnvconfigKey): Pr
     const path = provider.file.path.replace(/\{(tenant|application|artifact|environment)\}/g, (_, k: keyof EnvconfigKey) => key[k]);
     const file = isAbsolute(path) ? path : resolve(config.baseDir, path);
     try {
-      return { envconfig: await loadYamlFile(file, envconfigSchema, path), file: path };
+      const text = await readYamlText(file, path);
+      const parse = (t: string) => parseYaml(t, path, envconfigSchema);
+      return { envconfig: config.envconfigCache ? config.envconfigCache.get(file, text, parse) : parse(text), file: path };
     } catch (err) {
       if (err instanceof ManentError && err.code === Code.NotFound) {
         tried.push(path);

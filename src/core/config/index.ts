@@ -14,3 +14,4 @@ export * from "./oidc-config.js";
 export * from "./tls-config.js";
 export * from "./uploads-config.js";
 export * from "./format-bytes.js";
+export * from "./envconfig-cache.js";

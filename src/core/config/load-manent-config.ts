@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { builtinPlugins } from "../../plugins/builtin.js";
 import { Code, ManentError } from "../errors.js";
+import { EnvconfigCache } from "./envconfig-cache.js";
 import { manentConfigSchema, type ManentConfig } from "./manent-config.js";
 import { loadYamlFile } from "./yaml-file.js";
 
@@ -12,6 +13,8 @@ export interface LoadedConfig extends ManentConfig {
   workdirPath: string;
   /** The directory relative paths resolve against (the process's working directory, as documented). */
   baseDir: string;
+  /** Envconfigs parsed by this server, by file and text (absent: every read parses). */
+  envconfigCache?: EnvconfigCache;
 }
 
 /** Loads and validates manent.yml. Throws `invalid_argument`/`not_found` naming file, field and reason. */
@@ -33,5 +36,5 @@ export async function loadManentConfig(file: string, baseDir = process.cwd()): P
       );
     }
   }
-  return { ...config, file, workdirPath: resolve(baseDir, config.workdir), baseDir };
+  return { ...config, file, workdirPath: resolve(baseDir, config.workdir), baseDir, envconfigCache: new EnvconfigCache() };
 }

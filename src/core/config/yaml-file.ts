@@ -60,6 +60,11 @@ export function invalidInput(error: z.ZodError, file: string): ManentError {
 
 /** Reads and validates a YAML file; a missing file is `not_found` naming the path. */
 export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S, label = path): Promise<z.output<S>> {
+  return parseYaml(await readYamlText(path, label), label, schema);
+}
+
+/** A YAML file's text, refused when larger than {@link maxYamlBytes}; a missing file is `not_found` naming the path. */
+export async function readYamlText(path: string, label = path): Promise<string> {
   let text: string;
   try {
     const handle = await open(path, "r");
@@ -79,7 +84,7 @@ export async function loadYamlFile<S extends z.ZodType>(path: string, schema: S,
     if (code === "ENOENT") throw new ManentError(Code.NotFound, `${label}: file not found`, { details: { file: label } });
     throw new ManentError(Code.InvalidArgument, `${label}: cannot read: ${(err as Error).message}`, { details: { file: label } });
   }
-  return parseYaml(text, label, schema);
+  return text;
 }
 
 /**

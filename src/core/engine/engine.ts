@@ -12,6 +12,7 @@ import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type Submission } from "./resolve.js";
 import { faultPoint } from "./fault-points.js";
+import { checkpointSerializer } from "./checkpoint-serializer.js";
 import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
 import { QueueWake } from "./queue-wake.js";
@@ -92,6 +93,7 @@ export class Engine {
       applicationVersion: manentVersion,
       executorID: opts.config.dbos.executor_id ?? "local",
       logger: dbosLogger(opts.logger),
+      serializer: checkpointSerializer,
     });
     try {
       await DBOS.launch();

@@ -118,7 +118,8 @@ export async function resolveSubmission(
     });
   }
   const plugin = await plugins.select(envconfig.plugin, artifact, where);
-  const rollout = s.kind === "rollback" ? undefined : envconfig.rollout;
+  // The envconfig may be the server's cached, frozen one: what the deploy carries is copied from it.
+  const rollout = s.kind === "rollback" || !envconfig.rollout ? undefined : structuredClone(envconfig.rollout);
   if (rollout) checkRolloutSettings(rollout, envconfig.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
 
   const policy = (step: RetryableStep): StepPolicy => ({
@@ -142,10 +143,10 @@ export async function resolveSubmission(
     targets: envconfig.targets.map((t) => ({
       host: t.host,
       ...(t.port !== undefined && { port: t.port }),
-      labels: t.labels,
+      labels: { ...t.labels },
       name: t.name ?? t.host,
     })),
-    params: envconfig.params,
+    params: { ...envconfig.params },
     secrets: envconfig.secrets.map((x) => ({ name: x.name, ref: formatSecretRef(x.ref) })),
     rollbackEnabled: envconfig.rollback.enabled,
     parallel: envconfig.parallel,
@@ -156,13 +157,13 @@ export async function resolveSubmission(
       deploy: policy("deploy"),
       rollback: policy("rollback"),
     },
-    callbacks: envconfig.callbacks,
-    drift: envconfig.drift,
+    callbacks: structuredClone(envconfig.callbacks),
+    drift: { ...envconfig.drift },
     descriptorFile: s.descriptorFile,
     envconfigFile: file ?? null,
     ...(s.to !== undefined && { to: s.to }),
     ...(rollout && { rollout }),
-    ...(rollout && envconfig.analysis && { analysis: envconfig.analysis }),
+    ...(rollout && envconfig.analysis && { analysis: structuredClone(envconfig.analysis) }),
   };
 }
 
