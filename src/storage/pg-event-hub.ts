@@ -27,6 +27,12 @@ interface PlacedEvent {
 type Listener = (event: DeployEvent) => void;
 
 const pageSize = 500;
+/**
+ * Events kept in memory for streams that resume: the last ones the hub delivered, at most this many
+ * and this much JSON (a rollout's events carry its waves' hosts: a few can weigh megabytes).
+ */
+const defaultRecent = 2_000;
+const recentMaxChars = 4 << 20;
 
 /**
  * One server's view of the event log: a dedicated connection LISTENs to `manent_events`; each
@@ -38,6 +44,11 @@ export class PgEventHub {
   private client: pg.Client | undefined;
   private readonly listeners = new Set<{ filter: EventFilter; fn: Listener; onClose: (() => void) | undefined }>();
   private lastId = 0;
+  /** The events the hub delivered last, oldest first: every event with an id in (recentFrom, lastId]. */
+  private recent: PlacedEvent[] = [];
+  private recentFrom = 0;
+  private recentChars = 0;
+  private readonly json = new WeakMap<DeployEvent, string>();
   private reading: Promise<void> | undefined;
   private again = false;
   private closed = false;
@@ -48,13 +59,55 @@ export class PgEventHub {
     private readonly pool: pg.Pool,
     private readonly databaseUrl: string,
     private readonly logger: Logger,
+    private readonly recentMax: number,
   ) {}
 
-  static async start(pool: pg.Pool, databaseUrl: string, logger: Logger): Promise<PgEventHub> {
-    const hub = new PgEventHub(pool, databaseUrl, logger);
+  /** `recent`: how many of the last events to keep for streams that resume (default 2,000). */
+  static async start(pool: pg.Pool, databaseUrl: string, logger: Logger, recent = defaultRecent): Promise<PgEventHub> {
+    const hub = new PgEventHub(pool, databaseUrl, logger, recent);
     hub.lastId = await hub.maxId();
+    hub.recentFrom = hub.lastId;
     await hub.connect();
     return hub;
+  }
+
+  /**
+   * Where the hub stands: every event up to this id has been handed to the subscribers of the
+   * time, and every later one will be handed to those subscribed when it is read. A live-only
+   * stream starts here without asking the database.
+   */
+  get position(): number {
+    return this.lastId;
+  }
+
+  /**
+   * The events after `afterId` that match, oldest first, from memory: up to {@link position},
+   * when every event after `afterId` is still kept; undefined when some may have been dropped (read
+   * the database). Called in the same tick as {@link subscribe}, the two together miss nothing.
+   */
+  recentAfter(afterId: number, filter: EventFilter): DeployEvent[] | undefined {
+    if (afterId < this.recentFrom) return undefined;
+    // The first kept event after afterId (ids increase along the list).
+    let lo = 0;
+    let hi = this.recent.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.recent[mid]!.event.id <= afterId) lo = mid + 1;
+      else hi = mid;
+    }
+    const out: DeployEvent[] = [];
+    for (let i = lo; i < this.recent.length; i++) if (matches(filter, this.recent[i]!)) out.push(this.recent[i]!.event);
+    return out;
+  }
+
+  /** An event as JSON, made once however many streams send it. */
+  toJson(event: DeployEvent): string {
+    let text = this.json.get(event);
+    if (text === undefined) {
+      text = JSON.stringify(event);
+      this.json.set(event, text);
+    }
+    return text;
   }
 
   /** Events after `afterId` that match, oldest first (at most `limit`). */
@@ -175,7 +228,10 @@ export class PgEventHub {
         for (;;) {
           const events = await this.readPlaced(this.lastId, {});
           for (const e of events) this.deliver(e);
-          if (events.length > 0) this.lastId = events[events.length - 1]!.event.id;
+          if (events.length > 0) {
+            this.lastId = events[events.length - 1]!.event.id;
+            this.keep(events);
+          }
           if (events.length < pageSize) break;
         }
       } while (this.again && !this.closed);
@@ -187,14 +243,25 @@ export class PgEventHub {
       });
   }
 
-  private deliver({ event: e, application, environment, environments }: PlacedEvent): void {
+  /** Keeps the events just delivered (read in id order, after lastId), dropping the oldest beyond the bound. */
+  private keep(events: PlacedEvent[]): void {
+    for (const e of events) {
+      this.recent.push(e);
+      this.recentChars += this.toJson(e.event).length;
+    }
+    let drop = 0;
+    while (drop < this.recent.length && (this.recent.length - drop > this.recentMax || this.recentChars > recentMaxChars))
+      this.recentChars -= this.toJson(this.recent[drop++]!.event).length;
+    if (drop > 0) {
+      this.recentFrom = this.recent[drop - 1]!.event.id;
+      this.recent = this.recent.slice(drop);
+    }
+  }
+
+  private deliver(placed: PlacedEvent): void {
+    const e = placed.event;
     for (const { filter, fn } of this.listeners) {
-      if (filter.deployId !== undefined && filter.deployId !== e.deploy_id) continue;
-      if (filter.releaseId !== undefined && filter.releaseId !== e.release_id) continue;
-      if (filter.tenant !== undefined && filter.tenant !== "*" && filter.tenant !== e.tenant) continue;
-      const visible = (s: ScopePattern) =>
-        environments ? environments.some((env) => inScope(s, e.tenant, application, env)) : inScope(s, e.tenant, application, environment);
-      if (filter.scopes && !filter.scopes.some(visible)) continue;
+      if (!matches(filter, placed)) continue;
       try {
         fn(e);
       } catch (err) {
@@ -202,6 +269,16 @@ export class PgEventHub {
       }
     }
   }
+}
+
+/** Whether a reader with `filter` gets the event: the condition of {@link PgEventHub.read}, in memory. */
+function matches(filter: EventFilter, { event: e, application, environment, environments }: PlacedEvent): boolean {
+  if (filter.deployId !== undefined && filter.deployId !== e.deploy_id) return false;
+  if (filter.releaseId !== undefined && filter.releaseId !== e.release_id) return false;
+  if (filter.tenant !== undefined && filter.tenant !== "*" && filter.tenant !== e.tenant) return false;
+  const visible = (s: ScopePattern) =>
+    environments ? environments.some((env) => inScope(s, e.tenant, application, env)) : inScope(s, e.tenant, application, environment);
+  return !filter.scopes || filter.scopes.some(visible);
 }
 
 /** The SQL condition of `scopeCondition`, in memory: a pattern of `*` matches anything, a missing value only `*`. */

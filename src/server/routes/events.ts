@@ -67,7 +67,8 @@ export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(tenantEvents, async (c) => {
     const q = c.req.valid("query");
     const scopes = scopesFor(c.get("caller"), "read");
-    const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? (await deps.events.maxId());
+    // Live only: from where the hub stands (what it reads next goes to the new subscription), no query.
+    const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? deps.events.position;
     return stream(c, deps, { tenant: q.tenant ?? "*", scopes }, after) as never;
   });
 }
@@ -80,6 +81,9 @@ export function resumePoint(lastEventId: string | undefined, after: number | und
 /**
  * Sends the events after `after` that match, then new ones as the hub delivers them, in id order
  * and each once: the subscription starts before the backlog is read, so nothing falls between.
+ * A stream resuming from a recent event (a client reconnecting) gets its backlog from the hub's
+ * memory, taken in the same tick as the subscription; an older one reads the database. Events
+ * waiting in the queue are written together, each event's JSON made once for every stream.
  */
 export function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, after: number): Response {
   return streamSSE(
@@ -100,21 +104,30 @@ export function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, a
         },
         end,
       );
+      const recent = deps.events.recentAfter(after, filter);
       out.onAbort(end);
       let last = after;
-      const send = async (e: DeployEvent): Promise<void> => {
-        if (e.id <= last) return;
-        await out.writeSSE({ id: String(e.id), data: JSON.stringify(e) });
-        last = e.id;
+      /** Writes the events not sent yet, in one write (the format of hono's writeSSE: data, then id). */
+      const send = async (events: DeployEvent[]): Promise<void> => {
+        let text = "";
+        for (const e of events) {
+          if (e.id <= last) continue;
+          text += `data: ${deps.events.toJson(e)}\nid: ${e.id}\n\n`;
+          last = e.id;
+        }
+        if (text) await out.write(text);
       };
       try {
-        for (;;) {
-          const page = await deps.events.read(last, filter, pageSize);
-          for (const e of page) await send(e);
-          if (page.length < pageSize) break;
-        }
+        if (recent) await send(recent);
+        else
+          for (;;) {
+            const page = await deps.events.read(last, filter, pageSize);
+            await send(page);
+            if (page.length < pageSize) break;
+          }
         while (!ended && !out.aborted) {
-          while (queue.length > 0 && !out.aborted) await send(queue.shift()!);
+          // Again until empty: what arrives during a write has no wake to call yet.
+          while (queue.length > 0 && !out.aborted) await send(queue.splice(0));
           await idle(out, (w) => (wake = w));
           wake = undefined;
         }
