@@ -239,9 +239,13 @@ try {
 
 const first = samples[0]!;
 const last = samples.at(-1)!;
+// After warm-up: the first sample past the first interval (V8's young generation and the JIT grown).
+const warm = samples[Math.min(1, samples.length - 1)]!;
 const summary = {
   minutes,
   rss_mb_first: first.rss_mb,
+  rss_mb_after_warmup: warm.rss_mb,
+  rss_growth_after_warmup_pct: Math.round(((last.rss_mb - warm.rss_mb) / warm.rss_mb) * 1000) / 10,
   rss_mb_max: Math.max(...samples.map((s) => s.rss_mb)),
   rss_mb_last: last.rss_mb,
   open_files_max: Math.max(...samples.map((s) => s.open_files)),
@@ -259,7 +263,8 @@ const summary = {
 };
 for (const f of failures.slice(0, 20)) console.log(`failed: ${f}`);
 console.log(
-  `summary: RSS ${summary.rss_mb_first} -> max ${summary.rss_mb_max} -> ${summary.rss_mb_last} MB; open files max ${summary.open_files_max}; ` +
+  `summary: RSS ${summary.rss_mb_first} -> ${summary.rss_mb_after_warmup} after warm-up -> max ${summary.rss_mb_max} -> ${summary.rss_mb_last} MB ` +
+    `(${summary.rss_growth_after_warmup_pct >= 0 ? "+" : ""}${summary.rss_growth_after_warmup_pct}% after warm-up); open files max ${summary.open_files_max}; ` +
     `database ${summary.database_mb_last} MB; slowest answer ${summary.slowest_ms} ms (p99 at most ${summary.p99_ms_max} ms); ` +
     `team-a ${summary.team_a_requests} requests, ${summary.team_a_failed} failed; ${summary.deploys} deploys, ${summary.rollbacks} rollbacks, ` +
     `${summary.uploads} uploads, ${summary.cut_uploads} cut uploads, ${summary.sse_connects} SSE connections`,

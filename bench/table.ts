@@ -8,7 +8,8 @@
  *
  * Run: node --import tsx bench/table.ts [--quick] [--only ROW,ROW] [--json]
  *   --quick   smaller counts (fewer runs, 1,000 deploys for memory): a rough table in a few minutes
- *   --only    rows by id: deploy, roundtrip, secret, coldstart, help, status, memory, rollout, resume, kubeapply
+ *   --only    rows by id: deploy, roundtrip, secret, coldstart, help, status, memory, rollout, resume, kubeapply, and
+ *             issue 24's envconfig, envconfig_memory, throughput, streams, soak
  *   --json    the figures and verdicts as one JSON object on the last stdout line
  * Rows whose bench failed or does not report the figure say so (and the exit code is 1).
  */
@@ -43,6 +44,10 @@ const benches = {
   rollouts: tsx("bench/rollouts.ts", quick ? "1" : "3"),
   resume: tsx("bench/resume-after-kill.ts"),
   kubeApply: tsx("bench/kubernetes-apply.ts", quick ? "2" : "3"),
+  largeEnvconfig: tsx("bench/large-envconfig.ts", "--runs", quick ? "2" : "3"),
+  throughput: tsx("bench/throughput.ts", "--seconds", quick ? "10" : "20", "--no-append-lock"),
+  streams: tsx("bench/sse-capacity.ts", "--seconds", quick ? "10" : "30"),
+  soak: tsx("bench/soak.ts", "--minutes", quick ? "3" : "30", "--sample", quick ? "30" : "120"),
 } satisfies Record<string, Bench>;
 type BenchName = keyof typeof benches;
 
@@ -208,6 +213,76 @@ const rows: Row[] = [
         now: `manent ${(mv / 1000).toFixed(1)} s vs kubectl ${(kv / 1000).toFixed(1)} s: ${(mv / kv).toFixed(2)}×`,
         met: mv / kv <= 2,
       };
+    },
+  },
+  {
+    id: "envconfig",
+    what: "issue 24: a deploy of 20,000 no-op targets, submit → finished (median of the submissions; the first after a change beside)",
+    aim: "≤ 1 s",
+    benches: ["largeEnvconfig"],
+    judge: (get) => {
+      const answer = num(get("largeEnvconfig", "submit_ms_p50"));
+      const read = num(get("largeEnvconfig", "read_validate_ms_p50"));
+      return atMost(
+        get("largeEnvconfig", "submit_to_finished_ms_p50"),
+        1000,
+        "ms",
+        ` (answered in ${answer ?? "?"} ms; the envconfig's parse and validation alone ${read ?? "?"} ms)`,
+      );
+    },
+  },
+  {
+    id: "envconfig_memory",
+    what: "issue 24: the server's peak RSS over its RSS before, per 20,000-target submission (median)",
+    aim: "≤ 30 MB",
+    benches: ["largeEnvconfig"],
+    judge: (get) => atMost(get("largeEnvconfig", "rss_peak_delta_mb_p50"), 30, "MB"),
+  },
+  {
+    id: "throughput",
+    what: "issue 24: no-op deploys/s with 100 applications deploying at once, 1 / 2 / 3 servers on one Postgres",
+    aim: "the limit is Postgres's commits, not a lock of ours",
+    benches: ["throughput"],
+    judge: (get) => {
+      const cell = (k: string) => {
+        const [d, c, w, nl] = [
+          num(get("throughput", `fleets.${k}.deploys_per_s`)),
+          num(get("throughput", `fleets.${k}.xact_commit_per_deploy`)),
+          num(get("throughput", `fleets.${k}.advisory_lock_waiters_mean`)),
+          num(get("throughput", `fleets.${k}_no_lock.deploys_per_s`)),
+        ];
+        return d === undefined ? "?" : `${d}/s (${c} commits/deploy, ${w} waiting on the append lock; ${nl ?? "?"}/s without it)`;
+      };
+      return { now: ["1_server", "2_servers", "3_servers"].map(cell).join("; ") };
+    },
+  },
+  {
+    id: "streams",
+    what: "issue 24: 1,000 SSE streams held, 200 clients reconnecting each second: opens within 1 s",
+    aim: "≥ 99 %",
+    benches: ["streams"],
+    judge: (get) => {
+      const [held, again, kb] = [
+        num(get("streams", "held_open_within_1s_pct")),
+        get("streams", "reconnect_open_within_1s_pct"),
+        num(get("streams", "kb_per_held_stream")),
+      ];
+      const r = num(again);
+      return r === undefined
+        ? { now: `not measured (${why(again)})` }
+        : { now: `reconnections ${r}% (held streams' first open ${held ?? "?"}%); ${kb ?? "?"} KB of RSS per held stream`, met: r >= 99 };
+    },
+  },
+  {
+    id: "soak",
+    what: "issue 24: RSS over the soak's mixed workload, after warm-up → end",
+    aim: "flat",
+    benches: ["soak"],
+    judge: (get) => {
+      const [m, w, e, p] = ["minutes", "rss_mb_after_warmup", "rss_mb_last", "rss_growth_after_warmup_pct"].map((k) => num(get("soak", k)));
+      return w === undefined
+        ? { now: `not measured (${why(get("soak", "rss_mb_after_warmup"))})` }
+        : { now: `${w} → ${e} MB (${p}%) over ${m} min` };
     },
   },
 ];
