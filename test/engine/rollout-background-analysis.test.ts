@@ -106,7 +106,7 @@ describe("rollout background analysis", () => {
     assert.equal(b.checks[0]!.last!.value, 0.01);
     // Not measured before step 2: never at weight 10.
     assert.ok(!seen.some((u) => u === "/errors/bga?weight=10"), seen.join(" "));
-    const status = await cli("status", id);
+    const status = await cli("status", id, "-o", "text");
     assert.match(status.stdout, /background analysis errors \(from canary step 2\): running since \S+/);
     assert.match(status.stdout, /background analysis errors: 0\.01 → successful/);
 

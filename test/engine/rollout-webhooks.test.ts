@@ -178,7 +178,7 @@ describe("rollout webhook gates and load-test hook", () => {
       waiting.rollout!.waiting!.hint,
       `waiting until POST ${base}/confirm-c answers 2xx (manent promote ${wid} to go on without it); last: POST ${base}/confirm-c answered 503`,
     );
-    const status = await cli("status", wid);
+    const status = await cli("status", wid, "-o", "text");
     assert.match(status.stdout, /⏸ waiting until POST .*confirm-c answers 2xx .*; last: POST .*confirm-c answered 503/);
     await called("/confirm-c", 2);
     const promoted = await cli("promote", wid);
