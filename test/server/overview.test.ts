@@ -210,7 +210,11 @@ describe("overview: what runs where", () => {
       [staging.pending[0]!.release_id, staging.pending[0]!.from, staging.pending[0]!.since],
       [id, ["dev"], atPromotion.waiting!.since],
     );
-    const text = await runCli(["overview", "--application", "cart"], { cwd: ws.dir, server: server.url, token: tokens.admin });
+    const text = await runCli(["overview", "--application", "cart", "-o", "text"], {
+      cwd: ws.dir,
+      server: server.url,
+      token: tokens.admin,
+    });
     assert.equal(text.code, 0, text.stderr);
     assert.match(
       text.stdout,
