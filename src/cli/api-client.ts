@@ -31,6 +31,11 @@ export class ApiClient {
     return this.request("POST", "/api/v1/rollbacks", body);
   }
 
+  /** A new deploy retrying a failed, rolled back or cancelled one (same artifact, same settings). */
+  retry(id: string): Promise<{ id: string; queued_behind?: string }> {
+    return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/retry`, {});
+  }
+
   /** A deploy; with `waitSeconds`, the server answers once it has ended (or when the wait is over). */
   deploy(id: string, waitSeconds = 0): Promise<DeployRecord> {
     return this.request("GET", `/api/v1/deploys/${encodeURIComponent(id)}${waitSeconds ? `?wait=${waitSeconds}` : ""}`);

@@ -22,6 +22,8 @@ export function deployView(d: DeployView, paint: Painter): string[] {
   if (d.tenant !== "untenanted") field("Tenant", d.tenant);
   field("Status", paint.status(d.status) + (d.error ? ` — ${d.error.message}` : ""));
   if (d.submitted_by) field("Submitted", `by ${d.submitted_by} at ${d.created_at}`);
+  if (d.retry_of) field("Retry of", d.retry_of);
+  if (d.retried_by?.length) field("Retried by", d.retried_by.join(", "));
   const r = d.rollout;
   if (r?.waiting) field("Waiting", r.waiting.hint + (r.waiting.until ? ` (until ${r.waiting.until})` : ""));
   if (r?.message) field("Message", r.message);

@@ -123,6 +123,19 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   program
+    .command("retry")
+    .description(
+      "retry a failed, rolled back or cancelled deploy: a new deploy of the same artifact (the same sha256) with the settings the deploy was run with, followed to the end",
+    )
+    .argument("<id>", "the deploy to retry")
+    .option("--no-wait", "print the new deploy's id and return at once")
+    .addOption(output())
+    .action(async (id: string, o: { wait: boolean; output?: Output }) => {
+      const submitted = await (await client()).retry(id);
+      await follow(await client(), submitted, o.wait, outputOf(o.output), colours);
+    });
+
+  program
     .command("status")
     .description("show a deploy: its steps, targets and result")
     .argument("<id>", "deploy id")
@@ -285,7 +298,7 @@ export async function main(argv: string[]): Promise<void> {
   program
     .command("audit")
     .description(
-      "show the audit log, newest first: who submitted, rolled back, cancelled, approved, promoted or aborted what, restarted which plugin, and refused sign-ins",
+      "show the audit log, newest first: who submitted, retried, rolled back, cancelled, approved, promoted or aborted what, restarted which plugin, and refused sign-ins",
     )
     .option("--tenant <tenant>", "only this tenant (you see only the entries where you have audit_read)")
     .option("--actor <name>", "only this actor: a token's name or a person's e-mail")

@@ -38,6 +38,7 @@ export class ProgressPrinter {
 
   finish(d: DeployView): void {
     this.update(d);
+    if (d.retried_by?.length) this.write(`retried by ${d.retried_by.join(", ")}`);
     this.write(d.error ? `${this.paint.status(d.status)}: ${d.error.message}` : this.paint.status(d.status));
   }
 
@@ -53,7 +54,7 @@ function label(d: DeployView): string {
     d.kind === "rollback"
       ? `rollback of ${d.application} to ${d.version}`
       : `${d.kind === "dry_run" ? "dry-run" : "deploy"} of ${d.application} ${d.version}`;
-  return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]`;
+  return `${what} → ${d.environment}${d.tenant !== "untenanted" ? ` (tenant ${d.tenant})` : ""}  [${d.id}]${d.retry_of ? ` retry of ${d.retry_of}` : ""}`;
 }
 
 function stepLine(s: StepRecord, paint: Painter): string {

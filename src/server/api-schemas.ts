@@ -67,6 +67,7 @@ export const deploySummarySchema = z
       .describe(
         'the submitter\'s identity: "user:<subject>", "token:<name>" or "anonymous" (null for deploys recorded before it was kept)',
       ),
+    retry_of: z.string().nullable().describe("the deploy this one retries (`manent retry`); null when it is not a retry"),
     created_at: z.string(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),
@@ -79,6 +80,7 @@ export const deploySchema = deploySummarySchema
     steps: z.array(stepSchema),
     targets: z.array(targetSchema),
     rollout: rolloutViewSchema.nullable().describe("waves and canary, for a deploy with rollout settings"),
+    retried_by: z.array(z.string()).describe("the retries of this deploy (`manent retry`), oldest first"),
   })
   .openapi("Deploy");
 

@@ -19,15 +19,15 @@ import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, Over
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
-  submitted_by, submitted_by_id, created_at, started_at, finished_at`;
+  submitted_by, submitted_by_id, retry_of, created_at, started_at, finished_at`;
 
 export class PgDeployStore implements DeployStore, OverviewSource {
   constructor(private readonly pool: pg.Pool) {}
 
   async createDeploy(d: NewDeploy): Promise<void> {
     await this.pool.query(
-      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id)
-       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10) on conflict (id) do nothing`,
+      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of)
+       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11) on conflict (id) do nothing`,
       newDeployValues(d),
     );
   }
@@ -129,8 +129,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   async startRun(id: string, d?: NewDeploy): Promise<DeployStatus | undefined> {
     const started = d
       ? await this.pool.query<{ status: DeployStatus }>(
-          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, started_at)
-           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, now())
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, started_at)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, now())
            on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
              where manent.deploys.status in ('queued', 'running')
            returning status`,
@@ -205,6 +205,9 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       `select phase, host, status, duration_ms, error, details from manent.deploy_targets where deploy_id = $1 order by phase, host`,
       [id],
     );
+    const retries = await this.pool.query<{ id: string }>(`select id from manent.deploys where retry_of = $1 order by created_at, id`, [
+      id,
+    ]);
     const rollout = (row.rollout as RolloutState | null) ?? null;
     const commands = rollout
       ? (
@@ -223,13 +226,14 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     return {
       ...toDeploy(row),
       request: row.request as Record<string, unknown>,
+      retried_by: retries.rows.map((r) => r.id),
       rollout: rollout && { ...rollout, commands },
       steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
       targets: targets.rows as TargetProgress[],
     };
   }
 
-  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]> {
+  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by">[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     for (const key of ["tenant", "application", "environment", "artifact", "status"] as const) {
@@ -352,7 +356,7 @@ function iso(v: unknown): string | null {
   return v instanceof Date ? v.toISOString() : v == null ? null : String(v);
 }
 
-function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request" | "rollout"> {
+function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by"> {
   return {
     id: r.id as string,
     kind: r.kind as DeployRecord["kind"],
@@ -366,13 +370,14 @@ function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "tar
     error: (r.error as ErrorJSON | null) ?? null,
     submitted_by: (r.submitted_by as string | null) ?? null,
     submitted_by_id: (r.submitted_by_id as string | null) ?? null,
+    retry_of: (r.retry_of as string | null) ?? null,
     created_at: iso(r.created_at)!,
     started_at: iso(r.started_at),
     finished_at: iso(r.finished_at),
   };
 }
 
-/** $1..$10 of an insert into manent.deploys (id … submitted_by_id), in its column order: one list for both inserts. */
+/** $1..$11 of an insert into manent.deploys (id … retry_of), in its column order: one list for both inserts. */
 function newDeployValues(d: NewDeploy): unknown[] {
   return [
     d.id,
@@ -385,6 +390,7 @@ function newDeployValues(d: NewDeploy): unknown[] {
     JSON.stringify(d.request),
     d.submittedBy ?? null,
     d.submittedById ?? null,
+    d.retryOf ?? null,
   ];
 }
 

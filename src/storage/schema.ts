@@ -80,6 +80,9 @@ export const schemaStatements = [
   // The number of the rollout state's last write: a resumed workflow replaying its transitions does
   // not write an older state over it (a command sent meanwhile would be refused as "not paused").
   `alter table manent.deploys add column if not exists rollout_revision integer`,
+  // A retry (manent retry) names the deploy it retries; the retried one lists its retries by this index.
+  `alter table manent.deploys add column if not exists retry_of text`,
+  `create index if not exists deploys_retry_of on manent.deploys (retry_of) where retry_of is not null`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

@@ -217,7 +217,7 @@ describe("HTTP API under fuzzing", () => {
       query.map((q) => ["GET", `/api/v1/overview?${q}`] as const),
       fc.tuple(segment, query).map(([id, q]) => ["GET", `/api/v1/deploys/${id}?${q}`] as const),
       fc
-        .tuple(segment, fc.constantFrom("cancel", "approve", "promote", "abort"))
+        .tuple(segment, fc.constantFrom("cancel", "retry", "approve", "promote", "abort"))
         .map(([id, action]) => ["POST", `/api/v1/deploys/${id}/${action}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["GET", `/api/v1/uploads/${sha}?${q}`] as const),
       fc.tuple(segment, query).map(([sha, q]) => ["PUT", `/api/v1/uploads/${sha}?${q}`] as const),

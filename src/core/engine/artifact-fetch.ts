@@ -90,6 +90,19 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   return { ...artifact, sha256: actual, path };
 }
 
+/** The cached copy of an artifact whose sha256 is known, when this server's cache holds it. */
+export function cachedArtifact(artifact: Artifact, ctx: ArtifactContext): string | undefined {
+  if (!artifact.sha256) return undefined;
+  const path = join(
+    ctx.config.workdirPath,
+    "artifacts",
+    ctx.tenant,
+    artifact.sha256,
+    fileNameOf(artifact, parseArtifactSource(artifact.source)),
+  );
+  return existsSync(path) ? path : undefined;
+}
+
 /**
  * Checks at submission, before anything is recorded, that the source is one the server may read:
  * an upload of this tenant that exists, a file under an allowed directory, or an allowed URL

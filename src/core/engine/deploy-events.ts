@@ -39,6 +39,7 @@ export const deployEventTypes = {
       "error",
       "submitted_by",
       "submitted_by_id",
+      "retry_of",
       "created_at",
       "started_at",
       "finished_at",
@@ -125,7 +126,17 @@ export function isFinishEvent(e: DeployEvent): boolean {
  */
 export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployView | undefined {
   const data = e.data;
-  if (e.type === "deploy.created") return d ?? { ...(data as unknown as DeployView), steps: [], targets: [] };
+  if (e.type === "deploy.created")
+    // The retries of a deploy come after it was created: a picture built from events starts with none.
+    return (
+      d ?? {
+        ...(data as unknown as DeployView),
+        retry_of: (data.retry_of as string | null | undefined) ?? null,
+        retried_by: [],
+        steps: [],
+        targets: [],
+      }
+    );
   if (!d) return d;
   switch (e.type) {
     case "deploy.status":

@@ -24,6 +24,8 @@ export interface NewDeploy extends DeployKey {
   /** Who submitted it: a name to show, and the principal id (`user:<sub>`, `token:<name>`) separation of duties compares. */
   submittedBy?: string;
   submittedById?: string;
+  /** The deploy this one retries (`manent retry`). */
+  retryOf?: string;
 }
 
 export interface StepRecord {
@@ -57,11 +59,15 @@ export interface DeployRecord extends DeployKey {
   submitted_by: string | null;
   /** The submitter's principal id (`user:<sub>`, `token:<name>`, `anonymous`); null for deploys from before it was recorded. */
   submitted_by_id: string | null;
+  /** The deploy this one retries (`manent retry`), if it is a retry. */
+  retry_of: string | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
   steps: StepRecord[];
   targets: TargetProgress[];
+  /** The retries of this deploy, oldest first. */
+  retried_by: string[];
   /** Waves and canary of a deploy with rollout settings; null otherwise. */
   rollout: RolloutView | null;
 }
@@ -119,7 +125,7 @@ export interface DeployStore {
   /** The gate after the deploy step: false when a cancel came first. */
   commitDeployStep(id: string): Promise<boolean>;
   getDeploy(id: string): Promise<DeployRecord | undefined>;
-  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout">[]>;
+  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by">[]>;
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
   lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
   saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;

@@ -15,6 +15,7 @@ import { faultPoint } from "./fault-points.js";
 import { checkpointSerializer } from "./checkpoint-serializer.js";
 import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
+import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
@@ -153,6 +154,7 @@ export class Engine {
       version: r.kind === "rollback" ? r.to! : r.artifact.version,
       request: { ...submission },
       ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
+      ...(submission.retry && { retryOf: submission.retry.of }),
     };
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record
@@ -173,6 +175,16 @@ export class Engine {
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
     return ahead ? { id, queued_behind: ahead } : { id };
+  }
+
+  /**
+   * Retries a deploy that ended failed, rolled back or cancelled: a new deploy of the same bytes
+   * with the same settings, linked to it (see retry.ts). Queued like any submission.
+   */
+  async retry(id: string, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
+    const original = await this.opts.store.getDeploy(id);
+    if (!original) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+    return this.submit(retrySubmission(original), submitter);
   }
 
   /**

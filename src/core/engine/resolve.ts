@@ -7,6 +7,7 @@ import {
   descriptorSchema,
   findEnvconfig,
   formatSecretRef,
+  secretRefSchema,
   validate,
   versionSchema,
   type Callback,
@@ -14,7 +15,7 @@ import {
   type RetryableStep,
 } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
-import { checkArtifactSource } from "./artifact-fetch.js";
+import { cachedArtifact, checkArtifactSource, type ArtifactContext } from "./artifact-fetch.js";
 import type { DeployKind } from "./deploy-store.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
@@ -32,7 +33,18 @@ export interface Submission {
   to?: string;
   /** Set on the deploys of a release: which release and stage (1-based) ran it. */
   release?: { id: string; stage: number };
+  /**
+   * Set on a retry (`manent retry`): the deploy it retries, and the settings that deploy resolved
+   * from its envconfig at the time (absent when it ended before resolving: today's envconfig is read).
+   */
+  retry?: { of: string; settings?: RecordedSettings };
 }
+
+/** What a deploy took from its envconfig (and manent.yml) when it was resolved: kept so a retry runs with the same. */
+export type RecordedSettings = Omit<
+  ResolvedDeploy,
+  "kind" | "tenant" | "application" | "environment" | "artifact" | "descriptorFile" | "to"
+>;
 
 export interface StepPolicy {
   maxRetries: number;
@@ -96,10 +108,22 @@ export async function resolveSubmission(
     `${s.descriptorFile} (with --version/--source/--sha256)`,
     overridden,
   );
-  if (s.kind !== "rollback") {
-    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant, ...(uploads && { uploads }) }).catch((err: unknown) =>
-      rethrowIn(s.descriptorFile, err),
-    );
+  const artifactCtx = { config, tenant: descriptor.tenant, ...(uploads && { uploads }) };
+  if (s.retry) await checkRetriedArtifact(artifact, artifactCtx, s.retry.of);
+  else if (s.kind !== "rollback")
+    await checkArtifactSource(artifact, artifactCtx).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
+  if (s.retry?.settings) {
+    const recorded = s.retry.settings;
+    return {
+      ...recorded,
+      ...(await checkRecordedSettings(recorded, plugins, artifact, config.file)),
+      kind: s.kind,
+      tenant: descriptor.tenant,
+      application: descriptor.application,
+      environment: descriptor.environment,
+      artifact,
+      descriptorFile: s.descriptorFile,
+    };
   }
 
   const key = {
@@ -165,6 +189,47 @@ export async function resolveSubmission(
     ...(rollout && { rollout }),
     ...(rollout && envconfig.analysis && { analysis: structuredClone(envconfig.analysis) }),
   };
+}
+
+/**
+ * A retry deploys the bytes the retried deploy fetched (pinned by their sha256): from the server's
+ * cache when it still holds them, else from the same source, which must still be there (the fetch
+ * step then refuses other bytes). A source gone is a failed precondition naming the artifact.
+ */
+async function checkRetriedArtifact(artifact: Artifact, ctx: ArtifactContext, retried: string): Promise<void> {
+  if (cachedArtifact(artifact, ctx)) return;
+  await checkArtifactSource(artifact, ctx).catch((err: unknown) => {
+    const pinned = artifact.sha256 ? ` (sha256 ${artifact.sha256})` : "";
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `deploy ${retried} cannot be retried: artifact ${artifact.name} ${artifact.version}${pinned} can no longer be fetched: ${ManentError.from(err).message}`,
+      { cause: err, details: { deploy: retried, artifact: artifact.name, ...(artifact.sha256 && { sha256: artifact.sha256 }) } },
+    );
+  });
+}
+
+/**
+ * The checks a recorded envconfig passes again: its secrets still readable, its plugin still
+ * configured, its rollout settings still supported by that plugin. Messages name the envconfig file.
+ */
+async function checkRecordedSettings(
+  recorded: RecordedSettings,
+  plugins: PluginRegistry,
+  artifact: Artifact,
+  configFile: string,
+): Promise<Pick<ResolvedDeploy, "plugin">> {
+  const where = `${recorded.envconfigFile ?? configFile} (as recorded by the retried deploy)`;
+  for (const [i, secret] of recorded.secrets.entries()) {
+    await checkSecretRef(secret.name, secretRefSchema.parse(secret.ref)).catch((err: unknown) => {
+      throw new ManentError(Code.InvalidArgument, `${where}: secrets.${i}.ref: ${ManentError.from(err).message}`, {
+        details: { file: where, field: `secrets.${i}.ref` },
+      });
+    });
+  }
+  const plugin = await plugins.select(recorded.plugin, artifact, where);
+  const rollout = recorded.rollout;
+  if (rollout) checkRolloutSettings(rollout, recorded.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+  return { plugin: plugin.name };
 }
 
 function rethrowIn(file: string, err: unknown): never {

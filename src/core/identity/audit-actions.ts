@@ -6,6 +6,7 @@
 export const auditActions = [
   "submit",
   "dry_run",
+  "retry",
   "rollback",
   "cancel",
   "approve",

@@ -102,6 +102,31 @@ const cancel = createRoute({
   },
 });
 
+const retry = createRoute({
+  method: "post",
+  path: "/api/v1/deploys/{id}/retry",
+  summary: "Retry a failed, rolled back or cancelled deploy: a new deploy of the same artifact (same sha256) with the same settings",
+  description:
+    "The new deploy has the retried one's descriptor and overrides, the artifact pinned by the sha256 of the bytes it fetched, and the " +
+    "settings it resolved from its envconfig at the time (not today's file; today's when it ended before resolving). Its record " +
+    "names the retried deploy (`retry_of`); the retried one lists it (`retried_by`). Needs the submit permission; a deploy that is " +
+    "queued, running or succeeded is refused (409), and so is an artifact that can no longer be fetched (412).",
+  tags: ["deploys"],
+  request: { params: deployIdParams },
+  responses: {
+    202: json(submittedSchema, "the retry, queued"),
+    ...errorResponses(
+      Code.InvalidArgument,
+      Code.Unauthenticated,
+      Code.PermissionDenied,
+      Code.NotFound,
+      Code.Aborted,
+      Code.FailedPrecondition,
+      Code.Unavailable,
+    ),
+  },
+});
+
 export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(submit, async (c) => {
     const body = c.req.valid("json");
@@ -134,6 +159,17 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
     const out = await audited(c, "rollback", { ...scope }, async () => {
       authorize(caller, "rollback", scope);
       return deps.engine.submit(submission, submitter(caller));
+    });
+    return c.json({ ...out, status: "queued" as const }, 202);
+  });
+
+  app.openapi(retry, async (c) => {
+    const { id } = c.req.valid("param");
+    const caller = c.get("caller");
+    const deploy = await visibleDeploy(deps, caller, id);
+    const out = await audited(c, "retry", { ...deployScope(deploy), subject: `retry of deploy ${id}` }, async () => {
+      authorize(caller, "submit", deployScope(deploy));
+      return deps.engine.retry(id, submitter(caller));
     });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
