@@ -74,6 +74,13 @@ describe("web UI", () => {
         params: { state_dir: ws.path("state"), journal: ws.path("journal"), delay },
       });
     }
+    // An environment whose target the retry test breaks and repairs.
+    await ws.write("envconfig/team-a/shop/shop/qa.yml", {
+      plugin: "noop",
+      targets: [{ host: "retry-1" }],
+      params: { state_dir: ws.path("retry-state") },
+      max_retries: 0,
+    });
     await mkdir(shots, { recursive: true });
     profile = await mkdtemp(join(tmpdir(), "manent-chromium-"));
     browser = await chromium.launchPersistentContext(profile, {
@@ -390,6 +397,41 @@ describe("web UI", () => {
         audit.some((e) => e.action === action && e.actor === "alice" && e.outcome === "ok"),
         action,
       );
+    await page.close();
+  });
+
+  it("retries a failed deploy from its page, after a confirmation naming what, and shows the new deploy linked to it", async () => {
+    // The noop plugin cannot write a release file that is a directory: the deploy fails until it is removed.
+    const release = ws.path("retry-state", "retry-1.release");
+    await mkdir(release, { recursive: true });
+    const api = new ApiClient(server.url, teamA);
+    const { id: failed } = await api.submit({ descriptor: { ...descriptor("shop", "qa", artifact, "3.1.0"), tenant: "team-a" } });
+    assert.notEqual((await api.deploy(failed, 60)).status, "succeeded");
+    await rm(release, { recursive: true });
+
+    // A viewer sees the failed deploy but no Retry button: it may not submit.
+    const viewer = await open(teamAViewer);
+    await viewer.goto(`${server.url}/#/deploys/${failed}`);
+    await viewer.getByRole("heading", { name: /Deploy of shop 3\.1\.0/ }).waitFor();
+    await viewer.locator("#deploy-status", { hasText: /failed|rolled_back/ }).waitFor();
+    assert.equal(await viewer.getByRole("button", { name: "Retry" }).count(), 0);
+    await viewer.close();
+
+    const page = await open(teamA);
+    const asked: string[] = [];
+    page.on("dialog", (d) => void asked.push(d.message()));
+    await page.goto(`${server.url}/#/deploys/${failed}`);
+    await page.getByRole("heading", { name: /Deploy of shop 3\.1\.0/ }).waitFor();
+    await page.getByRole("button", { name: "Retry" }).click(); // accepted by open()'s dialog handler
+    await page.waitForURL((url) => /#\/deploys\/[0-9a-f-]{36}$/.test(url.hash) && !url.hash.endsWith(failed));
+    assert.deepEqual(asked, ["Retry the deploy of shop 3.1.0 to qa, with the same artifact and settings?"]);
+    const retry = /#\/deploys\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor();
+    await page.getByRole("link", { name: failed.slice(0, 8) }).click();
+    await page.waitForURL((url) => url.hash.endsWith(failed));
+    await page.getByRole("link", { name: retry.slice(0, 8) }).waitFor();
+    assert.equal(await page.getByRole("button", { name: "Retry" }).count(), 1, "still retryable: it stays failed");
+    assert.equal((await api.deploy(retry)).retry_of, failed);
     await page.close();
   });
 });

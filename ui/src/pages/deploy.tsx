@@ -2,6 +2,7 @@ import { useState } from "preact/hooks";
 import { applyEvent, type DeployEvent, type DeployView } from "../../../src/core/engine/deploy-events.js";
 import { terminalStatuses, type DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import type { ApprovalRecord, WaitingState } from "../../../src/core/rollout/rollout-state.js";
+import { can } from "../../../src/core/identity/policy.js";
 import { Approvals } from "../components/approvals.js";
 import { Duration, Status, Time } from "../components/common.js";
 import { ScrollBox } from "../components/data-table.js";
@@ -51,7 +52,7 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
     setActionError(undefined);
     try {
       const out = await session.api.call<{ id?: string }>("POST", path, body);
-      if (label === "rollback" && out.id) navigate("deploys", out.id);
+      if ((label === "rollback" || label === "retry") && out.id) navigate("deploys", out.id);
     } catch (err) {
       setActionError((err as Error).message);
     } finally {
@@ -67,6 +68,12 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
       `Roll ${d.application} in ${d.environment} back to the release before ${d.version}?`,
     );
   };
+
+  // What retry.ts retries: a deploy that ended without its release in place; shown to who may submit it again.
+  const retryable =
+    d.kind === "deploy" &&
+    ["failed", "rolled_back", "cancelled"].includes(d.status) &&
+    can(session.me, "submit", { tenant: d.tenant, application: d.application, environment: d.environment });
 
   return (
     <>
@@ -89,6 +96,31 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
           <dt>By</dt>
           <dd>{d.submitted_by ?? "—"}</dd>
         </div>
+        {d.retry_of && (
+          <div>
+            <dt>Retry of</dt>
+            <dd>
+              <a href={`#/deploys/${d.retry_of}`} class="num">
+                {d.retry_of.slice(0, 8)}
+              </a>
+            </dd>
+          </div>
+        )}
+        {d.retried_by.length > 0 && (
+          <div>
+            <dt>Retried by</dt>
+            <dd>
+              {d.retried_by.map((r, i) => (
+                <span key={r}>
+                  {i > 0 && ", "}
+                  <a href={`#/deploys/${r}`} class="num">
+                    {r.slice(0, 8)}
+                  </a>
+                </span>
+              ))}
+            </dd>
+          </div>
+        )}
         <div>
           <dt>Plugin</dt>
           <dd>{d.plugin ?? "—"}</dd>
@@ -147,6 +179,22 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
             onClick={() => void act("abort", `/api/v1/deploys/${id}/abort`, {}, "Abort the rollout and revert?")}
           >
             Abort
+          </button>
+        )}
+        {!running && retryable && (
+          <button
+            class="primary"
+            disabled={busy}
+            onClick={() =>
+              void act(
+                "retry",
+                `/api/v1/deploys/${id}/retry`,
+                {},
+                `Retry the deploy of ${d.application} ${d.version} to ${d.environment}, with the same artifact and settings?`,
+              )
+            }
+          >
+            Retry
           </button>
         )}
         {!running && d.kind === "deploy" && d.status === "succeeded" && (
