@@ -93,7 +93,7 @@ describe("manent retry", () => {
     await writeFile(artifact, "a later build\n");
     await repairTarget("dev", "web-2");
 
-    const cli = await runCli(["retry", failed.id], { cwd: ws.dir, server: server.url, token: tokens.deployer });
+    const cli = await runCli(["retry", failed.id, "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.deployer });
     assert.equal(cli.code, 0, cli.stdout + cli.stderr);
     const retryId = /\[([0-9a-f-]{36})\] retry of ([0-9a-f-]{36})/.exec(cli.stdout);
     assert.ok(retryId, cli.stdout);
@@ -120,7 +120,7 @@ describe("manent retry", () => {
     const listed = (await api(tokens.admin).list({ tenant: "team-a", environment: "dev" })).deploys.find((d) => d.id === retry.id);
     assert.equal(listed?.retry_of, failed.id);
 
-    const status = await runCli(["status", failed.id], { cwd: ws.dir, server: server.url, token: tokens.viewer });
+    const status = await runCli(["status", failed.id, "-o", "text"], { cwd: ws.dir, server: server.url, token: tokens.viewer });
     assert.match(status.stdout, new RegExp(`retried by ${retry.id}\n`));
 
     const audit = await api(tokens.admin).audit({ action: "retry", outcome: "ok" });
