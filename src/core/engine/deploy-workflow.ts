@@ -174,7 +174,7 @@ export class DeployWorkflow {
 
     if (!(await this.gate(id, "begin", () => this.deps.store.beginDeployStep(id, checkpoint.no_rollback_reason ?? null))))
       throw userCancelled();
-    if (r.rollout?.waves || r.rollout?.canary) {
+    if (r.rollout?.waves || r.rollout?.canary || r.rollout?.post_promotion_analysis) {
       const out = await runRollout(this.rolloutHost(id, resolved, plugin, caps), checkpoint);
       return out.status === "succeeded" ? this.commit(id, resolved, plugin, caps, checkpoint) : out;
     }

@@ -23,6 +23,9 @@ export function checkRolloutSettings(
     ...(canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}.analysis.checks`] as const),
     ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}.analysis.checks`] as const),
     ...(background ? [[{ analysis: { checks: background.checks } }, "rollout.background_analysis.checks"] as const] : []),
+    ...(rollout.post_promotion_analysis
+      ? [[{ analysis: rollout.post_promotion_analysis }, "rollout.post_promotion_analysis.checks"] as const]
+      : []),
   ];
   for (const [step, field] of analysisSteps) {
     if (!("analysis" in step)) continue;

@@ -286,6 +286,12 @@ export const rolloutSchema = z
     canary: canarySchema.optional(),
     background_analysis: backgroundAnalysisSchema.optional(),
     load_test: loadTestSchema.optional(),
+    post_promotion_analysis: z
+      .strictObject({ checks: z.array(checkName).min(1).describe("Names of checks in the envconfig's `analysis.checks`") })
+      .optional()
+      .describe(
+        "Checks run once every target runs the new release (after the canary's final promote and the last wave), as an analysis step; when one fails, every target is rolled back to the release before and the deploy ends rolled_back naming the check (Argo Rollouts' postPromotionAnalysis). `manent abort` during it rolls back too; `promote --full` skips it",
+      ),
   })
   .describe("Progressive delivery: waves of targets and canary steps (inside each wave when both are set)");
 

@@ -74,6 +74,17 @@ export async function runRollout(host: RolloutHost, checkpoint: RolloutCheckpoin
     const failed = await inbox.checkBackground();
     if (failed !== undefined) throw backgroundStopped(failed, `the end of wave ${completed}`);
     await background?.stop();
+    // Every target runs the new release: the post-promotion checks, whose failure rolls every wave back (as a failed gate does).
+    if (settings.post_promotion_analysis)
+      await runAnalysis(
+        host,
+        rec,
+        inbox,
+        "post-promotion:analysis",
+        "post-promotion analysis",
+        settings.post_promotion_analysis.checks,
+        previousVersion,
+      );
     await summarize(host, waves, results, "succeeded");
     return { status: "succeeded" };
   } catch (err) {
