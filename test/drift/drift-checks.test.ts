@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import type { TargetDriftRecord } from "../../src/core/drift/drift-record.js";
 import { buildGoBinaries } from "../interop/go-tools.js";
 import { CallbackReceiver } from "../support/callback-receiver.js";
+import { driftEvent } from "../support/drift-events.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -19,26 +19,6 @@ describe("drift checks", () => {
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
   const envconfig = (app: string, body: Record<string, unknown>) => ws.write(`envconfig/untenanted/${app}/${app}/test.yml`, body);
 
-  /** The first drift event after event `after` whose targets match, and its id. */
-  const driftEvent = async (
-    app: string,
-    match: (targets: TargetDriftRecord[]) => boolean,
-    after = 0,
-  ): Promise<{ id: number; targets: TargetDriftRecord[] }> => {
-    let found = { id: 0, targets: [] as TargetDriftRecord[] };
-    await server.api.streamEvents(
-      "/api/v1/events",
-      (e: DeployEvent) => {
-        if (e.type !== "drift.changed" || e.data.application !== app) return false;
-        const targets = e.data.targets as TargetDriftRecord[];
-        if (!match(targets)) return false;
-        found = { id: e.id, targets };
-        return true;
-      },
-      { after },
-    );
-    return found;
-  };
   const deploy = async (app: string, version = "1.0.0") => {
     const { id } = await server.api.submit({ descriptor: descriptor(app, "test", artifact, version), descriptor_file: `${app}.yml` });
     const d = await server.api.deploy(id, 60);
@@ -74,7 +54,7 @@ describe("drift checks", () => {
     });
     const id = await deploy("web");
     // The first periodic check: both in sync with the release deployed.
-    const first = await driftEvent("web", (ts) => ts.length === 2 && ts.every((t) => t.state === "in_sync"));
+    const first = await driftEvent(server.api, "web", (ts) => ts.length === 2 && ts.every((t) => t.state === "in_sync"));
     assert.deepEqual(
       first.targets.map((t) => [t.target, t.deploy_id, t.expected_version, t.live_version]),
       [
@@ -104,9 +84,9 @@ describe("drift checks", () => {
       [["h2", "drifted", [{ object: "release", field: "version", expected: "1.0.0", live: "0.9.0" }]]],
     );
 
-    const found = await driftEvent("web", (ts) => ts.some((t) => t.target === "h2" && t.state === "drifted"), first.id);
+    const found = await driftEvent(server.api, "web", (ts) => ts.some((t) => t.target === "h2" && t.state === "drifted"), first.id);
     // The heal: a deploy of the recorded release, by manent, after which the check finds h2 in sync.
-    await driftEvent("web", (ts) => ts.some((t) => t.target === "h2" && t.state === "in_sync"), found.id);
+    await driftEvent(server.api, "web", (ts) => ts.some((t) => t.target === "h2" && t.state === "in_sync"), found.id);
     assert.equal(await readFile(ws.path("state-web", "h2.release"), "utf8"), "1.0.0");
     const { deploys } = await server.api.list({ application: "web" });
     const heal = deploys.find((d) => d.submitted_by === "manent drift heal");

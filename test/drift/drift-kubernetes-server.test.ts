@@ -3,11 +3,10 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
-import type { TargetDriftRecord } from "../../src/core/drift/drift-record.js";
 import { getObj, helloManifest, pullableImages } from "../plugins/kubernetes/helpers.js";
 import { KubeControlPlane, type ClusterAccess } from "../support/kube/control-plane.js";
 import { toolsBin } from "../support/kube/processes.js";
+import { driftEvent } from "../support/drift-events.js";
 import { TestPostgres } from "../support/postgres.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
@@ -33,22 +32,6 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
   let server: ServerProcess;
   let kubectl: (...args: string[]) => Promise<string>;
 
-  /** The first drift.changed event of `app` after event `after` whose targets match (a 120 s safety deadline). */
-  const driftEvent = async (app: string, match: (ts: TargetDriftRecord[]) => boolean, after = 0) => {
-    let found: { id: number; targets: TargetDriftRecord[] } | undefined;
-    await server.api.streamEvents(
-      "/api/v1/events",
-      (e: DeployEvent) => {
-        if (e.type !== "drift.changed" || e.data.application !== app) return false;
-        const targets = e.data.targets as TargetDriftRecord[];
-        if (match(targets)) found = { id: e.id, targets };
-        return found !== undefined;
-      },
-      { after, signal: AbortSignal.timeout(120_000) },
-    );
-    assert.ok(found, `no drift event of ${app} matched within 120 s`);
-    return found;
-  };
   const envconfig = (heal: boolean) =>
     ws.write("envconfig/untenanted/hello/hello/prod.yml", {
       plugin: "kubernetes",
@@ -103,7 +86,7 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
     });
     const deployed = await server.api.deploy(id, 300);
     assert.equal(deployed.status, "succeeded", JSON.stringify(deployed.error));
-    const first = await driftEvent("hello", (ts) => ts.length === 1 && ts[0]!.state === "in_sync");
+    const first = await driftEvent(server.api, "hello", (ts) => ts.length === 1 && ts[0]!.state === "in_sync");
     assert.deepEqual(
       first.targets.map((t) => [t.deploy_id, t.live_version]),
       [[id, "1.0.0"]],
@@ -113,7 +96,7 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
     // Someone scales the Deployment and edits the ConfigMap by hand.
     await kubectl("-n", "hello", "scale", "deployment", "hello", "--replicas=5");
     await kubectl("-n", "hello", "patch", "configmap", "hello-config", "--type=merge", "-p", '{"data":{"greeting":"edited by hand"}}');
-    const found = await driftEvent("hello", (ts) => ts[0]?.state === "drifted" && ts[0].changes.length === 2, first.id);
+    const found = await driftEvent(server.api, "hello", (ts) => ts[0]?.state === "drifted" && ts[0].changes.length === 2, first.id);
     assert.equal(found.targets[0]!.target, target);
     assert.deepEqual(found.targets[0]!.changes, [
       { object: "ConfigMap/hello-config", field: "data.greeting", expected: "hello", live: "edited by hand" },
@@ -126,7 +109,7 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
 
     // Heal turned on: the server redeploys the recorded release, and the objects are the release's again.
     await envconfig(true);
-    await driftEvent("hello", (ts) => ts[0]?.state === "in_sync", found.id);
+    await driftEvent(server.api, "hello", (ts) => ts[0]?.state === "in_sync", found.id);
     assert.equal((await getObj(cp, "apps/v1", "Deployment", "hello"))!.spec.replicas, 3);
     assert.equal((await getObj(cp, "v1", "ConfigMap", "hello-config"))!.data!.greeting, "hello");
     const { deploys } = await server.api.list({ application: "hello" });

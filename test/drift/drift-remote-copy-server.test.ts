@@ -3,9 +3,9 @@ import { createHash } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import type { TargetDriftRecord } from "../../src/core/drift/drift-record.js";
 import { CallbackReceiver } from "../support/callback-receiver.js";
+import { driftEvent } from "../support/drift-events.js";
 import { TestPostgres } from "../support/postgres.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { startSshHosts, type SshHosts } from "../support/sshd/index.js";
@@ -27,22 +27,6 @@ describe("drift of remote-copy targets over SSH, checked by the server at an int
   let receiver: CallbackReceiver;
   let base: string;
 
-  /** The first drift.changed event of `app` after event `after` whose targets match (a 120 s safety deadline). */
-  const driftEvent = async (app: string, match: (ts: TargetDriftRecord[]) => boolean, after = 0) => {
-    let found: { id: number; targets: TargetDriftRecord[] } | undefined;
-    await server.api.streamEvents(
-      "/api/v1/events",
-      (e: DeployEvent) => {
-        if (e.type !== "drift.changed" || e.data.application !== app) return false;
-        const targets = e.data.targets as TargetDriftRecord[];
-        if (match(targets)) found = { id: e.id, targets };
-        return found !== undefined;
-      },
-      { after, signal: AbortSignal.timeout(120_000) },
-    );
-    assert.ok(found, `no drift event of ${app} matched within 120 s`);
-    return found;
-  };
   const envconfig = async (heal: boolean) => {
     const server0 = hosts.servers[0]!;
     await ws.write("envconfig/untenanted/site/site/prod.yml", {
@@ -92,7 +76,7 @@ describe("drift of remote-copy targets over SSH, checked by the server at an int
     const deployed = await server.api.deploy(id, 120);
     assert.equal(deployed.status, "succeeded", JSON.stringify(deployed.error));
     const host = hosts.servers[0]!.host;
-    const first = await driftEvent("site", (ts) => ts.length === 1 && ts[0]!.state === "in_sync");
+    const first = await driftEvent(server.api, "site", (ts) => ts.length === 1 && ts[0]!.state === "in_sync");
     assert.deepEqual(
       first.targets.map((t) => [t.target, t.deploy_id, t.live_version]),
       [[host, id, "1.0.0"]],
@@ -101,7 +85,7 @@ describe("drift of remote-copy targets over SSH, checked by the server at an int
     // Someone edits a file of the live release on the host.
     const file = join(base.replace("{host}", host), "current", "app.txt");
     await writeFile(file, "patched by hand");
-    const found = await driftEvent("site", (ts) => ts[0]?.state === "drifted", first.id);
+    const found = await driftEvent(server.api, "site", (ts) => ts[0]?.state === "drifted", first.id);
     assert.deepEqual(found.targets[0]!.changes, [
       { object: "app.txt", field: "sha256", expected: sha("1.0.0"), live: sha("patched by hand") },
     ]);
@@ -116,7 +100,7 @@ describe("drift of remote-copy targets over SSH, checked by the server at an int
 
     // Heal turned on: the server redeploys the recorded release, and the file is the release's again.
     await envconfig(true);
-    const healed = await driftEvent("site", (ts) => ts[0]?.state === "in_sync", found.id);
+    const healed = await driftEvent(server.api, "site", (ts) => ts[0]?.state === "in_sync", found.id);
     assert.equal(healed.targets[0]!.target, host);
     assert.equal(await readFile(file, "utf8"), "1.0.0");
     const { deploys } = await server.api.list({ application: "site" });

@@ -128,8 +128,24 @@ export async function runGate(
             ? `timed out with ${counted.length} of ${requirement!.count} approvals (${counted.map((a) => a.by).join(", ")})`
             : "timed out"
         : outcome.message.command === "abort" || outcome.message.full || !requirement
-          ? `${outcome.message.command}${outcome.message.full ? " --full" : ""}${outcome.message.by ? ` by ${outcome.message.by}` : ""}`
+          ? commandText(outcome.message)
           : counted.map((a) => `${a.command} by ${a.by}`).join(", ");
+  await endGate(host, rec, name, endedBy, stop);
+}
+
+/** A command as a step's `ended_by` names it: "promote --full by alice". */
+export function commandText(m: CommandMessage): string {
+  return `${m.command}${m.full ? " --full" : ""}${m.by ? ` by ${m.by}` : ""}`;
+}
+
+/** Ends a waiting step: its outcome checkpointed, the rollout state saved, and `stop` thrown when the wait stopped the rollout. */
+export async function endGate(
+  host: RolloutHost,
+  rec: RolloutRecorder,
+  name: string,
+  endedBy: string,
+  stop: RolloutStopped | undefined,
+): Promise<void> {
   await DBOS.runStep(
     async () => {
       await host.store.stepFinished(host.id, name, stop ? "failed" : "succeeded", { ended_by: endedBy }, stop?.toJSON());

@@ -2,7 +2,7 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import { Code } from "../errors.js";
 import { faultPoint } from "../engine/fault-points.js";
 import type { CommandInbox, WaitOutcome } from "./command-inbox.js";
-import { abortedBy, backgroundStopped, RolloutStopped } from "./gate-runner.js";
+import { abortedBy, backgroundStopped, commandText, endGate, RolloutStopped } from "./gate-runner.js";
 import { formatMs, shownUrl, type WebhookSettings } from "./rollout-config.js";
 import type { RolloutHost } from "./rollout-host.js";
 import type { RolloutRecorder } from "./rollout-recorder.js";
@@ -100,15 +100,7 @@ export async function runWebhookGate(
     : stop
       ? stop.message
       : outcome?.ended === "command"
-        ? `${outcome.message.command}${outcome.message.full ? " --full" : ""}${outcome.message.by ? ` by ${outcome.message.by}` : ""} (${lastText})`
+        ? `${commandText(outcome.message)} (${lastText})`
         : lastText;
-  await DBOS.runStep(
-    async () => {
-      await host.store.stepFinished(host.id, name, stop ? "failed" : "succeeded", { ended_by: endedBy }, stop?.toJSON());
-    },
-    { name: `${name}:end` },
-  );
-  await rec.save();
-  faultPoint(name, "checkpointed");
-  if (stop) throw stop;
+  await endGate(host, rec, name, endedBy, stop);
 }
