@@ -83,6 +83,8 @@ export interface RolloutPlan {
   headerRoutes?: boolean;
   /** Some step is a `set_mirror`: `setMirror` will be called. */
   mirror?: boolean;
+  /** The percentages the `set_mirror` steps ask for, in step order (a plugin mirroring only some refuses the others at validate). */
+  mirrorPercents?: number[];
   /** `session_affinity: true`: a client stays on the version it first reached while both run. */
   sessionAffinity?: boolean;
 }

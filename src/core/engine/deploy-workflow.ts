@@ -519,6 +519,7 @@ function rolloutPlan(canary: NonNullable<RolloutSettings["canary"]>): RolloutPla
     testers: canary.testers,
     headerRoutes: canary.steps.some((s) => "set_header_route" in s),
     mirror: canary.steps.some((s) => "set_mirror" in s),
+    mirrorPercents: canary.steps.flatMap((s) => ("set_mirror" in s ? [s.set_mirror] : [])),
     sessionAffinity: canary.session_affinity,
   };
 }

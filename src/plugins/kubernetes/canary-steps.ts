@@ -5,6 +5,7 @@ import {
   targetId,
   resultOrThrow,
   TargetStatus,
+  type HeaderRoute,
   type Logger,
   type Request,
   type Result,
@@ -133,6 +134,7 @@ export async function setCandidateWeight(req: Request, weight: number): Promise<
       const current = await readRoute(client, prep.params.namespace, route, req.signal);
       const rules = routeRules(current.spec?.rules ?? [], services, weight, {
         keepCandidate: true,
+        tester: testerMatch(prep.params.tester_header),
         testers: undefined,
         recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(t)}`]),
       });
@@ -192,7 +194,8 @@ export async function routeTesters(req: Request): Promise<Record<string, string>
       const rules = current.spec?.rules ?? [];
       const next = routeRules(rules, services, routeWeight(rules, services), {
         keepCandidate: true,
-        testers: header,
+        tester: header,
+        testers: true,
         recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(t)}`]),
       });
       await writeRouteRules(client, prep.params.namespace, route, next, { signal: req.signal });
@@ -201,6 +204,65 @@ export async function routeTesters(req: Request): Promise<Record<string, string>
   );
   if (out.error) throw out.error;
   return { route, header: `${header.name}: ${header.value}` };
+}
+
+/** A `set_header_route` step: the rule sending the header's (or cookie's) requests to the candidate Services, put before the weighted rules; null removes it. */
+export async function setHeaderRoute(req: Request, headerRoute: HeaderRoute | null): Promise<void> {
+  await rewriteRoute(req, "set_header_route", { headerRoute });
+  req.logger.info("kubernetes: header route set", {
+    route: req.params["traffic_route"],
+    match: headerRoute ? `${headerRoute.type} ${headerRoute.name}=${headerRoute.value}` : "off",
+  });
+}
+
+/**
+ * A `set_mirror` step: a RequestMirror filter on each rule with a stable Service, copying its
+ * requests to the candidate (0 removes it). The standard channel's HTTPRoute has no percentage
+ * on RequestMirror, so only 100 and 0 can be done (validate refuses the others).
+ */
+export async function setMirror(req: Request, percent: number): Promise<void> {
+  if (percent !== 0 && percent !== 100) throw mirrorPercentError(percent);
+  await rewriteRoute(req, "set_mirror", { mirror: percent === 100 });
+  req.logger.info("kubernetes: mirror set", { route: req.params["traffic_route"], percent });
+}
+
+/** Why a mirror percentage other than 0 or 100 cannot be done (validate and SetMirror). */
+export function mirrorPercentError(percent: number, field = "set_mirror"): ManentError {
+  return new ManentError(
+    Code.Unimplemented,
+    `kubernetes: ${field}: ${percent}: the Gateway API HTTPRoute's RequestMirror filter (standard channel CRDs) has no percent or fraction: only set_mirror 100 (mirror every request) and 0 (stop) are supported`,
+    { details: { plugin: pluginName, field } },
+  );
+}
+
+/** Rewrites the route of every cluster with the candidate's weight as it is, changing only what `change` says. */
+async function rewriteRoute(req: Request, step: string, change: { headerRoute?: HeaderRoute | null; mirror?: boolean }): Promise<void> {
+  const prep = await prepare(req);
+  const route = prep.params.traffic_route;
+  if (!route) {
+    throw new ManentError(Code.FailedPrecondition, `kubernetes: ${step} needs a route: set param traffic_route (a Gateway API HTTPRoute)`, {
+      details: { param: "traffic_route" },
+    });
+  }
+  const out = await forAllTargets(req, (t) =>
+    withClient(req, prep.params, t, async (client) => {
+      // The first release serves every request already.
+      if (firstRelease(req, t)) return {};
+      const services = await stableServices(req, prep, client);
+      const current = await readRoute(client, prep.params.namespace, route, req.signal);
+      const rules = current.spec?.rules ?? [];
+      const next = routeRules(rules, services, routeWeight(rules, services), {
+        keepCandidate: true,
+        tester: testerMatch(prep.params.tester_header),
+        testers: undefined,
+        ...change,
+        recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(t)}`]),
+      });
+      await writeRouteRules(client, prep.params.namespace, route, next, { signal: req.signal });
+      return {};
+    }),
+  );
+  if (out.error) throw out.error;
 }
 
 /** The candidate's spec becomes the stable one (a normal deploy: apply, wait, history), then traffic moves back and the candidate goes. */
@@ -341,7 +403,10 @@ async function removeCandidate(
     if (routesToCandidate(current.spec?.rules ?? [], services)) {
       const rules = routeRules(current.spec?.rules ?? [], services, 0, {
         keepCandidate: false,
+        tester: testerMatch(params.tester_header),
         testers: null,
+        headerRoute: null,
+        mirror: false,
         recorded: recordedRules(req.traffic?.[`route_rules/${clusterKey(client.target)}`]),
       });
       await writeRouteRules(client, params.namespace, params.traffic_route, rules, { signal: req.signal });

@@ -1,5 +1,6 @@
 import { Code, ManentError } from "../../core/errors.js";
 import { objectError } from "./apply.js";
+import type { HeaderRoute } from "../../core/contract/index.js";
 import type { ClusterClient } from "./cluster-client.js";
 import { KubeApiError } from "./kube-api-error.js";
 import type { KubeObject } from "./objects.js";
@@ -161,8 +162,19 @@ interface BackendRef {
   weight?: number;
   [k: string]: unknown;
 }
+interface HeaderMatch {
+  type?: string;
+  name: string;
+  value: string;
+}
+interface RouteFilter {
+  type?: string;
+  requestMirror?: { backendRef?: BackendRef; [k: string]: unknown };
+  [k: string]: unknown;
+}
 interface RouteRule {
-  matches?: { headers?: { type?: string; name: string; value: string }[]; [k: string]: unknown }[];
+  matches?: { headers?: HeaderMatch[]; [k: string]: unknown }[];
+  filters?: RouteFilter[];
   backendRefs?: BackendRef[];
   [k: string]: unknown;
 }
@@ -175,15 +187,52 @@ export function testerMatch(header: string): { type: "Exact"; name: string; valu
   return { type: "Exact", name: header.slice(0, i).trim(), value: header.slice(i + 1).trim() };
 }
 
-/** A rule whose every backend is a candidate Service: the tester rule manent adds. */
+/**
+ * The match of a `set_header_route` step: a header exactly, or a cookie as a RegularExpression on
+ * the `Cookie` header (the Gateway API has no cookie match; its standard CRD has RegularExpression
+ * header matches, whose support is implementation-specific). The step's names and values are
+ * letters, digits and `._~+/=:@-` only (src/core/rollout/traffic-steps.ts), so escaping `.` and `+`
+ * makes the expression literal.
+ */
+export function headerRouteMatch(route: HeaderRoute): HeaderMatch {
+  if (route.type === "header") return { type: "Exact", name: route.name, value: route.value };
+  const literal = (v: string) => v.replace(/[.+]/g, (c) => `\\${c}`);
+  return { type: "RegularExpression", name: "Cookie", value: `(^|;\\s*)${literal(route.name)}=${literal(route.value)}(;|$)` };
+}
+
+/** A rule whose every backend is a candidate Service: the tester rule or the header route manent adds. */
 function candidateOnly(rule: RouteRule): boolean {
   const refs = rule.backendRefs ?? [];
   return refs.length > 0 && refs.every((r) => isService(r) && r.name.endsWith(canarySuffix));
 }
 
-/** Whether the route sends anything to a candidate of `services`: a candidate backendRef, or the tester rule. */
+/** The tester rule: candidate-only, matching the tester header alone (what routeRules writes for `testers`). */
+function isTesterRule(rule: RouteRule, tester: { name: string; value: string }): boolean {
+  const m = rule.matches ?? [];
+  const h = m.length === 1 ? (m[0]!.headers ?? []) : [];
+  return (
+    candidateOnly(rule) &&
+    h.length === 1 &&
+    (h[0]!.type ?? "Exact") === "Exact" &&
+    h[0]!.name.toLowerCase() === tester.name.toLowerCase() &&
+    h[0]!.value === tester.value
+  );
+}
+
+/** A RequestMirror filter manent added: copies to a candidate of `services`. */
+function isCandidateMirror(f: RouteFilter, services: Set<string>): boolean {
+  const ref = f.requestMirror?.backendRef;
+  return f.type === "RequestMirror" && ref !== undefined && isCandidateOf(ref, services);
+}
+
+/** Whether the route sends anything to a candidate of `services`: a candidate backendRef or mirror, the tester rule or header route. */
 export function routesToCandidate(rules: RouteRule[], services: Set<string>): boolean {
-  return rules.some((rule) => candidateOnly(rule) || (rule.backendRefs ?? []).some((ref) => isCandidateOf(ref, services)));
+  return rules.some(
+    (rule) =>
+      candidateOnly(rule) ||
+      (rule.backendRefs ?? []).some((ref) => isCandidateOf(ref, services)) ||
+      (rule.filters ?? []).some((f) => isCandidateMirror(f, services)),
+  );
 }
 
 const isCandidateOf = (ref: BackendRef, services: Set<string>): boolean =>
@@ -199,7 +248,24 @@ const maxRouteWeight = 1_000_000;
  * records, and what every weight is computed from.
  */
 export function baseRules(rules: RouteRule[], services: Set<string>): RouteRule[] {
-  return rules.filter((rule) => !candidateOnly(rule)).map((rule) => mergeCandidates(rule, services));
+  return rules.filter((rule) => !candidateOnly(rule)).map((rule) => withoutMirror(mergeCandidates(rule, services), services));
+}
+
+/** The rule without manent's mirror filters (and without `filters` when none is left, as it was). */
+function withoutMirror(rule: RouteRule, services: Set<string>): RouteRule {
+  if (!(rule.filters ?? []).some((f) => isCandidateMirror(f, services))) return rule;
+  const { filters, ...rest } = rule;
+  const kept = (filters ?? []).filter((f) => !isCandidateMirror(f, services));
+  return kept.length > 0 ? { ...rest, filters: kept } : rest;
+}
+
+/** The rule with a RequestMirror filter copying its requests to the candidate of its first stable Service. */
+function withMirror(rule: RouteRule, services: Set<string>): RouteRule {
+  const stable = (rule.backendRefs ?? []).find((r) => isService(r) && services.has(r.name));
+  if (!stable) return rule;
+  const backendRef: BackendRef = { name: canaryName(stable.name), ...(stable.port === undefined ? {} : { port: stable.port }) };
+  if (stable.namespace !== undefined) backendRef.namespace = stable.namespace;
+  return { ...rule, filters: [...(rule.filters ?? []), { type: "RequestMirror", requestMirror: { backendRef } }] };
 }
 
 function mergeCandidates(rule: RouteRule, services: Set<string>): RouteRule {
@@ -268,31 +334,49 @@ function splitRule(rule: RouteRule, services: Set<string>, weight: number, keepC
  * The route's rules with the candidate at `weight`, from the rules without the candidate (see
  * {@link baseRules}, exact as `recorded` when given): each stable backendRef's share is split with
  * a sibling ref to `<service>-canary` ({@link splitRule}); at weight 0 with `keepCandidate` false the
- * rules are the base ones. The tester rule (a header match to the candidates only) is put first
- * when `testers` is set, removed when it is null, kept when undefined.
+ * rules are the base ones. Before them, the tester rule (the `tester` header to the candidates only)
+ * and the header route (a `set_header_route` match to the candidates only): each put first when set,
+ * removed when null, kept as it is when undefined. `mirror` true adds a RequestMirror filter to the
+ * candidate on each rule with a stable Service, false removes it, undefined keeps what is there.
  */
 export function routeRules(
   rules: RouteRule[],
   services: Set<string>,
   weight: number,
-  opts: { keepCandidate: boolean; testers: { name: string; value: string } | null | undefined; recorded?: (BackendRef[] | undefined)[] },
+  opts: {
+    keepCandidate: boolean;
+    tester: { name: string; value: string };
+    testers: boolean | null | undefined;
+    headerRoute?: HeaderRoute | null;
+    mirror?: boolean;
+    recorded?: (BackendRef[] | undefined)[];
+  },
 ): RouteRule[] {
-  const tester = rules.find(candidateOnly);
-  const out = baseRules(rules, services).map((rule, i) =>
-    splitRule(restored(rule, opts.recorded?.[i]), services, weight, opts.keepCandidate),
-  );
+  const tester = rules.find((r) => isTesterRule(r, opts.tester));
+  const headerRule = rules.find((r) => candidateOnly(r) && !isTesterRule(r, opts.tester));
+  const mirror = opts.mirror ?? rules.some((r) => (r.filters ?? []).some((f) => isCandidateMirror(f, services)));
+  const out = baseRules(rules, services).map((rule, i) => {
+    const split = splitRule(restored(rule, opts.recorded?.[i]), services, weight, opts.keepCandidate);
+    return mirror && (weight > 0 || opts.keepCandidate) ? withMirror(split, services) : split;
+  });
+  const candidateRefs = out
+    .flatMap((r) => r.backendRefs ?? [])
+    .filter((r) => isService(r) && r.name.endsWith(canarySuffix))
+    .filter((r, i, all) => all.findIndex((x) => x.name === r.name && x.port === r.port) === i)
+    .map((r) => ({ ...r, weight: 1 }));
+  const first: RouteRule[] = [];
   if (opts.testers) {
-    const testerRefs = out
-      .flatMap((r) => r.backendRefs ?? [])
-      .filter((r) => isService(r) && r.name.endsWith(canarySuffix))
-      .filter((r, i, all) => all.findIndex((x) => x.name === r.name && x.port === r.port) === i)
-      .map((r) => ({ ...r, weight: 1 }));
-    if (testerRefs.length > 0) out.unshift({ matches: [{ headers: [{ type: "Exact", ...opts.testers }] }], backendRefs: testerRefs });
+    if (candidateRefs.length > 0) first.push({ matches: [{ headers: [{ type: "Exact", ...opts.tester }] }], backendRefs: candidateRefs });
   } else if (opts.testers === undefined && tester) {
     // The tester rule: kept as is unless the testers are set again or removed.
-    out.unshift(tester);
+    first.push(tester);
   }
-  return out;
+  if (opts.headerRoute) {
+    if (candidateRefs.length > 0) first.push({ matches: [{ headers: [headerRouteMatch(opts.headerRoute)] }], backendRefs: candidateRefs });
+  } else if (opts.headerRoute === undefined && headerRule) {
+    first.push(headerRule);
+  }
+  return [...first, ...out];
 }
 
 /** The backendRefs of each rule as PrepareSlots records them (JSON in the rollout state). */

@@ -6,6 +6,9 @@ import {
   type Artifact,
   type Deployer,
   type DriftInspector,
+  type HeaderRoute,
+  type HeaderRouter,
+  type RequestMirror,
   type DryRunner,
   type Logger,
   type ParallelDeployer,
@@ -50,6 +53,8 @@ export class KubernetesDeployer
     SlotDeployer,
     TrafficRouter,
     TesterRouter,
+    HeaderRouter,
+    RequestMirror,
     SlotScaler,
     DriftInspector
 {
@@ -77,6 +82,21 @@ export class KubernetesDeployer
         { details: { plugin: pluginName, param: "traffic_route" } },
       );
     }
+    // Header routes and mirroring are rules and filters on the route: refused here without one, so a dry-run says so.
+    for (const [asked, what] of [
+      [req.rollout?.headerRoutes, "has set_header_route steps, which add a header match rule"],
+      [req.rollout?.mirror, "has set_mirror steps, which add a RequestMirror filter"],
+    ] as const) {
+      if (asked && !params.traffic_route) {
+        throw new ManentError(
+          Code.InvalidArgument,
+          `kubernetes: param traffic_route: the envconfig's rollout.canary ${what} to a Gateway API HTTPRoute: set param traffic_route`,
+          { details: { plugin: pluginName, param: "traffic_route" } },
+        );
+      }
+    }
+    const partial = (req.rollout?.mirrorPercents ?? []).find((p) => p !== 0 && p !== 100);
+    if (partial !== undefined) throw canary.mirrorPercentError(partial, "rollout.canary.steps[].set_mirror");
     // Plain manifests can be checked completely here; a chart needs the cluster to render.
     if (req.artifact.path) {
       const content = await loadArtifact(req.artifact.path);
@@ -160,6 +180,14 @@ export class KubernetesDeployer
 
   routeTesters(req: Request): Promise<Record<string, string>> {
     return canary.routeTesters(req);
+  }
+
+  setHeaderRoute(req: Request, route: HeaderRoute | null): Promise<void> {
+    return canary.setHeaderRoute(req, route);
+  }
+
+  setMirror(req: Request, percent: number): Promise<void> {
+    return canary.setMirror(req, percent);
   }
 
   promoteCandidate(req: Request): Promise<void> {

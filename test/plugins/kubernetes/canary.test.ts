@@ -4,7 +4,9 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { ManentError, type Request } from "../../../src/plugin.js";
+import { Code, ManentError, capabilitiesOf, type Request } from "../../../src/plugin.js";
+import { checkRolloutSettings } from "../../../src/core/rollout/rollout-checks.js";
+import { rolloutSchema } from "../../../src/core/rollout/rollout-config.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, tutorialRoleRules, type ClusterAccess } from "../../support/kube/control-plane.js";
 import { repoRoot } from "../../support/server-process.js";
@@ -441,5 +443,145 @@ describe("kubernetes plugin: canary slots and Gateway API weights", () => {
     }
     assert.equal(await version("hello"), "1.1.0");
     await cp.admin.delete("gateway.networking.k8s.io/v1", "HTTPRoute", "hello", "split");
+  });
+  it("set_header_route and set_mirror: a header or cookie rule before the weighted rules and a RequestMirror filter to the candidate, per step; the route comes back byte for byte after an abort and a promote", async () => {
+    const spec = {
+      parentRefs: [{ name: "gateway" }],
+      rules: [
+        {
+          backendRefs: [
+            { name: "hello", port: 80, weight: 80 },
+            { name: "other", port: 80, weight: 20 },
+          ],
+        },
+        { matches: [{ path: { type: "PathPrefix", value: "/api" } }], backendRefs: [{ name: "hello", port: 80 }] },
+      ],
+    };
+    await cp.admin.apply({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name: "ab", namespace: "hello" },
+      spec,
+    });
+    type Rule = { matches?: { headers?: unknown }[]; filters?: unknown[]; backendRefs: { name: string; weight?: number }[] };
+    const abSpec = async () => ((await getObj(cp, "gateway.networking.k8s.io/v1", "HTTPRoute", "ab")) as unknown as { spec: unknown }).spec;
+    const rules = async () => (await abSpec()) as { rules: Rule[] };
+    const before = JSON.stringify(await abSpec());
+    const mirror = { type: "RequestMirror", requestMirror: { backendRef: { group: "", kind: "Service", name: "hello-canary", port: 80 } } };
+    const withRoute = { traffic_route: "ab" };
+    for (const end of ["abort", "promote"] as const) {
+      const v = end === "abort" ? "1.2.0" : "1.0.0";
+      const traffic = await d.prepareSlots(req(v, withRoute));
+      const r = req(v, withRoute, traffic);
+      await d.deployCandidate(r);
+      await d.scaleCandidate(r, 10);
+      await d.setCandidateWeight(r, 10);
+      await d.setHeaderRoute(r, { type: "header", name: "X-Beta", value: "on" });
+      let now = (await rules()).rules;
+      assert.equal(now.length, 3, "one rule added");
+      assert.deepEqual(
+        now[0]!.matches?.map((m) => m.headers),
+        [[{ type: "Exact", name: "X-Beta", value: "on" }]],
+      );
+      assert.deepEqual(
+        now[0]!.backendRefs.map((b) => `${b.name}=${b.weight}`),
+        ["hello-canary=1"],
+      );
+      assert.deepEqual(
+        now.slice(1).map((x) => x.backendRefs.map((b) => `${b.name}=${b.weight}`).join(" ")),
+        ["hello=72 hello-canary=8 other=20", "hello=9 hello-canary=1"],
+      );
+      // The next weight keeps the header rule; a cookie match replaces it.
+      await d.scaleCandidate(r, 25);
+      await d.setCandidateWeight(r, 25);
+      assert.deepEqual(
+        (await rules()).rules[0]!.matches?.map((m) => m.headers),
+        [[{ type: "Exact", name: "X-Beta", value: "on" }]],
+      );
+      await d.setHeaderRoute(r, { type: "cookie", name: "beta", value: "y.es+1" });
+      now = (await rules()).rules;
+      assert.equal(now.length, 3, "the match replaced, not added");
+      assert.deepEqual(
+        now[0]!.matches?.map((m) => m.headers),
+        [[{ type: "RegularExpression", name: "Cookie", value: "(^|;\\s*)beta=y\\.es\\+1(;|$)" }]],
+      );
+      assert.ok(new RegExp(String((now[0]!.matches![0]!.headers as { value: string }[])[0]!.value)).test("a=1; beta=y.es+1; c=2"));
+      assert.ok(!new RegExp(String((now[0]!.matches![0]!.headers as { value: string }[])[0]!.value)).test("xbeta=y.es+1; beta=yxes+1"));
+
+      await d.setMirror(r, 100);
+      now = (await rules()).rules;
+      assert.equal(now[0]!.filters, undefined, "the header rule has no mirror");
+      assert.deepEqual(
+        now.slice(1).map((x) => x.filters),
+        [[mirror], [mirror]],
+      );
+      await d.scaleCandidate(r, 50);
+      await d.setCandidateWeight(r, 50);
+      now = (await rules()).rules;
+      assert.deepEqual(
+        now.slice(1).map((x) => x.filters),
+        [[mirror], [mirror]],
+        "the weight keeps the mirror",
+      );
+      assert.equal(now.length, 3, "and the header rule");
+      await d.setMirror(r, 0);
+      assert.deepEqual(
+        (await rules()).rules.map((x) => x.filters),
+        [undefined, undefined, undefined],
+      );
+      await assert.rejects(d.setMirror(r, 50), (e: unknown) => e instanceof ManentError && e.code === Code.Unimplemented);
+      await d.setMirror(r, 100);
+      await d.setHeaderRoute(r, null);
+      now = (await rules()).rules;
+      assert.equal(now.length, 2, "false removes the header rule");
+      assert.deepEqual(
+        now.map((x) => x.filters),
+        [[mirror], [mirror]],
+      );
+      await d.setHeaderRoute(r, { type: "header", name: "X-Beta", value: "on" });
+      assert.equal((await rules()).rules.length, 3);
+      if (end === "abort") {
+        await d.setCandidateWeight(r, 0);
+        await d.revertCandidate(r);
+      } else {
+        await d.promoteCandidate(r);
+        await d.retirePrevious(r);
+      }
+      assert.equal(JSON.stringify(await abSpec()), before, `the admin's route after the ${end}`);
+      assert.deepEqual(await owned(), ["Deployment/hello", "Service/hello"], "exactly the stable objects");
+    }
+    await cp.admin.delete("gateway.networking.k8s.io/v1", "HTTPRoute", "hello", "ab");
+  });
+
+  it("validate (run before every dry-run and deploy): header routes and mirroring need traffic_route, a mirror percentage other than 0 or 100 and session affinity are refused as unimplemented", async () => {
+    const plan = { weights: true, testers: false };
+    const unimplemented = (field: string) => (e: unknown) =>
+      e instanceof ManentError && e.code === Code.Unimplemented && e.message.includes(field) && /no percent/.test(e.message);
+    await assert.rejects(
+      d.validate({ ...req("1.2.0"), rollout: { ...plan, headerRoutes: true } }),
+      (e: unknown) =>
+        e instanceof ManentError && e.code === Code.InvalidArgument && /param traffic_route.*set_header_route/.test(e.message),
+    );
+    await assert.rejects(
+      d.validate({ ...req("1.2.0"), rollout: { ...plan, mirror: true, mirrorPercents: [100] } }),
+      (e: unknown) => e instanceof ManentError && e.code === Code.InvalidArgument && /param traffic_route.*set_mirror/.test(e.message),
+    );
+    await assert.rejects(
+      d.validate({ ...req("1.2.0", { traffic_route: "hello" }), rollout: { ...plan, mirror: true, mirrorPercents: [100, 20] } }),
+      unimplemented("set_mirror: 20"),
+    );
+    await d.validate({
+      ...req("1.2.0", { traffic_route: "hello" }),
+      rollout: { ...plan, headerRoutes: true, mirror: true, mirrorPercents: [100, 0] },
+    });
+    const caps = capabilitiesOf(d);
+    assert.ok(caps.includes("header_route") && caps.includes("mirror"));
+    assert.ok(!caps.includes("session_affinity"), "the standard CRDs have no sessionPersistence");
+    const rollout = rolloutSchema.parse({ canary: { session_affinity: true, steps: [{ set_weight: 10 }] } });
+    assert.throws(
+      () => checkRolloutSettings(rollout, undefined, "kubernetes", caps, "envconfig.yml"),
+      (e: unknown) =>
+        e instanceof ManentError && e.code === Code.Unimplemented && e.message.includes("envconfig.yml: rollout.canary.session_affinity"),
+    );
   });
 });
