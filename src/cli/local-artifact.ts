@@ -31,3 +31,30 @@ export async function uploadLocalArtifact(
   if ((await api.uploaded(tenant, sha256)) === undefined) await api.upload(tenant, sha256, file, info.size);
   return { source: uploadSource(sha256, basename(file)), sha256 };
 }
+
+/**
+ * What `manent deploy` and `manent release start` send besides the descriptor: its local artifact
+ * file, or the one `--source` names, uploaded (a file on this machine reaches the server as an
+ * upload, whether the server is here or not) and replaced by the upload's source, and the
+ * `--version`, `--source` and `--sha256` overrides. `absoluteSource` resolves `--source` from here.
+ */
+export async function artifactOverrides(
+  api: () => Promise<ApiClient>,
+  descriptor: Record<string, unknown>,
+  file: string,
+  o: { version?: string; source?: string; sha256?: string },
+  absoluteSource: (source: string, base: string) => Promise<string>,
+): Promise<{ version?: string; source?: string; sha256?: string }> {
+  const artifact = descriptor.artifact as Record<string, unknown>;
+  const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
+  let source = o.source === undefined ? undefined : await absoluteSource(o.source, process.cwd());
+  if (source !== undefined && !isRemoteSource(source)) source = (await uploadLocalArtifact(await api(), tenant, source, "--source")).source;
+  if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
+    artifact.source = (await uploadLocalArtifact(await api(), tenant, artifact.source, `${file}: artifact.source`)).source;
+  }
+  return {
+    ...(o.version !== undefined && { version: o.version }),
+    ...(source !== undefined && { source }),
+    ...(o.sha256 !== undefined && { sha256: o.sha256 }),
+  };
+}

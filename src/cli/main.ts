@@ -89,21 +89,8 @@ export async function main(argv: string[]): Promise<void> {
     .action(
       async (o: { file: string; dryRun?: boolean; version?: string; source?: string; sha256?: string; wait: boolean; output?: Output }) => {
         const descriptor = await readDescriptor(o.file);
-        const artifact = descriptor.artifact as Record<string, unknown>;
-        const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
-        const { isRemoteSource, uploadLocalArtifact } = await import("./local-artifact.js");
-        let source = o.source === undefined ? undefined : await absoluteSource(o.source, process.cwd());
-        // A file on this machine reaches the server as an upload, whether the server is here or not.
-        if (source !== undefined && !isRemoteSource(source))
-          source = (await uploadLocalArtifact(await client(), tenant, source, "--source")).source;
-        if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
-          artifact.source = (await uploadLocalArtifact(await client(), tenant, artifact.source, `${o.file}: artifact.source`)).source;
-        }
-        const overrides = {
-          ...(o.version !== undefined && { version: o.version }),
-          ...(source !== undefined && { source }),
-          ...(o.sha256 !== undefined && { sha256: o.sha256 }),
-        };
+        const { artifactOverrides } = await import("./local-artifact.js");
+        const overrides = await artifactOverrides(client, descriptor, o.file, o, absoluteSource);
         const submitted = await (await client()).submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
         await follow(await client(), submitted, o.wait, outputOf(o.output), colours);
       },

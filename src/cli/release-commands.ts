@@ -40,20 +40,8 @@ export function releaseCommands(program: Command, deps: ReleaseCommandDeps): voi
     .addOption(output())
     .action(async (o: { file: string; version?: string; source?: string; sha256?: string; wait: boolean; output?: Output }) => {
       const descriptor = await deps.readDescriptor(o.file);
-      const artifact = descriptor.artifact as Record<string, unknown>;
-      const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
-      const { isRemoteSource, uploadLocalArtifact } = await import("./local-artifact.js");
-      let source = o.source === undefined ? undefined : await deps.absoluteSource(o.source, process.cwd());
-      if (source !== undefined && !isRemoteSource(source))
-        source = (await uploadLocalArtifact(await client(), tenant, source, "--source")).source;
-      if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
-        artifact.source = (await uploadLocalArtifact(await client(), tenant, artifact.source, `${o.file}: artifact.source`)).source;
-      }
-      const overrides = {
-        ...(o.version !== undefined && { version: o.version }),
-        ...(source !== undefined && { source }),
-        ...(o.sha256 !== undefined && { sha256: o.sha256 }),
-      };
+      const { artifactOverrides } = await import("./local-artifact.js");
+      const overrides = await artifactOverrides(client, descriptor, o.file, o, deps.absoluteSource);
       const api = await client();
       const { id } = await api.startRelease({ descriptor, descriptor_file: o.file, overrides });
       if (!o.wait) {
