@@ -48,6 +48,8 @@ export interface RunningOidcProvider {
   users: OidcUser[];
   /** The key it signs with now (the first of its JWKS). */
   signingKey(): SigningKey;
+  /** The grant types of the token requests it granted, in order (e.g. `refresh_token`). */
+  grants: string[];
   /** Registers the web UI client's redirect URIs (known once manent-server has its port). */
   setRedirectUris(uris: string[]): void;
   /** Restarts it on the same port signing with a new key; the previous key stays published for tokens already issued. */
@@ -146,8 +148,10 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
     },
   });
 
+  const grants: string[] = [];
   const mount = (): void => {
     const provider = new Provider(issuer, configuration());
+    provider.on("grant.success", (ctx) => grants.push(String(ctx.oidc.params?.grant_type)));
     // Its own "Sign-in" page is a dev page that names the account by its login; quiet its warnings.
     provider.on("server_error", (_ctx, err) => process.stderr.write(`oidc-provider: ${String(err)}\n`));
     http.removeAllListeners("request");
@@ -164,6 +168,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
   return {
     issuer,
     users,
+    grants,
     signingKey: () => keys[0]!,
     setRedirectUris(uris) {
       // A new provider on the same listener (its clients are fixed at construction); keys unchanged.
