@@ -42,9 +42,10 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(new Option("--server <url>", "manent-server's address").env("MANENT_SERVER").default("http://127.0.0.1:8080"))
     .addOption(new Option("--token <token>", "API token").env("MANENT_TOKEN"))
     .addOption(
-      new Option("--ca-file <pem>", "trust the CA certificates in this file (instead of the system's) for an https:// server").env(
-        "MANENT_CA_FILE",
-      ),
+      new Option(
+        "--ca-file <pem>",
+        "trust the CA certificates in this file (instead of the system's) for an https:// server; for its OpenID provider, beside the system's",
+      ).env("MANENT_CA_FILE"),
     )
     .addOption(
       new Option("--cert-file <pem>", "client certificate, for a server with mutual TLS (tls.client_ca_file)").env("MANENT_CLIENT_CERT"),
@@ -56,18 +57,25 @@ export async function main(argv: string[]): Promise<void> {
     .enablePositionalOptions()
     .exitOverride();
   let transport: Promise<typeof fetch | undefined> | undefined;
+  /** One transport (and connection pool) to the server for the whole command; undici is loaded only for --ca-file or --cert-file. */
+  const serverTransport = (): Promise<typeof fetch | undefined> => {
+    const g = program.opts<GlobalOpts>();
+    return (transport ??= g.server.startsWith("https:")
+      ? import("./tls-transport.js").then(({ tlsFetch }) => tlsFetch(g))
+      : Promise.resolve(undefined));
+  };
+  /** How `manent login` and the renewal of its tokens reach the OpenID provider (--ca-file trusted beside the system's roots). */
+  let toProvider: Promise<typeof fetch | undefined> | undefined;
+  const providerTransport = (): Promise<typeof fetch | undefined> =>
+    (toProvider ??= import("./tls-transport.js").then(({ providerFetch }) => providerFetch(program.opts<GlobalOpts>())));
   const client = async (opts: { anonymous?: boolean } = {}): Promise<ApiClient> => {
     const g = program.opts<GlobalOpts>();
-    // One transport (and connection pool) for the whole command; undici is loaded only for --ca-file or --cert-file.
-    transport ??= g.server.startsWith("https:")
-      ? import("./tls-transport.js").then(({ tlsFetch }) => tlsFetch(g))
-      : Promise.resolve(undefined);
-    const [{ ApiClient }, fetchWith] = await Promise.all([import("./api-client.js"), transport]);
+    const [{ ApiClient }, fetchWith] = await Promise.all([import("./api-client.js"), serverTransport()]);
     if (opts.anonymous) return new ApiClient(g.server, undefined, fetchWith);
     if (g.token !== undefined) return new ApiClient(g.server, g.token, fetchWith);
     // No token given: the ID token `manent login` stored for this server, if any (renewed when expired).
     const { idTokenFor } = await import("./login/oidc-login.js");
-    return new ApiClient(g.server, await idTokenFor(g.server), fetchWith);
+    return new ApiClient(g.server, await idTokenFor(g.server, providerTransport), fetchWith);
   };
   const output = outputOption;
   /** Colours for what goes to this stream (a terminal's, unless NO_COLOR or --no-color). */
@@ -452,7 +460,10 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (o: { device?: boolean; browser: boolean }) => {
       const { server } = program.opts<GlobalOpts>();
       const { browserLogin, deviceLogin } = await import("./login/oidc-login.js");
-      const login = o.device ? await deviceLogin(server, err) : await browserLogin(server, err, { openBrowser: o.browser });
+      const transports = { server: await serverTransport(), provider: await providerTransport() };
+      const login = o.device
+        ? await deviceLogin(server, err, transports)
+        : await browserLogin(server, err, { openBrowser: o.browser, transports });
       out(`Signed in to ${server} as ${login.name}`);
     });
 
@@ -465,7 +476,7 @@ export async function main(argv: string[]): Promise<void> {
       const { revokeAtProvider } = await import("./login/oidc-login.js");
       const login = await removeLogin(server);
       if (!login) return out(`Not signed in to ${server}`);
-      const warning = await revokeAtProvider(login);
+      const warning = await revokeAtProvider(login, await providerTransport());
       if (warning) err(`manent: ${warning}`);
       out(`Signed out of ${server} (${login.name})`);
     });

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { connect, type ConnectionOptions } from "node:tls";
+import { connect, rootCertificates, type ConnectionOptions } from "node:tls";
 import { Code, ManentError } from "../core/errors.js";
 import { clientCertificateRefused } from "./connection-errors.js";
 
@@ -49,6 +49,21 @@ export async function tlsFetch(flags: TlsFlags): Promise<typeof fetch> {
       throw refusal ? new TypeError("fetch failed", { cause: refusal }) : err;
     }
   };
+}
+
+/**
+ * The fetch the CLI talks to the server's OpenID provider with (`manent login`, renewing and
+ * revoking its tokens): trusting `--ca-file` as well as the system's roots, since an organisation's
+ * private CA often signs its own provider too, while a public provider must still verify. No client
+ * certificate: that is for manent-server's mutual TLS. Undefined without `--ca-file` (Node's fetch).
+ */
+export async function providerFetch(flags: TlsFlags): Promise<typeof fetch | undefined> {
+  const ca = await pem("--ca-file", flags.caFile);
+  if (ca === undefined) return undefined;
+  const { Agent, fetch: undiciFetch } = await import("undici");
+  const dispatcher = new Agent({ connect: { ca: [...rootCertificates, ca] } });
+  return ((input: unknown, init?: object) =>
+    undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher })) as unknown as typeof fetch;
 }
 
 /**

@@ -78,7 +78,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   assertOpenOnLoopbackOnly(config, open);
   const staticTokens = await staticTokenCheck(config);
   // The client secret is read now: a missing one stops the start naming the field. The provider is read when first needed.
-  const relyingParty = config.auth.oidc ? await RelyingParty.create(config.auth.oidc, config.file) : undefined;
+  const relyingParty = config.auth.oidc ? await RelyingParty.create(config.auth.oidc, config.file, config.baseDir) : undefined;
   refusePlaintextOnNetwork(config, opts.listen !== undefined);
   const certificates = config.tls?.cert_file !== undefined ? await ServerCertificates.load(config, logger) : undefined;
   const metrics = createMetrics();

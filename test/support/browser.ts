@@ -33,8 +33,15 @@ export async function signInAtProvider(page: Page, login: string, password = "an
  * Completes a device sign-in as its person would on another machine: opens the verification page
  * the CLI printed, types the user code, confirms, signs in.
  */
-export async function approveDevice(browser: Browser, verificationUri: string, userCode: string, login: string): Promise<void> {
-  const context = await browser.newContext();
+export async function approveDevice(
+  browser: Browser,
+  verificationUri: string,
+  userCode: string,
+  login: string,
+  /** The person's machine trusts the provider's private CA (a test cannot add it to Chromium's store). */
+  opts: { ignoreHTTPSErrors?: boolean } = {},
+): Promise<void> {
+  const context = await browser.newContext(opts);
   const page = await context.newPage();
   try {
     await page.goto(verificationUri);

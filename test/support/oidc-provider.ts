@@ -7,6 +7,7 @@
  * the old one still published, as a provider does during a rotation).
  */
 import { createServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, type JWK } from "jose";
 import Provider, { type Configuration } from "oidc-provider";
@@ -35,6 +36,8 @@ export interface OidcProviderOptions {
   cliClientId?: string;
   /** Lifetime of the ID tokens it issues, in seconds (default 1 h). */
   idTokenTtl?: number;
+  /** Served over https with this certificate (an organisation's provider signed by a private CA); default plain http. */
+  tls?: { cert: string; key: string };
 }
 
 export interface SigningKey {
@@ -68,13 +71,13 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
   const users = opts.users ?? defaultUsers;
   const cliClientId = opts.cliClientId ?? "manent-cli";
   // Listening first gives the port, hence the issuer URL the provider must know at construction.
-  const http: Server = createServer();
+  const http: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }) : createServer();
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject);
     http.listen(opts.port ?? 0, "127.0.0.1", resolve);
   });
   const port = (http.address() as AddressInfo).port;
-  const issuer = `http://127.0.0.1:${port}`;
+  const issuer = `${opts.tls ? "https" : "http"}://127.0.0.1:${port}`;
   let keys: SigningKey[] = [await newSigningKey()];
   let redirectUris = opts.client.redirectUris ?? ["http://127.0.0.1/auth/callback"];
   const cookieKeys = [crypto.randomUUID(), crypto.randomUUID()];

@@ -12,10 +12,20 @@ export interface ProviderInfo {
   scopes: string[];
 }
 
-export async function providerOf(server: string): Promise<ProviderInfo> {
+/**
+ * How `manent login` reaches the two parties: manent-server through the command's transport (its
+ * `--ca-file` and client certificate), the OpenID provider through its own (see tls-transport.ts).
+ * Undefined: Node's fetch.
+ */
+export interface LoginTransports {
+  server?: typeof fetch;
+  provider?: typeof fetch;
+}
+
+export async function providerOf(server: string, send: typeof fetch = fetch): Promise<ProviderInfo> {
   let response: Response;
   try {
-    response = await fetch(new URL("/auth/oidc", server));
+    response = await send(new URL("/auth/oidc", server));
   } catch (err) {
     throw new ManentError(
       Code.Unavailable,
@@ -39,10 +49,12 @@ function loopbackHttp(url: string): boolean {
   return u.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname);
 }
 
-async function discover(issuer: string, clientId: string): Promise<client.Configuration> {
+async function discover(issuer: string, clientId: string, send: typeof fetch | undefined): Promise<client.Configuration> {
   try {
+    // The configuration keeps `send` for every later request to the provider (token, device, revocation).
     return await client.discovery(new URL(issuer), clientId, undefined, client.None(), {
       timeout: 10,
+      ...(send && { [client.customFetch]: send }),
       ...(loopbackHttp(issuer) && { execute: [client.allowInsecureRequests] }),
     });
   } catch (err) {
@@ -72,9 +84,14 @@ function stored(info: ProviderInfo, tokens: client.TokenEndpointResponse & clien
  * The device authorization grant (RFC 8628), for a machine without a browser: prints where to go
  * and the code to type, then waits while the person signs in elsewhere.
  */
-export async function deviceLogin(server: string, print: (line: string) => void, signal?: AbortSignal): Promise<StoredLogin> {
-  const info = await providerOf(server);
-  const config = await discover(info.issuer, info.client_id);
+export async function deviceLogin(
+  server: string,
+  print: (line: string) => void,
+  transports: LoginTransports = {},
+  signal?: AbortSignal,
+): Promise<StoredLogin> {
+  const info = await providerOf(server, transports.server);
+  const config = await discover(info.issuer, info.client_id, transports.provider);
   if (!config.serverMetadata().device_authorization_endpoint) {
     throw new ManentError(
       Code.FailedPrecondition,
@@ -106,9 +123,13 @@ export async function deviceLogin(server: string, print: (line: string) => void,
  * server on 127.0.0.1 receives the provider's redirect; the browser is opened on the sign-in page
  * (or the URL printed, to open by hand).
  */
-export async function browserLogin(server: string, print: (line: string) => void, opts: { openBrowser: boolean }): Promise<StoredLogin> {
-  const info = await providerOf(server);
-  const config = await discover(info.issuer, info.client_id);
+export async function browserLogin(
+  server: string,
+  print: (line: string) => void,
+  opts: { openBrowser: boolean; transports?: LoginTransports },
+): Promise<StoredLogin> {
+  const info = await providerOf(server, opts.transports?.server);
+  const config = await discover(info.issuer, info.client_id, opts.transports?.provider);
   const verifier = client.randomPKCECodeVerifier();
   const state = client.randomState();
   const nonce = client.randomNonce();
@@ -177,14 +198,17 @@ function openInBrowser(url: string): boolean {
  * The ID token to send for this server: the stored one, refreshed first when it has expired or is
  * about to (and a refresh token was issued). Undefined when nobody signed in here.
  */
-export async function idTokenFor(server: string): Promise<string | undefined> {
+export async function idTokenFor(
+  server: string,
+  providerTransport: () => Promise<typeof fetch | undefined> = () => Promise.resolve(undefined),
+): Promise<string | undefined> {
   const login = await loadLogin(server);
   if (!login) return undefined;
   if (login.expires_at - 60 > Date.now() / 1000) return login.id_token;
   if (!login.refresh_token) {
     throw new ManentError(Code.Unauthenticated, `your sign-in to ${server} has expired: run manent login again`);
   }
-  const config = await discover(login.issuer, login.client_id);
+  const config = await discover(login.issuer, login.client_id, await providerTransport());
   let tokens;
   try {
     tokens = await client.refreshTokenGrant(config, login.refresh_token);
@@ -207,10 +231,10 @@ export async function idTokenFor(server: string): Promise<string | undefined> {
 }
 
 /** Revokes the refresh token at the provider when it offers revocation; a failure there is reported, never fatal. */
-export async function revokeAtProvider(login: StoredLogin): Promise<string | undefined> {
+export async function revokeAtProvider(login: StoredLogin, providerTransport?: typeof fetch): Promise<string | undefined> {
   if (!login.refresh_token) return undefined;
   try {
-    const config = await discover(login.issuer, login.client_id);
+    const config = await discover(login.issuer, login.client_id, providerTransport);
     if (!config.serverMetadata().revocation_endpoint) return "the provider offers no revocation: its session ends when it expires";
     await client.tokenRevocation(config, login.refresh_token, { token_type_hint: "refresh_token" });
     return undefined;

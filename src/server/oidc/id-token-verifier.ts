@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from "jose";
+import { createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from "jose";
 import { Code, ManentError } from "../../core/errors.js";
 
 /**
@@ -27,6 +27,8 @@ export interface VerifierOptions {
   groupsClaim: string;
   /** Seconds of clock difference tolerated on exp/iat/nbf. */
   clockTolerance?: number;
+  /** How the JWKS is fetched (the provider's CA trusted, see provider-transport.ts); default Node's fetch. */
+  fetch?: typeof fetch;
 }
 
 /**
@@ -40,7 +42,12 @@ export class IdTokenVerifier {
   private readonly algorithms: string[];
 
   constructor(private readonly opts: VerifierOptions) {
-    this.jwks = createRemoteJWKSet(opts.jwksUri, { cooldownDuration: 0, cacheMaxAge: 10 * 60_000, timeoutDuration: 5000 });
+    this.jwks = createRemoteJWKSet(opts.jwksUri, {
+      cooldownDuration: 0,
+      cacheMaxAge: 10 * 60_000,
+      timeoutDuration: 5000,
+      ...(opts.fetch && { [customFetch]: opts.fetch }),
+    });
     const offered = opts.providerAlgorithms?.filter((a) => asymmetricAlgorithms.includes(a)) ?? [];
     this.algorithms = offered.length > 0 ? offered : ["RS256"];
   }

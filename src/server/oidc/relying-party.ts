@@ -2,6 +2,7 @@ import * as client from "openid-client";
 import { readSecretRef, type OidcConfig } from "../../core/config/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { IdTokenVerifier, type IdentityClaims } from "./id-token-verifier.js";
+import { providerTransport } from "./provider-transport.js";
 
 /** The provider as manent-server sees it once discovered: the web UI's client and the ID token verifier. */
 export interface DiscoveredProvider {
@@ -27,16 +28,19 @@ export class RelyingParty {
   private constructor(
     readonly config: OidcConfig,
     private readonly clientSecret: string,
+    /** How the provider is reached: trusting `ca_file` too when given; else Node's fetch. */
+    private readonly send: typeof fetch | undefined,
   ) {}
 
-  /** Reads the client secret now, so a missing one stops the server at start-up naming the field. */
-  static async create(config: OidcConfig, file: string): Promise<RelyingParty> {
+  /** Reads the client secret and `ca_file` now, so a missing one stops the server at start-up naming the field. */
+  static async create(config: OidcConfig, file: string, baseDir = process.cwd()): Promise<RelyingParty> {
     const secret = await readSecretRef("auth.oidc.client_secret", config.client_secret).catch((err: unknown) => {
       throw new ManentError(Code.InvalidArgument, `${file}: auth.oidc.client_secret: ${ManentError.from(err).message}`, {
         details: { file, field: "auth.oidc.client_secret" },
       });
     });
-    return new RelyingParty(config, secret);
+    const send = config.ca_file === undefined ? undefined : await providerTransport(config.ca_file, file, baseDir);
+    return new RelyingParty(config, secret, send);
   }
 
   get cliClientId(): string {
@@ -60,7 +64,12 @@ export class RelyingParty {
         this.config.client_id,
         undefined,
         client.ClientSecretBasic(this.clientSecret),
-        isLoopbackHttp(issuer) ? { execute: [client.allowInsecureRequests], timeout: 10 } : { timeout: 10 },
+        {
+          timeout: 10,
+          ...(isLoopbackHttp(issuer) && { execute: [client.allowInsecureRequests] }),
+          // Kept by the configuration for every later request to the provider (the code exchange).
+          ...(this.send && { [client.customFetch]: this.send }),
+        },
       );
     } catch (err) {
       throw new ManentError(Code.Unavailable, `cannot read the OpenID provider's discovery document at ${issuer}: ${describe(err)}`);
@@ -73,6 +82,7 @@ export class RelyingParty {
       audiences: [...new Set([this.config.client_id, this.cliClientId])],
       providerAlgorithms: meta.id_token_signing_alg_values_supported,
       groupsClaim: this.config.groups_claim,
+      ...(this.send && { fetch: this.send }),
     });
     return { client: configuration, verifier, ...(meta.end_session_endpoint && { endSessionEndpoint: meta.end_session_endpoint }) };
   }
