@@ -273,6 +273,28 @@ describe("HTTPS", () => {
       assert.match(fromFlag.stderr, /manent\.yml: tls: --listen 0\.0\.0\.0:0 is not a loopback address/);
     });
 
+    it("listens on the IPv6 loopback in plain HTTP, and refuses the IPv6 any-address without tls", async () => {
+      const ws = await createWorkspace();
+      const config = await ws.write("manent.yml", manentYml(await pg.createDatabase(), { auth: tokens, listen: "[::1]:0" }));
+      const server = await startServer(config, { cwd: ws.dir, token, freePort: false });
+      try {
+        assert.match(server.url, /^http:\/\/\[::1\]:\d+$/);
+        const r = await runCli(["history"], { cwd: ws.dir, server: server.url, token });
+        assert.equal(r.code, 0, r.stderr);
+      } finally {
+        await server.stop();
+      }
+      const refused = await createWorkspace();
+      const any = await refusedStart(refused, manentYml(undefined, { auth: tokens, listen: "[::]:0" }));
+      assert.equal(any.code, 2, any.stderr);
+      assert.match(any.stderr, /manent\.yml: tls: listen: \[::\]:0 is not a loopback address/);
+      for (const listen of ["::1:8080", "[::1]", "127.0.0.1:70000"]) {
+        const bad = await refusedStart(refused, manentYml(undefined, { auth: tokens, listen }));
+        assert.equal(bad.code, 2, bad.stderr);
+        assert.match(bad.stderr, /manent\.yml: listen: (must be "host:port"|the port must be at most 65535)/);
+      }
+    });
+
     it("listens in plain HTTP on a non-loopback address when manent.yml declares a TLS proxy in front", async () => {
       const ws = await createWorkspace();
       const config = await ws.write(

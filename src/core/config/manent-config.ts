@@ -119,7 +119,9 @@ export const manentConfigSchema = z.strictObject({
     ),
   listen: z
     .string()
-    .regex(/^[^:]*:\d+$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080' })
+    // An IPv6 address in brackets, as in a URL ([::1]:8080); a host name or IPv4 address as it is.
+    .regex(/^(\[[0-9A-Fa-f:.]+\]|[^:[\]]*):\d{1,5}$/, { message: 'must be "host:port", e.g. 127.0.0.1:8080 or [::1]:8080' })
+    .refine((s) => Number(s.slice(s.lastIndexOf(":") + 1)) <= 65535, { message: "the port must be at most 65535" })
     .default("127.0.0.1:8080")
     .describe(
       "Address of the HTTP API (`manent-server serve --listen` overrides it); an address other than loopback needs `tls` (cert_file, or behind_proxy)",
