@@ -5,12 +5,14 @@ import { after, before, describe, it } from "node:test";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal } from "../support/journal.js";
+import { databaseText } from "../support/database-text.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
 interface Call {
   path: string;
   query: string;
+  authorization: string | undefined;
   event: string | undefined;
   body: Record<string, unknown>;
 }
@@ -23,11 +25,13 @@ describe("rollout webhook gates and load-test hook", () => {
   let pg: TestPostgres;
   let ws: Workspace;
   let config: string;
+  let databaseUrl: string;
   let server: ServerProcess;
   let artifact: string;
   let web: Server;
   let base: string;
   const calls: Call[] = [];
+  const webhookToken = "wh-bearer-9f3e2a71c";
   /** Status answered per path: a list is consumed one answer per call, its last kept. */
   const answers = new Map<string, number[]>();
   const waiters: (() => void)[] = [];
@@ -86,6 +90,7 @@ describe("rollout webhook gates and load-test hook", () => {
         calls.push({
           path: url.pathname,
           query: url.search,
+          authorization: req.headers.authorization,
           event: req.headers["x-manent-event"] as string | undefined,
           body: raw ? (JSON.parse(raw) as Record<string, unknown>) : {},
         });
@@ -95,8 +100,9 @@ describe("rollout webhook gates and load-test hook", () => {
     });
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
     base = `http://127.0.0.1:${(web.address() as AddressInfo).port}`;
-    config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
-    server = await startServer(config, { cwd: ws.dir });
+    databaseUrl = await pg.createDatabase();
+    config = await ws.write("manent.yml", manentYml(databaseUrl));
+    server = await startServer(config, { cwd: ws.dir, env: { WEBHOOK_TOKEN: webhookToken } });
   });
   after(async () => {
     await server?.stop();
@@ -230,6 +236,49 @@ describe("rollout webhook gates and load-test hook", () => {
       /^canary step 2 \(analysis health\) failed: load test POST http:\/\/127\.0\.0\.1:\d+\/load-broken\?… answered 400; weight 0, candidate reverted$/,
     );
     assert.doesNotMatch(shown(bad), /s3cret/);
+  });
+
+  it("sends a webhook's and the load-test hook's bearer_token (a secret reference), recorded nowhere", async () => {
+    answers.set("/confirm-auth", [200]);
+    answers.set("/load-auth", [200]);
+    answers.set("/health", [200]);
+    const analysis = { checks: { health: { http: { url: `${base}/health` }, interval: "50ms", count: 1 } } };
+    const before = calls.length;
+    const id = await start(
+      "whb",
+      {
+        load_test: { url: `${base}/load-auth`, bearer_token: "env:WEBHOOK_TOKEN" },
+        canary: {
+          steps: [
+            { set_weight: 10 },
+            { webhook: { url: `${base}/confirm-auth`, bearer_token: "env:WEBHOOK_TOKEN", interval: "100ms" } },
+            { analysis: { checks: ["health"] } },
+            { set_weight: 100 },
+          ],
+        },
+      },
+      { analysis },
+    );
+    const d = await server.api.deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    const mine = calls.slice(before).filter((c) => c.path !== "/health");
+    assert.deepEqual(
+      mine.map((c) => `${c.path} ${c.authorization ?? "none"}`),
+      [`/confirm-auth Bearer ${webhookToken}`, `/load-auth Bearer ${webhookToken}`],
+    );
+    assert.doesNotMatch(JSON.stringify(d), new RegExp(webhookToken));
+    assert.doesNotMatch(await databaseText(databaseUrl), new RegExp(webhookToken));
+
+    // A reference that cannot be read is refused at submission, naming the file and field; nothing is recorded.
+    const count = (await server.api.list({ application: "whb" })).deploys.length;
+    await assert.rejects(
+      start("whb", {
+        canary: { steps: [{ set_weight: 10 }, { webhook: { url: `${base}/confirm-auth`, bearer_token: "env:NO_SUCH_TOKEN" } }] },
+      }),
+      /whb\/prod\.yml: rollout\.canary\.steps\.1\.webhook\.bearer_token: .*environment variable NO_SUCH_TOKEN is not set/,
+    );
+    assert.equal((await server.api.list({ application: "whb" })).deploys.length, count);
+    assert.equal(calls.slice(before).filter((c) => c.path === "/confirm-auth").length, 1);
   });
 
   it("refuses a webhook URL with credentials or that is not http(s), naming the file and field", async () => {

@@ -20,7 +20,7 @@ import type { DeployKind } from "./deploy-store.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
 import type { AnalysisSection } from "../rollout/analysis/index.js";
-import { checkRolloutSettings } from "../rollout/rollout-checks.js";
+import { checkRolloutSettings, rolloutSecretRefs } from "../rollout/rollout-checks.js";
 
 /** What a client submits: the descriptor as parsed from its file, and the CLI's overrides. */
 export interface Submission {
@@ -144,7 +144,10 @@ export async function resolveSubmission(
   const plugin = await plugins.select(envconfig.plugin, artifact, where);
   // The envconfig may be the server's cached, frozen one: what the deploy carries is copied from it.
   const rollout = s.kind === "rollback" || !envconfig.rollout ? undefined : structuredClone(envconfig.rollout);
-  if (rollout) checkRolloutSettings(rollout, envconfig.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+  if (rollout) {
+    checkRolloutSettings(rollout, envconfig.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+    await checkRolloutSecrets(rollout, envconfig.analysis, where);
+  }
 
   const policy = (step: RetryableStep): StepPolicy => ({
     maxRetries: envconfig.steps[step]?.max_retries ?? envconfig.max_retries,
@@ -228,8 +231,22 @@ async function checkRecordedSettings(
   }
   const plugin = await plugins.select(recorded.plugin, artifact, where);
   const rollout = recorded.rollout;
-  if (rollout) checkRolloutSettings(rollout, recorded.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+  if (rollout) {
+    checkRolloutSettings(rollout, recorded.analysis, plugin.name, rollout.canary ? await plugin.capabilities() : [], where);
+    await checkRolloutSecrets(rollout, recorded.analysis, where);
+  }
   return { plugin: plugin.name };
+}
+
+/** The rollout's bearer tokens must be readable now; each is read again at its call. */
+async function checkRolloutSecrets(rollout: RolloutSettings, analysis: AnalysisSection | undefined, where: string): Promise<void> {
+  for (const { field, ref } of rolloutSecretRefs(rollout, analysis)) {
+    await checkSecretRef("bearer_token", ref).catch((err: unknown) => {
+      throw new ManentError(Code.InvalidArgument, `${where}: ${field}: ${ManentError.from(err).message}`, {
+        details: { file: where, field },
+      });
+    });
+  }
 }
 
 function rethrowIn(file: string, err: unknown): never {

@@ -25,6 +25,7 @@ export async function runLoadTest(
       const answer = await callWebhook(host, {
         url: hook.url,
         field: "rollout.load_test.url",
+        ...(hook.bearer_token && { bearerToken: { ref: hook.bearer_token, field: "rollout.load_test.bearer_token" } }),
         payload: webhookPayload(host, rec, "load_test", step, previousVersion),
         timeoutMs: hook.timeout,
         signal: ctx.signal,

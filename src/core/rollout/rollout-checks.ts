@@ -1,3 +1,4 @@
+import type { SecretRef } from "../config/secret-ref.js";
 import type { Capability } from "../contract/index.js";
 import { Code, ManentError } from "../errors.js";
 import type { RolloutSettings } from "./rollout-config.js";
@@ -91,4 +92,27 @@ function checkBackground(background: NonNullable<RolloutSettings["background_ana
     refuse("starting_step", `step ${background.starting_step} does not exist: the canary has ${steps} step${steps === 1 ? "" : "s"}`);
   if (steps === undefined && background.starting_step !== 1)
     refuse("starting_step", "names a canary step, and there is no rollout.canary (across the waves it starts with the first wave)");
+}
+
+/**
+ * Every secret reference a rollout reads while it runs (analysis checks' and webhooks' bearer
+ * tokens), with its envconfig field: the submission checks each is readable, so a missing one is
+ * refused before anything is recorded rather than stopping the rollout halfway.
+ */
+export function rolloutSecretRefs(rollout: RolloutSettings, analysis: AnalysisSection | undefined): { field: string; ref: SecretRef }[] {
+  const refs: { field: string; ref: SecretRef }[] = [];
+  for (const [name, check] of Object.entries(analysis?.checks ?? {})) {
+    if (check.prometheus?.bearer_token)
+      refs.push({ field: `analysis.checks.${name}.prometheus.bearer_token`, ref: check.prometheus.bearer_token });
+    if (check.http?.bearer_token) refs.push({ field: `analysis.checks.${name}.http.bearer_token`, ref: check.http.bearer_token });
+  }
+  const gates = [
+    ...(rollout.canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}`] as const),
+    ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}`] as const),
+  ];
+  for (const [step, at] of gates) {
+    if ("webhook" in step && step.webhook.bearer_token) refs.push({ field: `${at}.webhook.bearer_token`, ref: step.webhook.bearer_token });
+  }
+  if (rollout.load_test?.bearer_token) refs.push({ field: "rollout.load_test.bearer_token", ref: rollout.load_test.bearer_token });
+  return refs;
 }

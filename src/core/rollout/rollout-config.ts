@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { durationMs } from "../config/duration.js";
+import { secretRefSchema } from "../config/secret-ref.js";
 import { describeHeaderRoute, headerRouteStep, mirrorStep } from "./traffic-steps.js";
 
 /*
@@ -98,6 +99,13 @@ export const webhookUrl = z
   .max(2048)
   .refine((u) => !/^https?:\/\/[^/?#]*@/i.test(u), { message: "must not carry credentials (user:password@)" });
 
+/** A webhook's credentials: a secret reference, so the token is in neither the envconfig nor the deploy's records. */
+const webhookBearerToken = secretRefSchema
+  .optional()
+  .describe(
+    'Secret reference ("file:/path" or "env:NAME") of a bearer token sent as Authorization; read at each call, never logged or recorded. Put credentials here, not in the URL\'s query (which the envconfig and the deploy record hold as written)',
+  );
+
 const webhookStep = z.strictObject({
   webhook: z
     .strictObject({
@@ -105,6 +113,7 @@ const webhookStep = z.strictObject({
         description: "POSTed the deploy's metadata (JSON, no secrets) until it answers 2xx (go); any other answer, or none, is wait",
         examples: ["https://ci.example.com/manent/confirm"],
       }),
+      bearer_token: webhookBearerToken,
       interval: durationMs
         .refine((ms) => ms >= 100 && ms <= 3_600_000, { message: "must be between 100ms and 1h" })
         .default(10_000)
@@ -273,6 +282,7 @@ export const loadTestSchema = z
         "POSTed the deploy's metadata (JSON, no secrets) at the start of every analysis step or gate and of the background analysis; a 2xx is success, anything else fails that analysis",
       examples: ["http://load-tester.test/manent"],
     }),
+    bearer_token: webhookBearerToken,
     timeout: durationMs
       .refine((ms) => ms >= 1 && ms <= 300_000, { message: "must be between 1ms and 5m" })
       .default(10_000)

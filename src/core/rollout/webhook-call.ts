@@ -1,3 +1,5 @@
+import type { SecretRef } from "../config/secret-ref.js";
+import { Code, ManentError } from "../errors.js";
 import { AddressRefusedError } from "./analysis/http-request.js";
 import { shownUrl } from "./rollout-config.js";
 import type { RolloutHost } from "./rollout-host.js";
@@ -27,6 +29,8 @@ export interface WebhookRequest {
   url: string;
   /** The envconfig field that names the URL, for a refusal's message. */
   field: string;
+  /** Where the bearer token is read at the call (`…bearer_token`), if the webhook has one. */
+  bearerToken?: { ref: SecretRef; field: string };
   payload: WebhookPayload;
   timeoutMs: number;
   signal: AbortSignal;
@@ -75,7 +79,8 @@ export async function callWebhook(host: RolloutHost, req: WebhookRequest): Promi
     return { status, refused: false, message: `${shown} answered ${status}` };
   } catch (err) {
     if (req.signal.aborted) throw err;
-    const refused = err instanceof AddressRefusedError;
+    // Refused for good: an address the rules forbid, or a bearer token that cannot be read or sent.
+    const refused = err instanceof AddressRefusedError || (err instanceof ManentError && err.code === Code.InvalidArgument);
     const reason = err instanceof Error ? err.message : String(err);
     return { status: null, refused, message: refused ? `${shown} refused: ${reason}` : `${shown}: no answer (${reason})` };
   }

@@ -61,6 +61,7 @@ export async function runWebhookGate(
         const got = await callWebhook(host, {
           url: spec.url,
           field,
+          ...(spec.bearer_token && { bearerToken: { ref: spec.bearer_token, field: field.replace(/url$/, "bearer_token") } }),
           payload,
           timeoutMs: spec.call_timeout,
           signal: AbortSignal.timeout(spec.call_timeout + 5000),
