@@ -10,7 +10,12 @@
  * rollbacks, uploads, cut uploads and SSE connections. team-a's failures must stay 0: a failure
  * names the request and its answer (a cut upload of another tenant must never answer for it).
  *
- * Run: node --import tsx bench/soak.ts [--minutes 30] [--sample 60] [--sse 20] [--json]
+ * Memory after warm-up: the server runs with the inspector on loopback; at the first sample after
+ * the first interval (warm-up) and at the end (after the load stopped and --idle seconds of quiet)
+ * the bench forces a full GC and reads the RSS and V8's live heap, so the two points compare alike
+ * (a sample under load catches the heap at any point of its sawtooth).
+ *
+ * Run: node --import tsx bench/soak.ts [--minutes 30] [--sample 60] [--sse 20] [--idle 10] [--json]
  *   --json  one JSON object of figures as the last stdout line
  */
 import { createHash, randomBytes } from "node:crypto";
@@ -22,20 +27,25 @@ import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { Inspector, inspectorUrl, withWebSocket } from "./support/inspector.js";
+
+await withWebSocket();
 
 const { values: opts } = parseArgs({
   options: {
     minutes: { type: "string", default: "30" },
     sample: { type: "string", default: "60" },
     sse: { type: "string", default: "20" },
+    idle: { type: "string", default: "10" },
     json: { type: "boolean", default: false },
   },
 });
 const minutes = Number(opts.minutes);
 const sampleSeconds = Number(opts.sample);
 const sseClients = Number(opts.sse);
-if (!(minutes > 0) || !(sampleSeconds > 0) || !Number.isInteger(sseClients) || sseClients < 0) {
-  console.error("usage: bench/soak.ts [--minutes M] [--sample S] [--sse N] [--json]");
+const idleSeconds = Number(opts.idle);
+if (!(minutes > 0) || !(sampleSeconds > 0) || !Number.isInteger(sseClients) || sseClients < 0 || !(idleSeconds >= 0)) {
+  console.error("usage: bench/soak.ts [--minutes M] [--sample S] [--sse N] [--idle S] [--json]");
   process.exit(2);
 }
 
@@ -66,14 +76,21 @@ await ws.write("envconfig/team-a/shop/shop/soak.yml", {
 });
 
 let server: ServerProcess | undefined;
+let inspector: Inspector | undefined;
 const stopAll = async (): Promise<void> => {
+  inspector?.close();
   await server?.stop();
   await pgServer.stop();
   await rm(ws.dir, { recursive: true, force: true });
 };
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stopAll().finally(() => process.exit(130)));
 
-server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "info" } });
+server = await startServer(config, {
+  cwd: ws.dir,
+  env: { MANENT_LOG_LEVEL: "info", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --inspect=127.0.0.1:0` },
+});
+inspector = await Inspector.connect(inspectorUrl(server.logs()));
+const gcInspector = inspector;
 const srv = server;
 const pid = srv.child.pid!;
 const a = new ApiClient(srv.url, teamA);
@@ -196,7 +213,15 @@ const db = new pg.Client(databaseUrl);
 await db.connect();
 const started = Date.now();
 let failedBefore = 0;
+/** RSS and V8's live heap after a forced full GC. */
+async function afterGc(): Promise<{ rss_mb: number; heap_live_mb: number }> {
+  const heap = await gcInspector.heapUsedAfterGc();
+  return { rss_mb: mb(await rssOf(pid)), heap_live_mb: mb(heap) };
+}
+let warmGc: { rss_mb: number; heap_live_mb: number } | undefined;
 async function sample(): Promise<void> {
+  // The sample after the first interval is the warm-up point: measured after a full GC (see the top).
+  if (samples.length === 1) warmGc = await afterGc();
   const window = latencies.sort((x, y) => x - y);
   latencies = [];
   const size = Number((await db.query<{ size: string }>("select pg_database_size(current_database()) as size")).rows[0]!.size);
@@ -226,11 +251,15 @@ async function sample(): Promise<void> {
 
 console.log(`soak: ${minutes} min, a sample every ${sampleSeconds} s, ${sseClients} SSE clients; server pid ${pid}`);
 await sample();
+let endGc: { rss_mb: number; heap_live_mb: number } | undefined;
 const sampler = setInterval(() => void sample().catch((err: unknown) => failures.push(`sample: ${String(err)}`)), sampleSeconds * 1000);
 try {
   await Promise.all([deployer(), reader(), cutter(), ...Array.from({ length: sseClients }, (_, i) => sseClient(i))]);
   clearInterval(sampler);
   await sample();
+  await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+  endGc = await afterGc();
+  console.log(`after ${idleSeconds} s idle and a full GC: rss_mb=${endGc.rss_mb} heap_live_mb=${endGc.heap_live_mb}`);
 } finally {
   clearInterval(sampler);
   await db.end();
@@ -240,13 +269,21 @@ try {
 const first = samples[0]!;
 const last = samples.at(-1)!;
 // After warm-up: the first sample past the first interval (V8's young generation and the JIT grown).
-const warm = samples[Math.min(1, samples.length - 1)]!;
+const warm = warmGc ?? { rss_mb: samples[Math.min(1, samples.length - 1)]!.rss_mb, heap_live_mb: NaN };
+const end = endGc ?? { rss_mb: last.rss_mb, heap_live_mb: NaN };
+const pct = (from: number, to: number) => Math.round(((to - from) / from) * 1000) / 10;
 const summary = {
   minutes,
   rss_mb_first: first.rss_mb,
+  /** After warm-up and at the end: both after a full GC, the end after --idle seconds of quiet. */
   rss_mb_after_warmup: warm.rss_mb,
-  rss_growth_after_warmup_pct: Math.round(((last.rss_mb - warm.rss_mb) / warm.rss_mb) * 1000) / 10,
+  rss_mb_end: end.rss_mb,
+  rss_growth_after_warmup_pct: pct(warm.rss_mb, end.rss_mb),
+  heap_live_mb_after_warmup: warm.heap_live_mb,
+  heap_live_mb_end: end.heap_live_mb,
+  heap_live_growth_after_warmup_pct: pct(warm.heap_live_mb, end.heap_live_mb),
   rss_mb_max: Math.max(...samples.map((s) => s.rss_mb)),
+  /** The last sample under load (no GC forced). */
   rss_mb_last: last.rss_mb,
   open_files_max: Math.max(...samples.map((s) => s.open_files)),
   open_files_last: last.open_files,
@@ -263,8 +300,9 @@ const summary = {
 };
 for (const f of failures.slice(0, 20)) console.log(`failed: ${f}`);
 console.log(
-  `summary: RSS ${summary.rss_mb_first} -> ${summary.rss_mb_after_warmup} after warm-up -> max ${summary.rss_mb_max} -> ${summary.rss_mb_last} MB ` +
-    `(${summary.rss_growth_after_warmup_pct >= 0 ? "+" : ""}${summary.rss_growth_after_warmup_pct}% after warm-up); open files max ${summary.open_files_max}; ` +
+  `summary: RSS ${summary.rss_mb_first} -> ${summary.rss_mb_after_warmup} after warm-up (GC) -> max ${summary.rss_mb_max} under load -> ` +
+    `${summary.rss_mb_end} MB at the end (idle, GC): ${summary.rss_growth_after_warmup_pct >= 0 ? "+" : ""}${summary.rss_growth_after_warmup_pct}% after warm-up; ` +
+    `live heap ${summary.heap_live_mb_after_warmup} -> ${summary.heap_live_mb_end} MB (${summary.heap_live_growth_after_warmup_pct}%); open files max ${summary.open_files_max}; ` +
     `database ${summary.database_mb_last} MB; slowest answer ${summary.slowest_ms} ms (p99 at most ${summary.p99_ms_max} ms); ` +
     `team-a ${summary.team_a_requests} requests, ${summary.team_a_failed} failed; ${summary.deploys} deploys, ${summary.rollbacks} rollbacks, ` +
     `${summary.uploads} uploads, ${summary.cut_uploads} cut uploads, ${summary.sse_connects} SSE connections`,

@@ -275,14 +275,21 @@ const rows: Row[] = [
   },
   {
     id: "soak",
-    what: "issue 24: RSS over the soak's mixed workload, after warm-up → end",
+    what: "issue 24: RSS over the soak's mixed workload, after warm-up → end (both after a full GC; live heap beside)",
     aim: "flat",
     benches: ["soak"],
     judge: (get) => {
-      const [m, w, e, p] = ["minutes", "rss_mb_after_warmup", "rss_mb_last", "rss_growth_after_warmup_pct"].map((k) => num(get("soak", k)));
+      const [m, w, e, p, hw, he] = [
+        "minutes",
+        "rss_mb_after_warmup",
+        "rss_mb_end",
+        "rss_growth_after_warmup_pct",
+        "heap_live_mb_after_warmup",
+        "heap_live_mb_end",
+      ].map((k) => num(get("soak", k)));
       return w === undefined
         ? { now: `not measured (${why(get("soak", "rss_mb_after_warmup"))})` }
-        : { now: `${w} → ${e} MB (${p}%) over ${m} min` };
+        : { now: `${w} → ${e} MB (${p}%) over ${m} min; live heap ${hw} → ${he} MB` };
     },
   },
 ];
