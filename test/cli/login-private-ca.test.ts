@@ -8,7 +8,7 @@ import { tlsFetch } from "../../src/cli/tls-transport.js";
 import { approveDevice, launchChromium } from "../support/browser.js";
 import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.js";
 import { TestPostgres } from "../support/postgres.js";
-import { cliBin, runCli, serverBin, startServer, type ServerProcess } from "../support/server-process.js";
+import { runCli, serverBin, startCliUntil, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestCa } from "../support/test-ca.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -68,25 +68,13 @@ describe("sign-in with a provider signed by a private CA", () => {
 
   it("signs in by the device flow with --ca-file, and renews the ID token through the same CA", async () => {
     assert.match(provider.issuer, /^https:/);
-    const child = spawn(process.execPath, [cliBin, "--server", server.url, "--ca-file", ws.path("acme-ca.crt"), "login", "--device"], {
-      cwd: ws.dir,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    const exited = once(child, "exit");
-    const prompt = await new Promise<RegExpExecArray>((resolve, reject) => {
-      child.stderr.on("data", (d: Buffer) => {
-        stderr += d.toString();
-        const m = /open (\S+) and enter the code (\S+)/.exec(stderr);
-        if (m) resolve(m);
-      });
-      void exited.then(([code]) => reject(new Error(`manent login exited ${String(code)}: ${stderr}`)));
-    });
+    const { match: prompt, exited } = await startCliUntil(
+      ["--server", server.url, "--ca-file", ws.path("acme-ca.crt"), "login", "--device"],
+      /open (\S+) and enter the code (\S+)/,
+      { cwd: ws.dir, env },
+    );
     await approveDevice(chromium.browser, prompt[1]!, prompt[2]!, "alice", { ignoreHTTPSErrors: true });
-    const [code] = (await exited) as [number];
+    const { code, stdout, stderr } = await exited;
     assert.equal(code, 0, stderr);
     assert.equal(stdout, `Signed in to ${server.url} as alice@example.com\n`);
 

@@ -8,7 +8,7 @@ import * as oidc from "openid-client";
 import { approveDevice, launchChromium, signInAtProvider } from "../support/browser.js";
 import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.js";
 import { TestPostgres } from "../support/postgres.js";
-import { cliBin, runCli, startServer, type ServerProcess } from "../support/server-process.js";
+import { runCli, startCliUntil, startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
 interface Credentials {
@@ -32,27 +32,8 @@ describe("manent login and logout", () => {
   let env: Record<string, string>;
   let credentialsPath: string;
 
-  /** Starts `manent` and resolves, with the process, once its stderr matches `ready`. */
-  const startCli = async (args: string[], ready: RegExp) => {
-    const child = spawn(process.execPath, [cliBin, ...args], {
-      cwd: ws.dir,
-      env: { ...process.env, MANENT_SERVER: server.url, MANENT_OUTPUT: "text", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    const exited = once(child, "exit").then(([code]) => ({ code: code as number, stdout, stderr }));
-    const match = await new Promise<RegExpExecArray>((resolve, reject) => {
-      child.stderr.on("data", (d: Buffer) => {
-        stderr += d.toString();
-        const m = ready.exec(stderr);
-        if (m) resolve(m);
-      });
-      void exited.then((r) => reject(new Error(`manent exited ${r.code} before ${ready}: ${r.stderr}`)));
-    });
-    return { match, exited };
-  };
+  const startCli = (args: string[], ready: RegExp) =>
+    startCliUntil(args, ready, { cwd: ws.dir, env: { MANENT_SERVER: server.url, ...env } });
   const credentials = async () => JSON.parse(await readFile(credentialsPath, "utf8")) as Credentials;
 
   before(async () => {

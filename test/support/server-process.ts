@@ -137,3 +137,32 @@ export async function runCli(
   const [code] = (await once(child, "exit")) as [number | null];
   return { code: code ?? -1, stdout, stderr };
 }
+
+/**
+ * Starts `manent` and resolves, with its exit, once its stderr matches `ready` (e.g. `manent login`
+ * printing where to sign in); rejects if it exits before.
+ */
+export async function startCliUntil(
+  args: string[],
+  ready: RegExp,
+  opts: { cwd: string; env?: Record<string, string> },
+): Promise<{ match: RegExpExecArray; exited: Promise<CliResult> }> {
+  const child = spawn(process.execPath, [cliBin, ...args], {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  const exited = once(child, "exit").then(([code]) => ({ code: (code as number | null) ?? -1, stdout, stderr }));
+  const match = await new Promise<RegExpExecArray>((resolve, reject) => {
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      const m = ready.exec(stderr);
+      if (m) resolve(m);
+    });
+    void exited.then((r) => reject(new Error(`manent exited ${r.code} before ${String(ready)}: ${r.stderr}`)));
+  });
+  return { match, exited };
+}
