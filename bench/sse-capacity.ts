@@ -14,7 +14,7 @@
  * Run: node --import tsx bench/sse-capacity.ts [--streams 1000] [--reconnecting 200] [--seconds 30] [--cpu-prof DIR] [--json]
  *   --cpu-prof  a V8 CPU profile of manent-server into DIR (bench/support/cpu-profile.mjs)
  */
-import { request, Agent, type ClientRequest, type IncomingMessage } from "node:http";
+import { connect, type Socket } from "node:net";
 import { loadavg } from "node:os";
 import { mkdir, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -54,48 +54,59 @@ const server = await startServer(config, { cwd: ws.dir, env });
 const rss = async (): Promise<number> =>
   Number(/VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
 const url = new URL("/api/v1/events", server.url);
-const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
 
 interface Stream {
-  req: ClientRequest;
+  socket: Socket;
   events: number;
   lastId: string | undefined;
   closed: boolean;
 }
 
-/** Opens one stream; resolves with the time to its response headers (rejects on a refusal). */
-function open(lastId: string | undefined, onEvent: (s: Stream) => void): Promise<{ stream: Stream; ms: number }> {
+/**
+ * Opens one stream; resolves with the time to its response headers (rejects on a refusal). The
+ * client is a raw socket with a minimal parser (status line, then each message's `id:` line) so that
+ * its CPU, on the cores it shares with the server, goes to measuring the server rather than to
+ * node:http's parser and chunk decoding. Chunk-size lines fall between messages (the server
+ * writes whole messages), so they never split an `id:` line.
+ */
+function open(lastId: string | undefined): Promise<{ stream: Stream; ms: number }> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const req = request(url, { agent, headers: { accept: "text/event-stream", ...(lastId && { "last-event-id": lastId }) } });
-    const stream: Stream = { req, events: 0, lastId, closed: false };
-    req.on("response", (res: IncomingMessage) => {
-      if (res.statusCode !== 200) {
-        res.resume();
-        return reject(new Error(`stream refused: ${res.statusCode}`));
-      }
-      resolve({ stream, ms: performance.now() - t0 });
-      let buf = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        buf += chunk;
-        let end;
-        while ((end = buf.indexOf("\n\n")) >= 0) {
-          const message = buf.slice(0, end);
-          buf = buf.slice(end + 2);
-          const id = /^id: (\d+)$/m.exec(message)?.[1];
-          if (id) {
-            stream.events++;
-            stream.lastId = id;
-            onEvent(stream);
-          }
+    const socket = connect(Number(url.port), url.hostname);
+    const stream: Stream = { socket, events: 0, lastId, closed: false };
+    socket.setEncoding("latin1");
+    socket.write(
+      `GET ${url.pathname} HTTP/1.1\r\nhost: ${url.host}\r\naccept: text/event-stream\r\n${lastId ? `last-event-id: ${lastId}\r\n` : ""}\r\n`,
+    );
+    let headers = true;
+    let buf = "";
+    socket.on("data", (chunk: string) => {
+      buf += chunk;
+      if (headers) {
+        const end = buf.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        if (!buf.startsWith("HTTP/1.1 200")) {
+          socket.destroy();
+          return reject(new Error(`stream refused: ${buf.slice(0, buf.indexOf("\r\n"))}`));
         }
-      });
-      res.on("error", () => undefined);
-      res.on("close", () => (stream.closed = true));
+        headers = false;
+        resolve({ stream, ms: performance.now() - t0 });
+        buf = buf.slice(end + 4);
+      }
+      // Only complete messages are counted; the rest waits for the next chunk.
+      const end = buf.lastIndexOf("\n\n");
+      if (end < 0) return;
+      for (let at = buf.indexOf("\nid: "); at >= 0 && at < end; at = buf.indexOf("\nid: ", at + 5)) {
+        stream.events++;
+        stream.lastId = buf.slice(at + 5, buf.indexOf("\n", at + 5));
+      }
+      buf = buf.slice(end + 2);
     });
-    req.on("error", (err) => (stream.closed ? undefined : reject(err)));
-    req.end();
+    socket.on("error", (err) => (headers && !stream.closed ? reject(err) : undefined));
+    socket.on("close", () => {
+      stream.closed = true;
+      if (headers) reject(new Error("stream closed before its headers"));
+    });
   });
 }
 
@@ -118,7 +129,7 @@ try {
   const heldStreams: Stream[] = [];
   const firstOpen: number[] = [];
   for (let i = 0; i < held; i += 100) {
-    const batch = await Promise.all(Array.from({ length: Math.min(100, held - i) }, () => open(undefined, () => {})));
+    const batch = await Promise.all(Array.from({ length: Math.min(100, held - i) }, () => open(undefined)));
     for (const b of batch) {
       heldStreams.push(b.stream);
       firstOpen.push(b.ms);
@@ -137,12 +148,12 @@ try {
     while (!stop) {
       const t = performance.now();
       try {
-        const { stream, ms } = await open(lastId, () => {});
+        const { stream, ms } = await open(lastId);
         reopen.push(ms);
         await sleep(Math.max(0, 1000 - (performance.now() - t)));
         lastId = stream.lastId;
         stream.closed = true;
-        stream.req.destroy();
+        stream.socket.destroy();
       } catch {
         refused++;
         await sleep(100);
@@ -157,7 +168,7 @@ try {
   await Promise.all(clients);
   const delivered = heldStreams.reduce((a, s) => a + s.events, 0) - eventsAtStart;
   const silent = heldStreams.filter((s) => s.events === 0 || s.closed).length;
-  for (const s of heldStreams) s.req.destroy();
+  for (const s of heldStreams) s.socket.destroy();
 
   const within = (xs: number[]) => Math.round((xs.filter((x) => x <= 1000).length / Math.max(1, xs.length)) * 1000) / 10;
   Object.assign(figures, {
@@ -197,6 +208,5 @@ try {
   deploying = false;
   await deployer.catch(() => undefined);
   await server.stop();
-  agent.destroy();
 }
 if (opts.json) console.log(JSON.stringify({ bench: "sse-capacity", ...figures }));

@@ -25,6 +25,7 @@ import { httpStatus } from "./http-status.js";
 import { csrfProtection } from "./oidc/csrf.js";
 import type { RelyingParty } from "./oidc/relying-party.js";
 import { databaseUnavailable, isDatabaseUnavailable, looksLikeConnectionLoss, type DatabaseHealth } from "../storage/database-health.js";
+import { EventStreams } from "./event-streams.js";
 import { registerRoutes, publicApiPaths } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import { SignInRefusals } from "./sign-in-refusals.js";
@@ -155,7 +156,7 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     await next();
   });
 
-  registerRoutes(app, deps);
+  registerRoutes(app, deps, new EventStreams(deps.events, deps.logger));
   return app;
 }
 

@@ -1,17 +1,14 @@
+import type { ServerResponse } from "node:http";
 import { createRoute, z } from "@hono/zod-openapi";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
-import { streamSSE, type SSEStreamingApi } from "hono/streaming";
-import type { DeployEvent } from "../../core/engine/deploy-events.js";
-import { Code, ManentError } from "../../core/errors.js";
+import { Code } from "../../core/errors.js";
 import type { EventFilter } from "../../storage/pg-event-hub.js";
 import { deployIdParams, errorResponses } from "../api-schemas.js";
+import type { EventStreams } from "../event-streams.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
 import { nameQuery, visibleDeploy } from "./deploys.js";
 import { scopesFor } from "../identity/index.js";
-
-/** Comment lines that keep idle streams open through proxies; they carry no data. */
-const keepAliveMs = 15_000;
-const pageSize = 500;
 
 export const resumeHeaders = z.object({
   "last-event-id": z
@@ -56,12 +53,12 @@ const tenantEvents = createRoute({
   responses: { 200: sse, ...errorResponses(Code.InvalidArgument, Code.Unauthenticated) },
 });
 
-export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
+export function eventRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
   app.openapi(deployEvents, async (c) => {
     const { id } = c.req.valid("param");
     await visibleDeploy(deps, c.get("caller"), id);
     const after = resumePoint(c.req.valid("header")["last-event-id"], c.req.valid("query").after) ?? 0;
-    return stream(c, deps, { deployId: id }, after) as never;
+    return stream(c, streams, { deployId: id }, after) as never;
   });
 
   app.openapi(tenantEvents, async (c) => {
@@ -69,7 +66,7 @@ export function eventRoutes(app: ApiApp, deps: ApiDeps): void {
     const scopes = scopesFor(c.get("caller"), "read");
     // Live only: from where the hub stands (what it reads next goes to the new subscription), no query.
     const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? deps.events.position;
-    return stream(c, deps, { tenant: q.tenant ?? "*", scopes }, after) as never;
+    return stream(c, streams, { tenant: q.tenant ?? "*", scopes }, after) as never;
   });
 }
 
@@ -78,76 +75,32 @@ export function resumePoint(lastEventId: string | undefined, after: number | und
   return after;
 }
 
-/**
- * Sends the events after `after` that match, then new ones as the hub delivers them, in id order
- * and each once: the subscription starts before the backlog is read, so nothing falls between.
- * A stream resuming from a recent event (a client reconnecting) gets its backlog from the hub's
- * memory, taken in the same tick as the subscription; an older one reads the database. Events
- * waiting in the queue are written together, each event's JSON made once for every stream.
- */
-export function stream(c: Context<ApiEnv>, deps: ApiDeps, filter: EventFilter, after: number): Response {
-  return streamSSE(
-    c,
-    async (out) => {
-      const queue: DeployEvent[] = [];
-      let ended = false;
-      let wake: (() => void) | undefined;
-      const end = (): void => {
-        ended = true;
-        wake?.();
-      };
-      const unsubscribe = deps.events.subscribe(
-        filter,
-        (e) => {
-          queue.push(e);
-          wake?.();
-        },
-        end,
-      );
-      const recent = deps.events.recentAfter(after, filter);
-      out.onAbort(end);
-      let last = after;
-      /** Writes the events not sent yet, in one write (the format of hono's writeSSE: data, then id). */
-      const send = async (events: DeployEvent[]): Promise<void> => {
-        let text = "";
-        for (const e of events) {
-          if (e.id <= last) continue;
-          text += `data: ${deps.events.toJson(e)}\nid: ${e.id}\n\n`;
-          last = e.id;
-        }
-        if (text) await out.write(text);
-      };
-      try {
-        if (recent) await send(recent);
-        else
-          for (;;) {
-            const page = await deps.events.read(last, filter, pageSize);
-            await send(page);
-            if (page.length < pageSize) break;
-          }
-        while (!ended && !out.aborted) {
-          // Again until empty: what arrives during a write has no wake to call yet.
-          while (queue.length > 0 && !out.aborted) await send(queue.splice(0));
-          await idle(out, (w) => (wake = w));
-          wake = undefined;
-        }
-      } finally {
-        unsubscribe();
-      }
-    },
-    async (err) => {
-      deps.logger.warn("event stream failed", { error: ManentError.from(err).message });
-    },
-  );
-}
+/** The headers of an event stream (those of hono's streamSSE). */
+const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
 
-/** Waits for the next event (or the end), writing a keep-alive comment when the stream has been quiet. */
-async function idle(out: SSEStreamingApi, setWake: (wake: () => void) => void): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const woken = await new Promise<boolean>((resolve) => {
-    setWake(() => resolve(true));
-    timer = setTimeout(() => resolve(false), keepAliveMs);
+/**
+ * Answers with the event stream of `filter` after `after` (see {@link EventStreams.open}), written
+ * straight to the Node response: no web stream, encoder and reader per stream and per event. In
+ * process (`app.request`, no Node response) the same text goes through a ReadableStream.
+ */
+export function stream(c: Context<ApiEnv>, streams: EventStreams, filter: EventFilter, after: number): Response {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  if (outgoing) {
+    outgoing.writeHead(200, sseHeaders);
+    outgoing.flushHeaders();
+    const close = streams.open({ write: (text) => outgoing.write(text), end: () => outgoing.end() }, filter, after);
+    outgoing.on("close", close);
+    // A client that left while the request was authenticated: its close has already happened.
+    if (!outgoing.socket || outgoing.socket.destroyed) close();
+    return RESPONSE_ALREADY_SENT;
+  }
+  const encoder = new TextEncoder();
+  let close = (): void => undefined;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      close = streams.open({ write: (text) => controller.enqueue(encoder.encode(text)), end: () => controller.close() }, filter, after);
+    },
+    cancel: () => close(),
   });
-  clearTimeout(timer);
-  if (!woken && !out.aborted) await out.write(": keep-alive\n\n");
+  return new Response(body, { headers: sseHeaders });
 }

@@ -28,6 +28,7 @@ import { auditRoutes } from "./audit.js";
 import { deployRoutes } from "./deploys.js";
 import { driftRoutes } from "./drift.js";
 import { eventRoutes } from "./events.js";
+import type { EventStreams } from "../event-streams.js";
 import { healthRoutes } from "./health.js";
 import { openApiRoute, openApiPath } from "./openapi.js";
 import { overviewRoutes } from "./overview.js";
@@ -46,7 +47,7 @@ export const publicApiPaths: ReadonlySet<string> = new Set([openApiPath, version
 
 export { openApiPath };
 
-export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
+export function registerRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
   healthRoutes(app, deps);
   versionRoute(app);
   sessionRoutes(app);
@@ -55,10 +56,10 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps): void {
   overviewRoutes(app, deps);
   rolloutRoutes(app, deps);
   driftRoutes(app, deps);
-  releaseRoutes(app, deps);
+  releaseRoutes(app, deps, streams);
   pluginRoutes(app, deps);
   uploadRoutes(app, deps);
-  eventRoutes(app, deps);
+  eventRoutes(app, deps, streams);
   auditRoutes(app, deps);
   tokenRoutes(app, deps);
   uiRoutesOn(app);

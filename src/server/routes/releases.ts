@@ -8,6 +8,7 @@ import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
 import { scopesFor } from "../identity/index.js";
+import type { EventStreams } from "../event-streams.js";
 import {
   promoteReleaseBodySchema,
   releaseAnswerSchema,
@@ -105,7 +106,7 @@ const promote = createRoute({
 });
 
 /** Releases: started where the caller may submit to every environment of the pipeline; each command needs its permission where it acts. */
-export function releaseRoutes(app: ApiApp, deps: ApiDeps): void {
+export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
   app.openapi(start, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
@@ -145,7 +146,7 @@ export function releaseRoutes(app: ApiApp, deps: ApiDeps): void {
     const { id } = c.req.valid("param");
     await visibleRelease(deps, c.get("caller"), id);
     const after = resumePoint(c.req.valid("header")["last-event-id"], c.req.valid("query").after) ?? 0;
-    return stream(c, deps, { releaseId: id }, after) as never;
+    return stream(c, streams, { releaseId: id }, after) as never;
   });
 
   app.openapi(cancel, async (c) => {

@@ -1,0 +1,211 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import pg from "pg";
+import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
+import { EventStreams } from "../../src/server/event-streams.js";
+import { PgEventHub, type EventFilter } from "../../src/storage/pg-event-hub.js";
+import { migrate } from "../../src/storage/schema.js";
+import { TestPostgres } from "../support/postgres.js";
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** A stream's receiving end: the text written to it, parsed into events and keep-alive comments. */
+class Received {
+  text = "";
+  ended = false;
+  /** Each returns true once it has resolved its promise. */
+  private waiters: (() => boolean)[] = [];
+  readonly sink = {
+    write: (text: string) => {
+      assert.equal(this.ended, false, "written after its end");
+      this.text += text;
+      this.changed();
+    },
+    end: () => {
+      this.ended = true;
+      this.changed();
+    },
+  };
+  events(): DeployEvent[] {
+    return [...this.text.matchAll(/^data: (.*)\nid: (\d+)\n\n/gm)].map((m) => {
+      const e = JSON.parse(m[1]!) as DeployEvent;
+      assert.equal(e.id, Number(m[2]), "the id line is the event's id");
+      return e;
+    });
+  }
+  ids(): number[] {
+    return this.events().map((e) => e.id);
+  }
+  /** Resolves once `done()` holds for what was received. */
+  until(done: () => boolean): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push(() => {
+        if (!done()) return false;
+        resolve();
+        return true;
+      });
+    });
+  }
+  private changed(): void {
+    this.waiters = this.waiters.filter((w) => !w());
+  }
+}
+
+/**
+ * The server's open SSE streams (src/server/event-streams.ts) on a real event hub: each stream gets
+ * every event after its resume point that its filter lets through, once and in order, whether its
+ * backlog comes from the hub's memory or from the database and while events are being written; a
+ * stream of one tenant never gets another's; quiet streams get keep-alive comments from the one
+ * shared timer; a closed stream is written no more, and the hub's close ends every stream.
+ */
+describe("event streams", { timeout: 120_000 }, () => {
+  let server: TestPostgres;
+  let pool: pg.Pool;
+  let hub: PgEventHub;
+  const append = async (tenant: string, n: number): Promise<number[]> => {
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await pool.query<{ id: string }>("select manent.append_event($1, null, 'test.event', $2::jsonb)::text as id", [
+        tenant,
+        JSON.stringify({ i }),
+      ]);
+      ids.push(Number(r.rows[0]!.id));
+    }
+    return ids;
+  };
+  const dbIds = async (afterId: number, filter: EventFilter): Promise<number[]> =>
+    (await hub.read(afterId, filter, 10_000)).map((e) => e.id);
+
+  /** Resolves once the hub has delivered the event `id`. */
+  const reached = (id: number) =>
+    new Promise<void>((resolve) => {
+      if (hub.position >= id) return resolve();
+      const stop = hub.subscribe({}, (e) => {
+        if (e.id >= id) {
+          stop();
+          resolve();
+        }
+      });
+    });
+
+  before(async () => {
+    server = await TestPostgres.start();
+    pool = new pg.Pool({ connectionString: await server.createDatabase(), max: 4 });
+    pool.on("error", () => undefined);
+    await migrate(pool);
+    // Keeps 5 events: a stream resuming further back reads the database.
+    hub = await PgEventHub.start(pool, pool.options.connectionString!, quiet, 5);
+  });
+  after(async () => {
+    await hub?.close();
+    await pool?.end();
+    await server?.stop();
+  });
+
+  it("gives each stream every later event once and in order, from memory or the database, while events are written", async () => {
+    const streams = new EventStreams(hub, quiet);
+    const start = hub.position;
+    const earlier = await append("team-a", 12);
+    const writes = append("team-a", 40);
+    const opened: { from: number; filter: EventFilter; got: Received; close: () => void }[] = [];
+    // Streams resuming from every earlier event (the older ones beyond the hub's memory) and live ones, while the writes go on.
+    for (const from of [start, ...earlier]) {
+      const got = new Received();
+      const filter = { tenant: "team-a" };
+      opened.push({ from, filter, got, close: streams.open(got.sink, filter, from) });
+      await append("team-b", 1);
+    }
+    for (let i = 0; i < 4; i++) {
+      const got = new Received();
+      const from = hub.position;
+      opened.push({ from, filter: {}, got, close: streams.open(got.sink, {}, from) });
+      await append("team-b", 1);
+    }
+    const last = (await writes).at(-1)!;
+    for (const { from, filter, got, close } of opened) {
+      await got.until(() => got.ids().includes(last));
+      close();
+      const expected = (await dbIds(from, filter)).filter((id) => id <= got.ids().at(-1)!);
+      assert.deepEqual(got.ids(), expected, `a stream resuming after ${from}`);
+    }
+    assert.equal(streams.size, 0);
+  });
+
+  it("sends an event delivered while its backlog is read from the database after that backlog", async () => {
+    const from = hub.position;
+    await append("team-a", 8); // more than the hub keeps: the backlog is read from the database
+    let during: number | undefined;
+    // The hub, but each read of the database is followed by an append that the hub delivers before the read returns.
+    const slowReads = Object.assign(Object.create(hub) as PgEventHub, {
+      read: async (afterId: number, filter: EventFilter, limit: number) => {
+        const page = await hub.read(afterId, filter, limit);
+        if (during === undefined) {
+          [during] = await append("team-a", 1);
+          await reached(during!);
+        }
+        return page;
+      },
+    });
+    const streams = new EventStreams(slowReads, quiet);
+    const got = new Received();
+    const close = streams.open(got.sink, { tenant: "team-a" }, from);
+    await got.until(() => during !== undefined);
+    // One more event, live: once it is received, everything before it has been sent.
+    const [marker] = await append("team-a", 1);
+    await got.until(() => got.ids().includes(marker!));
+    close();
+    assert.deepEqual(got.ids(), await dbIds(from, { tenant: "team-a" }));
+  });
+
+  it("never gives a stream of one tenant another tenant's events", async () => {
+    const streams = new EventStreams(hub, quiet);
+    const from = hub.position;
+    const a = new Received();
+    const b = new Received();
+    const closeA = streams.open(a.sink, { tenant: "team-a" }, from);
+    const closeB = streams.open(b.sink, { tenant: "team-b" }, from);
+    const [idsA, idsB] = await Promise.all([append("team-a", 15), append("team-b", 15)]);
+    await a.until(() => a.ids().includes(idsA.at(-1)!));
+    await b.until(() => b.ids().includes(idsB.at(-1)!));
+    assert.deepEqual(a.ids(), idsA);
+    assert.deepEqual(b.ids(), idsB);
+    assert.ok(a.events().every((e) => e.tenant === "team-a"));
+    assert.ok(b.events().every((e) => e.tenant === "team-b"));
+    closeA();
+    closeB();
+  });
+
+  it("sends keep-alive comments to quiet streams from one timer, and nothing once a stream is closed", async () => {
+    const streams = new EventStreams(hub, quiet, 20);
+    const quietOne = new Received();
+    const other = new Received();
+    const closeQuiet = streams.open(quietOne.sink, { tenant: "nobody" }, hub.position);
+    const closeOther = streams.open(other.sink, { tenant: "nobody" }, hub.position);
+    await quietOne.until(() => quietOne.text.includes(": keep-alive\n\n"));
+    await other.until(() => other.text.includes(": keep-alive\n\n"));
+    assert.equal(quietOne.events().length, 0);
+    assert.match(quietOne.text, /^(: keep-alive\n\n)+$/);
+    closeQuiet();
+    const seen = quietOne.text.length;
+    // Another keep-alive to the stream still open: the closed one got nothing meanwhile.
+    const now = other.text.length;
+    await other.until(() => other.text.length > now);
+    assert.equal(quietOne.text.length, seen);
+    closeOther();
+    assert.equal(streams.size, 0);
+  });
+
+  it("ends every open stream when the hub closes", async () => {
+    const ownPool = new pg.Pool({ connectionString: pool.options.connectionString!, max: 2 });
+    ownPool.on("error", () => undefined);
+    const ownHub = await PgEventHub.start(ownPool, pool.options.connectionString!, quiet);
+    const streams = new EventStreams(ownHub, quiet);
+    const got = [new Received(), new Received()];
+    for (const g of got) streams.open(g.sink, {}, ownHub.position);
+    await ownHub.close();
+    await ownPool.end();
+    assert.ok(got.every((g) => g.ended));
+    assert.equal(streams.size, 0);
+  });
+});
