@@ -63,6 +63,7 @@ describe("OpenID Connect ID tokens", () => {
           grants: [
             { role: "deployer", groups: ["deployers"], tenant: "team-a" },
             { role: "viewer", groups: ["viewers"], tenant: "team-a" },
+            { role: "viewer", users: ["erin@example.com"], tenant: "team-a" },
           ],
           oidc: {
             issuer: provider.issuer,
@@ -133,6 +134,35 @@ describe("OpenID Connect ID tokens", () => {
     const other = await exportJWK(privateKey);
     assert.match((await refusal(await forge(real, { jwk: other, kid: provider.signingKey().kid }))).message, /signature does not verify/);
     assert.match((await refusal(await forge(real, { jwk: other, kid: "attacker-key" }))).message, /a key the provider does not publish/);
+  });
+
+  it("refuses a person whose groups the provider left out (group overage) unless manent.yml grants them by e-mail, saying why", async () => {
+    const { groups: _groups, ...real } = decodeJwt(alice.idToken);
+    // As Entra ID issues it past 200 groups: no groups claim, a pointer to where they are instead.
+    const overage = {
+      _claim_names: { groups: "src1" },
+      _claim_sources: { src1: { endpoint: "https://graph.example/v1.0/users/dave/getMemberObjects" } },
+    };
+    // The control: without the pointer, a person with no groups is accepted (with no role).
+    assert.deepEqual(
+      (await as(await forge({ ...real, sub: "dave", email: "dave@example.com" })).call<{ groups: string[] }>("GET", "/api/v1/whoami"))
+        .groups,
+      [],
+    );
+    const dave = await refusal(await forge({ ...real, sub: "dave", email: "dave@example.com", ...overage }));
+    assert.match(
+      dave.message,
+      /left the "groups" claim out of the ID token of dave@example\.com .*Groups assigned to the application.*grant this person by e-mail/,
+    );
+    assert.match(
+      (await refusal(await forge({ ...real, sub: "dave", email: "dave@example.com", hasgroups: true }))).message,
+      /left the "groups" claim out/,
+    );
+
+    // Erin has a grant of her own: she signs in with it, and no group.
+    const erin = as(await forge({ ...real, sub: "erin", email: "erin@example.com", ...overage }));
+    assert.deepEqual((await erin.call<{ id: string; groups: string[] }>("GET", "/api/v1/whoami")).groups, []);
+    await erin.list({ tenant: "team-a" });
   });
 
   it("accepts tokens signed with the provider's new key after it rotates, and those of the old key it still publishes", async () => {

@@ -15,6 +15,12 @@ export interface IdentityClaims {
   groups: string[];
   /** When the token expires (seconds since the epoch). */
   expiresAt: number;
+  /**
+   * The provider left the groups claim out of the token because there are too many (group
+   * overage: Entra ID past 200 groups points `_claim_names` to another source, or says `hasgroups`):
+   * `groups` is then empty, not the person's groups. See refuseOmittedGroups.
+   */
+  groupsOmitted?: true;
 }
 
 export interface VerifierOptions {
@@ -99,8 +105,16 @@ export class IdTokenVerifier {
       ...(email !== undefined && { email }),
       groups: groupsOf(payload[this.opts.groupsClaim]),
       expiresAt: payload.exp!,
+      ...(groupsOmitted(payload, this.opts.groupsClaim) && { groupsOmitted: true as const }),
     };
   }
+}
+
+/** The groups claim is absent and the token says it exists elsewhere (OIDC Core 5.6.2 distributed claims, or Entra ID's `hasgroups`). */
+function groupsOmitted(payload: JWTPayload, claim: string): boolean {
+  if (payload[claim] !== undefined) return false;
+  const names = payload._claim_names;
+  return payload.hasgroups === true || (typeof names === "object" && names !== null && Object.hasOwn(names, claim));
 }
 
 /** A groups claim: a list of names (a single name is a list of one); anything else is no group. */
