@@ -7,9 +7,10 @@
  * Per submission it prints:
  *  - the POST's answer time (resolve: the YAML read and validated, the plugin chosen, the deploy
  *    recorded and queued) and submit → finished (the whole deploy: every target's result recorded);
- *  - the server's memory: the peak RSS during the submission over the RSS just before it (the
- *    kernel's high-water mark `VmHWM`, reset before each submission through /proc/PID/clear_refs,
- *    so no sample can miss the peak), and the RSS after it;
+ *  - the server's memory: the peak RSS over the RSS just before the submission, until the POST is
+ *    answered (what reading the envconfig costs) and until the deploy finished (the kernel's
+ *    high-water mark `VmHWM`, reset before each submission through /proc/PID/clear_refs, so no
+ *    sample can miss the peak), and the RSS after it;
  *  - in this process, the envconfig read alone (YAML parse + zod validation, what every resolve pays):
  *    its time and the heap it allocates (with --expose-gc, GC'd before and measured right after).
  *
@@ -105,6 +106,7 @@ interface Run {
   finished_ms: number;
   rss_before_mb: number;
   rss_peak_delta_mb: number;
+  answer_rss_peak_delta_mb: number;
   rss_after_mb: number;
   load: string;
 }
@@ -125,6 +127,7 @@ try {
     const t0 = performance.now();
     const { id } = await server.api.submit({ descriptor: descriptor("large", "bench", artifact, `1.0.${i}`), descriptor_file: "bench" });
     const submitted = performance.now() - t0;
+    const answered = await status();
     const d = await server.api.deploy(id, 300);
     if (d.status !== "succeeded") throw new Error(`${id} ${d.status}: ${d.error?.message}`);
     const after = await status();
@@ -133,6 +136,7 @@ try {
       finished_ms: ms(d.created_at, d.finished_at),
       rss_before_mb: mb(before.rss),
       rss_peak_delta_mb: mb(after.hwm - before.rss),
+      answer_rss_peak_delta_mb: mb(answered.hwm - before.rss),
       rss_after_mb: mb(after.rss),
       load: load(),
     };
@@ -142,7 +146,7 @@ try {
     console.log(`  steps (ms): ${steps}; created -> started ${ms(d.created_at, d.started_at)} ms`);
     console.log(
       `submission ${i}${repeat ? " (the file unchanged: a cached repeat)" : " (after a change)"}: answered in ${r.submit_ms} ms, submit -> finished ${r.finished_ms} ms; server RSS ${r.rss_before_mb} MB before, ` +
-        `peak +${r.rss_peak_delta_mb} MB, ${r.rss_after_mb} MB after (load ${r.load})`,
+        `peak +${r.answer_rss_peak_delta_mb} MB until answered, +${r.rss_peak_delta_mb} MB until finished, ${r.rss_after_mb} MB after (load ${r.load})`,
     );
   }
 } finally {
@@ -157,17 +161,21 @@ const figures = {
   submit_ms_p50: median(results.map((r) => r.submit_ms)),
   submit_to_finished_ms_p50: median(results.map((r) => r.finished_ms)),
   rss_peak_delta_mb_p50: median(results.map((r) => r.rss_peak_delta_mb)),
+  answer_rss_peak_delta_mb_p50: median(results.map((r) => r.answer_rss_peak_delta_mb)),
   first_submit_ms: results[0]?.submit_ms,
   first_submit_to_finished_ms: results[0]?.finished_ms,
   first_rss_peak_delta_mb: results[0]?.rss_peak_delta_mb,
+  first_answer_rss_peak_delta_mb: results[0]?.answer_rss_peak_delta_mb,
   repeat_submit_ms: repeated?.submit_ms,
   repeat_submit_to_finished_ms: repeated?.finished_ms,
   repeat_rss_peak_delta_mb: repeated?.rss_peak_delta_mb,
+  repeat_answer_rss_peak_delta_mb: repeated?.answer_rss_peak_delta_mb,
   rss_after_mb: (repeated ?? results.at(-1))?.rss_after_mb,
   load_average: loadavg()[0],
 };
 console.log(
   `median of ${runs} submissions after a change: answered ${figures.submit_ms_p50} ms, submit -> finished ${figures.submit_to_finished_ms_p50} ms, ` +
-    `RSS peak +${figures.rss_peak_delta_mb_p50} MB; the cached repeat: answered ${figures.repeat_submit_ms} ms, RSS peak +${figures.repeat_rss_peak_delta_mb} MB`,
+    `RSS peak +${figures.answer_rss_peak_delta_mb_p50} MB until answered, +${figures.rss_peak_delta_mb_p50} MB until finished; ` +
+    `the cached repeat: answered ${figures.repeat_submit_ms} ms, RSS peak +${figures.repeat_answer_rss_peak_delta_mb} MB until answered`,
 );
 if (opts.json) console.log(JSON.stringify(figures));

@@ -2,6 +2,7 @@ import { open } from "node:fs/promises";
 import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { Code, ManentError } from "../errors.js";
+import { fastYaml } from "./fast-yaml.js";
 import { checkSafeData, clipKey } from "./safe-text.js";
 
 /** Configuration files are small; a larger one is refused before it is read whole. */
@@ -15,6 +16,9 @@ const maxAliasCount = 100;
  * details carry `file` and `field` for programs.
  */
 export function parseYaml<S extends z.ZodType>(text: string, file: string, schema: S): z.output<S> {
+  // Most documents: js-yaml, aligned on yaml's reading; anything it may read otherwise, or refuses, is read by yaml.
+  const fast = fastYaml(text);
+  if (fast) return validate(fast.data, file, schema);
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   const yamlError = doc.errors[0];
   if (yamlError) {
