@@ -102,7 +102,9 @@ describe("plugin protocol conformance", () => {
 
     it("configures, and answers UNIMPLEMENTED outside its capabilities", async () => {
       const d = new DeployerClient(p.target, p.creds(), tlsChannelOptions);
-      const res = await unary<{ name: string; capabilities: string[] }>((cb) => d.configure({ configJson: Buffer.from("{}") }, cb));
+      const res = await unary<{ name: string; capabilities: string[] }>((cb) =>
+        d.configure({ configJson: Buffer.from("{}"), secretsSessionBrokerId: 0 }, cb),
+      );
       assert.ok(res.name.length > 0);
       for (const c of res.capabilities) assert.ok((allCapabilities as readonly string[]).includes(c), `unknown capability ${c}`);
       if (!res.capabilities.includes("slots")) {
@@ -121,6 +123,7 @@ describe("plugin protocol conformance", () => {
                 parallelism: 1,
                 traffic: {},
                 rollout: undefined,
+                secretsCallToken: "",
               },
               cb,
             ),
@@ -140,6 +143,7 @@ describe("plugin protocol conformance", () => {
         parallelism: 1,
         traffic: {},
         rollout: undefined,
+        secretsCallToken: "",
       };
       if (!res.capabilities.includes("drift")) {
         // A plugin from before drift: manent shows its targets as "drift unknown".
@@ -204,6 +208,21 @@ describe("plugin protocol conformance", () => {
       for (const host of ["a", "b", "c", "d"]) {
         assert.equal((await readFile(path.join(base, host, "current"), "utf8")).trim(), "1.0.0");
         assert.equal((await readFile(path.join(base, host, "key.sha256"), "utf8")).trim(), hash);
+      }
+    });
+
+    it("accepts the Secrets session offered at Configure, and each call reads its own secret on it", async () => {
+      // manent's SDKs accept it (docs/plugin-protocol.md, section 5); a plugin on go-plugin alone
+      // declines it and gets a broker id per call (test/interop/tshost-goplugin-only.test.ts).
+      const started = await logger.waitFor((e) => e.msg === "external plugin started");
+      assert.equal(started.attrs.secrets_session, true, "the plugin answered Configure with secrets_session = true");
+      for (const value of ["session-key-1", "session-key-2"]) {
+        const res = await d.deploy(
+          request({ targets: [{ host: "s", labels: {} }], params: { base }, secrets: mapSecrets({ "deploy-key": value }) }),
+        );
+        assert.equal(res.targets[0]?.status, "deployed");
+        const hash = createHash("sha256").update(value).digest("hex");
+        assert.equal((await readFile(path.join(base, "s", "key.sha256"), "utf8")).trim(), hash);
       }
     });
 

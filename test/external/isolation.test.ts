@@ -143,7 +143,7 @@ describe("broker", () => {
     try {
       const ask = () =>
         new Promise<string>((resolve, reject) =>
-          client.secret({ name: "n" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) =>
+          client.secret({ name: "n", callToken: "" }, new Metadata(), { deadline: Date.now() + 3_000 }, (err, res) =>
             err ? reject(err) : resolve(res.value),
           ),
         );

@@ -15,11 +15,14 @@ export interface GoBinaries {
   gohost: string;
   /** examples/go-plugin: the sample Go plugin. */
   goSample: string;
+  /** test/external/fixtures/goplugin-only: a plugin on hashicorp/go-plugin alone, no manent SDK. */
+  goPluginOnly: string;
 }
 
 const targets: { key: keyof GoBinaries; module: string; pkg: string; out: string }[] = [
   { key: "gohost", module: "sdk/go", pkg: "./cmd/manent-gohost", out: "manent-gohost" },
   { key: "goSample", module: "examples/go-plugin", pkg: ".", out: "manent-plugin-go-sample" },
+  { key: "goPluginOnly", module: "test/external/fixtures/goplugin-only", pkg: ".", out: "manent-test-goplugin-only" },
 ];
 
 let built: Promise<GoBinaries> | undefined;

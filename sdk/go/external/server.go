@@ -25,6 +25,7 @@ type server struct {
 
 	mu       sync.RWMutex
 	deployer plugin.Deployer
+	session  *secretsSession
 }
 
 func newServer(factory plugin.Factory, log *slog.Logger, broker *goplugin.GRPCBroker) *server {
@@ -49,10 +50,20 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 	if d == nil {
 		return nil, toStatus(ctx, plugin.Errorf(plugin.CodeInternal, "the plugin's Factory returned no deployer"), nil)
 	}
+	// The Secrets session: one connection for every call's lookups instead of one per call.
+	var session *secretsSession
+	if id := req.GetSecretsSessionBrokerId(); id != 0 {
+		session = acceptSession(s.broker, id)
+	}
 	s.mu.Lock()
 	s.deployer = d
+	previous := s.session
+	s.session = session
 	s.mu.Unlock()
-	return &pb.ConfigureResponse{Name: d.Name(), Capabilities: plugin.CapabilitiesOf(d)}, nil
+	if previous != nil {
+		previous.close()
+	}
+	return &pb.ConfigureResponse{Name: d.Name(), Capabilities: plugin.CapabilitiesOf(d), SecretsSession: session != nil}, nil
 }
 
 // current is the deployer built by the last Configure; every call but Configure needs one.
@@ -92,7 +103,10 @@ func (s *server) withRequest(req *pb.DeployRequest, parallel bool, fn func(*plug
 	if !parallel {
 		r.Parallelism = 1 // a deployer that did not declare parallel_targets always gets 1
 	}
-	secrets := newBrokerSecrets(s.broker, req.GetSecretsBrokerId())
+	s.mu.RLock()
+	session := s.session
+	s.mu.RUnlock()
+	secrets := newBrokerSecrets(s.broker, req.GetSecretsBrokerId(), req.GetSecretsCallToken(), session)
 	defer secrets.close()
 	r.Secrets = secrets
 	return fn(r)

@@ -63,9 +63,14 @@ func (*Empty) Descriptor() ([]byte, []int) {
 type ConfigureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plugin's section of manent.yml (without `external`), as JSON.
-	ConfigJson    []byte `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ConfigJson []byte `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	// The broker id of this process's Secrets session, offered by hosts that support one (0: none).
+	// A plugin that answers secrets_session = true gets, right after this call, one ConnInfo for
+	// this id, dials it once and keeps the connection: every later call names it in
+	// secrets_broker_id and carries its secrets_call_token. See docs/plugin-protocol.md, section 5.
+	SecretsSessionBrokerId uint32 `protobuf:"varint,2,opt,name=secrets_session_broker_id,json=secretsSessionBrokerId,proto3" json:"secrets_session_broker_id,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -105,13 +110,23 @@ func (x *ConfigureRequest) GetConfigJson() []byte {
 	return nil
 }
 
+func (x *ConfigureRequest) GetSecretsSessionBrokerId() uint32 {
+	if x != nil {
+		return x.SecretsSessionBrokerId
+	}
+	return 0
+}
+
 type ConfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift.
-	Capabilities  []string `protobuf:"bytes,2,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Capabilities []string `protobuf:"bytes,2,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// The plugin accepts the Secrets session offered in ConfigureRequest.secrets_session_broker_id
+	// and dials it at once. false (go-plugin alone, earlier SDKs): a fresh broker id per call.
+	SecretsSession bool `protobuf:"varint,3,opt,name=secrets_session,json=secretsSession,proto3" json:"secrets_session,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConfigureResponse) Reset() {
@@ -156,6 +171,13 @@ func (x *ConfigureResponse) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *ConfigureResponse) GetSecretsSession() bool {
+	if x != nil {
+		return x.SecretsSession
+	}
+	return false
 }
 
 type Artifact struct {
@@ -418,9 +440,12 @@ type DeployRequest struct {
 	Traffic map[string]string `protobuf:"bytes,10,rep,name=traffic,proto3" json:"traffic,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Set on every call of a deploy that runs a canary (a dry-run's too): what the rollout will ask
 	// of the plugin, so Validate can refuse a setting it lacks before anything changes.
-	Rollout       *RolloutPlan `protobuf:"bytes,11,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rollout *RolloutPlan `protobuf:"bytes,11,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// With a Secrets session: the call's token, sent in SecretRequest.call_token; the host answers
+	// a lookup only for a call still running. "" without a session (the broker id is the call's).
+	SecretsCallToken string `protobuf:"bytes,12,opt,name=secrets_call_token,json=secretsCallToken,proto3" json:"secrets_call_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeployRequest) Reset() {
@@ -528,6 +553,13 @@ func (x *DeployRequest) GetRollout() *RolloutPlan {
 		return x.Rollout
 	}
 	return nil
+}
+
+func (x *DeployRequest) GetSecretsCallToken() string {
+	if x != nil {
+		return x.SecretsCallToken
+	}
+	return ""
 }
 
 type RolloutPlan struct {
@@ -1333,8 +1365,11 @@ func (x *ErrorDetail) GetPartialResult() *DeployResponse {
 }
 
 type SecretRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// On a Secrets session connection: the secrets_call_token of the call asking. Ignored on a
+	// per-call broker connection.
+	CallToken     string `protobuf:"bytes,2,opt,name=call_token,json=callToken,proto3" json:"call_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1407,13 @@ func (*SecretRequest) Descriptor() ([]byte, []int) {
 func (x *SecretRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretRequest) GetCallToken() string {
+	if x != nil {
+		return x.CallToken
 	}
 	return ""
 }
@@ -1425,13 +1467,15 @@ var File_deployer_proto protoreflect.FileDescriptor
 const file_deployer_proto_rawDesc = "" +
 	"\n" +
 	"\x0edeployer.proto\x12\x10manent.plugin.v1\"\a\n" +
-	"\x05Empty\"3\n" +
+	"\x05Empty\"n\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
-	"configJson\"K\n" +
+	"configJson\x129\n" +
+	"\x19secrets_session_broker_id\x18\x02 \x01(\rR\x16secretsSessionBrokerId\"t\n" +
 	"\x11ConfigureResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
-	"\fcapabilities\x18\x02 \x03(\tR\fcapabilities\"\x90\x01\n" +
+	"\fcapabilities\x18\x02 \x03(\tR\fcapabilities\x12'\n" +
+	"\x0fsecrets_session\x18\x03 \x01(\bR\x0esecretsSession\"\x90\x01\n" +
 	"\bArtifact\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -1450,7 +1494,7 @@ const file_deployer_proto_rawDesc = "" +
 	"\x0fSupportsRequest\x126\n" +
 	"\bartifact\x18\x01 \x01(\v2\x1a.manent.plugin.v1.ArtifactR\bartifact\"0\n" +
 	"\x10SupportsResponse\x12\x1c\n" +
-	"\tsupported\x18\x01 \x01(\bR\tsupported\"\x87\x05\n" +
+	"\tsupported\x18\x01 \x01(\bR\tsupported\"\xb5\x05\n" +
 	"\rDeployRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12 \n" +
@@ -1463,7 +1507,8 @@ const file_deployer_proto_rawDesc = "" +
 	"\vparallelism\x18\t \x01(\x05R\vparallelism\x12F\n" +
 	"\atraffic\x18\n" +
 	" \x03(\v2,.manent.plugin.v1.DeployRequest.TrafficEntryR\atraffic\x127\n" +
-	"\arollout\x18\v \x01(\v2\x1d.manent.plugin.v1.RolloutPlanR\arollout\x1a9\n" +
+	"\arollout\x18\v \x01(\v2\x1d.manent.plugin.v1.RolloutPlanR\arollout\x12,\n" +
+	"\x12secrets_call_token\x18\f \x01(\tR\x10secretsCallToken\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -1541,9 +1586,11 @@ const file_deployer_proto_rawDesc = "" +
 	"\x0epartial_result\x18\x04 \x01(\v2 .manent.plugin.v1.DeployResponseR\rpartialResult\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
 	"\rSecretRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"call_token\x18\x02 \x01(\tR\tcallToken\"&\n" +
 	"\x0eSecretResponse\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\tR\x05value2\xe1\n" +
 	"\n" +

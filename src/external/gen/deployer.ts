@@ -32,12 +32,24 @@ export interface Empty {
 export interface ConfigureRequest {
   /** The plugin's section of manent.yml (without `external`), as JSON. */
   configJson: Buffer;
+  /**
+   * The broker id of this process's Secrets session, offered by hosts that support one (0: none).
+   * A plugin that answers secrets_session = true gets, right after this call, one ConnInfo for
+   * this id, dials it once and keeps the connection: every later call names it in
+   * secrets_broker_id and carries its secrets_call_token. See docs/plugin-protocol.md, section 5.
+   */
+  secretsSessionBrokerId: number;
 }
 
 export interface ConfigureResponse {
   name: string;
   /** dry_run, current_release, rollback, slots, traffic_router, testers, scale, parallel_targets, drift. */
   capabilities: string[];
+  /**
+   * The plugin accepts the Secrets session offered in ConfigureRequest.secrets_session_broker_id
+   * and dials it at once. false (go-plugin alone, earlier SDKs): a fresh broker id per call.
+   */
+  secretsSession: boolean;
 }
 
 export interface Artifact {
@@ -92,7 +104,14 @@ export interface DeployRequest {
    * Set on every call of a deploy that runs a canary (a dry-run's too): what the rollout will ask
    * of the plugin, so Validate can refuse a setting it lacks before anything changes.
    */
-  rollout: RolloutPlan | undefined;
+  rollout:
+    | RolloutPlan
+    | undefined;
+  /**
+   * With a Secrets session: the call's token, sent in SecretRequest.call_token; the host answers
+   * a lookup only for a call still running. "" without a session (the broker id is the call's).
+   */
+  secretsCallToken: string;
 }
 
 export interface DeployRequest_ParamsEntry {
@@ -243,6 +262,11 @@ export interface ErrorDetail_DetailsEntry {
 
 export interface SecretRequest {
   name: string;
+  /**
+   * On a Secrets session connection: the secrets_call_token of the call asking. Ignored on a
+   * per-call broker connection.
+   */
+  callToken: string;
 }
 
 export interface SecretResponse {
@@ -302,13 +326,16 @@ export const Empty: MessageFns<Empty> = {
 };
 
 function createBaseConfigureRequest(): ConfigureRequest {
-  return { configJson: Buffer.alloc(0) };
+  return { configJson: Buffer.alloc(0), secretsSessionBrokerId: 0 };
 }
 
 export const ConfigureRequest: MessageFns<ConfigureRequest> = {
   encode(message: ConfigureRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.configJson.length !== 0) {
       writer.uint32(10).bytes(message.configJson);
+    }
+    if (message.secretsSessionBrokerId !== 0) {
+      writer.uint32(16).uint32(message.secretsSessionBrokerId);
     }
     return writer;
   },
@@ -334,6 +361,14 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
             message.configJson = Buffer.from(reader.bytes());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.secretsSessionBrokerId = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -353,6 +388,11 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
         : isSet(object.config_json)
         ? Buffer.from(bytesFromBase64(object.config_json))
         : Buffer.alloc(0),
+      secretsSessionBrokerId: isSet(object.secretsSessionBrokerId)
+        ? globalThis.Number(object.secretsSessionBrokerId)
+        : isSet(object.secrets_session_broker_id)
+        ? globalThis.Number(object.secrets_session_broker_id)
+        : 0,
     };
   },
 
@@ -360,6 +400,9 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
     const obj: any = {};
     if (message.configJson.length !== 0) {
       obj.configJson = base64FromBytes(message.configJson);
+    }
+    if (message.secretsSessionBrokerId !== 0) {
+      obj.secretsSessionBrokerId = Math.round(message.secretsSessionBrokerId);
     }
     return obj;
   },
@@ -370,12 +413,13 @@ export const ConfigureRequest: MessageFns<ConfigureRequest> = {
   fromPartial<I extends Exact<DeepPartial<ConfigureRequest>, I>>(object: I): ConfigureRequest {
     const message = createBaseConfigureRequest();
     message.configJson = object.configJson ?? Buffer.alloc(0);
+    message.secretsSessionBrokerId = object.secretsSessionBrokerId ?? 0;
     return message;
   },
 };
 
 function createBaseConfigureResponse(): ConfigureResponse {
-  return { name: "", capabilities: [] };
+  return { name: "", capabilities: [], secretsSession: false };
 }
 
 export const ConfigureResponse: MessageFns<ConfigureResponse> = {
@@ -385,6 +429,9 @@ export const ConfigureResponse: MessageFns<ConfigureResponse> = {
     }
     for (const v of message.capabilities) {
       writer.uint32(18).string(v!);
+    }
+    if (message.secretsSession !== false) {
+      writer.uint32(24).bool(message.secretsSession);
     }
     return writer;
   },
@@ -418,6 +465,14 @@ export const ConfigureResponse: MessageFns<ConfigureResponse> = {
             message.capabilities.push(reader.string());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.secretsSession = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -436,6 +491,11 @@ export const ConfigureResponse: MessageFns<ConfigureResponse> = {
       capabilities: globalThis.Array.isArray(object?.capabilities)
         ? object.capabilities.map((e: any) => globalThis.String(e))
         : [],
+      secretsSession: isSet(object.secretsSession)
+        ? globalThis.Boolean(object.secretsSession)
+        : isSet(object.secrets_session)
+        ? globalThis.Boolean(object.secrets_session)
+        : false,
     };
   },
 
@@ -447,6 +507,9 @@ export const ConfigureResponse: MessageFns<ConfigureResponse> = {
     if (message.capabilities?.length) {
       obj.capabilities = message.capabilities;
     }
+    if (message.secretsSession !== false) {
+      obj.secretsSession = message.secretsSession;
+    }
     return obj;
   },
 
@@ -457,6 +520,7 @@ export const ConfigureResponse: MessageFns<ConfigureResponse> = {
     const message = createBaseConfigureResponse();
     message.name = object.name ?? "";
     message.capabilities = object.capabilities?.map((e) => e) || [];
+    message.secretsSession = object.secretsSession ?? false;
     return message;
   },
 };
@@ -991,6 +1055,7 @@ function createBaseDeployRequest(): DeployRequest {
     parallelism: 0,
     traffic: {},
     rollout: undefined,
+    secretsCallToken: "",
   };
 }
 
@@ -1028,6 +1093,9 @@ export const DeployRequest: MessageFns<DeployRequest> = {
     });
     if (message.rollout !== undefined) {
       RolloutPlan.encode(message.rollout, writer.uint32(90).fork()).join();
+    }
+    if (message.secretsCallToken !== "") {
+      writer.uint32(98).string(message.secretsCallToken);
     }
     return writer;
   },
@@ -1139,6 +1207,14 @@ export const DeployRequest: MessageFns<DeployRequest> = {
             message.rollout = RolloutPlan.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.secretsCallToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1198,6 +1274,11 @@ export const DeployRequest: MessageFns<DeployRequest> = {
         )
         : {},
       rollout: isSet(object.rollout) ? RolloutPlan.fromJSON(object.rollout) : undefined,
+      secretsCallToken: isSet(object.secretsCallToken)
+        ? globalThis.String(object.secretsCallToken)
+        : isSet(object.secrets_call_token)
+        ? globalThis.String(object.secrets_call_token)
+        : "",
     };
   },
 
@@ -1248,6 +1329,9 @@ export const DeployRequest: MessageFns<DeployRequest> = {
     if (message.rollout !== undefined) {
       obj.rollout = RolloutPlan.toJSON(message.rollout);
     }
+    if (message.secretsCallToken !== "") {
+      obj.secretsCallToken = message.secretsCallToken;
+    }
     return obj;
   },
 
@@ -1287,6 +1371,7 @@ export const DeployRequest: MessageFns<DeployRequest> = {
     message.rollout = (object.rollout !== undefined && object.rollout !== null)
       ? RolloutPlan.fromPartial(object.rollout)
       : undefined;
+    message.secretsCallToken = object.secretsCallToken ?? "";
     return message;
   },
 };
@@ -3587,13 +3672,16 @@ export const ErrorDetail_DetailsEntry: MessageFns<ErrorDetail_DetailsEntry> = {
 };
 
 function createBaseSecretRequest(): SecretRequest {
-  return { name: "" };
+  return { name: "", callToken: "" };
 }
 
 export const SecretRequest: MessageFns<SecretRequest> = {
   encode(message: SecretRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.name !== "") {
       writer.uint32(10).string(message.name);
+    }
+    if (message.callToken !== "") {
+      writer.uint32(18).string(message.callToken);
     }
     return writer;
   },
@@ -3619,6 +3707,14 @@ export const SecretRequest: MessageFns<SecretRequest> = {
             message.name = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.callToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3632,13 +3728,23 @@ export const SecretRequest: MessageFns<SecretRequest> = {
   },
 
   fromJSON(object: any): SecretRequest {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      callToken: isSet(object.callToken)
+        ? globalThis.String(object.callToken)
+        : isSet(object.call_token)
+        ? globalThis.String(object.call_token)
+        : "",
+    };
   },
 
   toJSON(message: SecretRequest): unknown {
     const obj: any = {};
     if (message.name !== "") {
       obj.name = message.name;
+    }
+    if (message.callToken !== "") {
+      obj.callToken = message.callToken;
     }
     return obj;
   },
@@ -3649,6 +3755,7 @@ export const SecretRequest: MessageFns<SecretRequest> = {
   fromPartial<I extends Exact<DeepPartial<SecretRequest>, I>>(object: I): SecretRequest {
     const message = createBaseSecretRequest();
     message.name = object.name ?? "";
+    message.callToken = object.callToken ?? "";
     return message;
   },
 };

@@ -311,6 +311,7 @@ export class ExternalPlugin implements HostedPlugin {
         startTimeoutMs: this.ext.startTimeoutMs,
         logger: this.logger,
         parentDeathSignal: this.parentDeathSignal,
+        reaper: host.reaper,
         onSpawn: (child) => {
           this.spawning = child;
           // A stop that raced the start: the child must not outlive it.
@@ -331,6 +332,7 @@ export class ExternalPlugin implements HostedPlugin {
         plugin: this.name,
         pid: proc.pid,
         capabilities: this.configured.capabilities.join(","),
+        secrets_session: this.configured.secretsSession,
       });
       return live;
     } catch (err) {
@@ -346,14 +348,33 @@ export class ExternalPlugin implements HostedPlugin {
     }
   }
 
-  /** Configure: the factory runs in the plugin; its error is the error of this start. */
-  private configure(p: PluginProcess): Promise<ConfigureResponse> {
+  /**
+   * Configure: the factory runs in the plugin; its error is the error of this start. It offers the
+   * Secrets session (a broker id for the process's life, docs/plugin-protocol.md section 5): a
+   * plugin that accepts gets its one ConnInfo right after the answer; one that does not (go-plugin
+   * alone, earlier SDKs) never sees that id and gets a broker id per call.
+   */
+  private async configure(p: PluginProcess): Promise<ConfigureResponse> {
     const configJson = Buffer.from(JSON.stringify(this.config));
-    return new Promise((resolve, reject) => {
-      p.deployer.configure({ configJson }, new Metadata(), { deadline: Date.now() + this.ext.startTimeoutMs }, (err, res) =>
-        err ? reject(fromServiceError(err, this.name, "Configure")) : resolve(res),
-      );
-    });
+    const sessionId = p.broker.newId();
+    const prepared = p.secrets.prepareSession();
+    prepared.catch(() => {});
+    let res: ConfigureResponse;
+    try {
+      res = await new Promise<ConfigureResponse>((resolve, reject) => {
+        p.deployer.configure(
+          { configJson, secretsSessionBrokerId: sessionId },
+          new Metadata(),
+          { deadline: Date.now() + this.ext.startTimeoutMs },
+          (err, r) => (err ? reject(fromServiceError(err, this.name, "Configure")) : resolve(r)),
+        );
+      });
+    } catch (err) {
+      await p.secrets.startSession(prepared, sessionId, false).catch(() => {});
+      throw err;
+    }
+    await p.secrets.startSession(prepared, sessionId, res.secretsSession);
+    return res;
   }
 
   private recordFailure(reason: string): void {

@@ -8,6 +8,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import { generateIdentity, type Identity } from "../protocol/mtls.js";
 import { privateDir } from "../../core/artifacts/workdir-modes.js";
 import { copyVerified, sourceIdentity, type StagedBinary } from "./activation.js";
+import { Reaper } from "./reaper.js";
 
 /** The file in a run directory that names its socket directory (kept short, under $TMPDIR). */
 const SOCKETS_FILE = "sockets";
@@ -49,6 +50,8 @@ export class PluginHost {
   private identityPromise: Promise<Identity> | undefined;
   private refs = 0;
   private removed: Promise<void> | undefined;
+  /** Kills this host's plugins if the process dies (undefined where it cannot run: setpriv per start). */
+  readonly reaper: Reaper | undefined = Reaper.available() ? new Reaper() : undefined;
 
   private constructor(
     /** This run's directory for private copies (0700). */
@@ -88,6 +91,7 @@ export class PluginHost {
   async release(): Promise<void> {
     if (--this.refs > 0) return;
     liveRuns.delete(this.runDir);
+    this.reaper?.close();
     this.removed ??= Promise.all([
       rm(this.runDir, { recursive: true, force: true }),
       rm(this.socketDir, { recursive: true, force: true }),
@@ -102,6 +106,7 @@ export class PluginHost {
   releaseNow(): void {
     if (--this.refs > 0 || this.removed) return;
     liveRuns.delete(this.runDir);
+    this.reaper?.close();
     rmSync(this.runDir, { recursive: true, force: true });
     rmSync(this.socketDir, { recursive: true, force: true });
     this.removed = Promise.resolve();
@@ -114,7 +119,10 @@ export class PluginHost {
     return this.identityPromise;
   }
 
-  /** Starts generating the identity in the background (a server does it while it starts). */
+  /**
+   * Starts generating the identity in the background (a server does it while it starts). The
+   * reaper starts with the first plugin: a server that runs no plugin starts no process.
+   */
   warmUp(): void {
     this.identity().catch(() => {});
   }

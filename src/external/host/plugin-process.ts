@@ -19,8 +19,9 @@ import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
 import { SecretsService } from "./secrets-service.js";
+import type { Reaper } from "./reaper.js";
 
-/** Linux: ask the kernel to SIGKILL the plugin when the host dies (util-linux setpriv). */
+/** Linux without a reaper: ask the kernel to SIGKILL the plugin when the host dies (util-linux setpriv). */
 const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
 
 export interface SpawnOptions {
@@ -31,8 +32,10 @@ export interface SpawnOptions {
   cwd: string;
   startTimeoutMs: number;
   logger: Logger;
-  /** Kill the plugin with the host through the parent-death signal (default true where available). */
+  /** Kill the plugin with the host (the reaper, else the parent-death signal through setpriv). */
   parentDeathSignal: boolean;
+  /** The plugin host's reaper: kills the plugin when the host dies, without an exec per start. */
+  reaper?: Reaper;
   /** The host's throwaway AutoMTLS identity for this start (generated while the binary is staged). */
   identity: Identity;
   /** Called once the child exists, so a concurrent stop can kill it before the handshake ends. */
@@ -67,10 +70,18 @@ export interface PluginProcess {
 export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
   const identity = o.identity;
   const env = pluginEnvironment(process.env, o.env, identity.certPem, o.binary.dir);
+  const reaper = o.parentDeathSignal ? o.reaper : undefined;
   const [file, argv] =
-    o.parentDeathSignal && setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]] : [o.binary.path, o.args];
+    o.parentDeathSignal && !reaper && setpriv
+      ? [setpriv, ["--pdeathsig", "KILL", "--", o.binary.path, ...o.args]]
+      : [o.binary.path, o.args];
   // stdin is a pipe the host never writes: EOF tells an SDK that the host is gone.
   const child = spawn(file, argv, { env, cwd: o.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  if (reaper && child.pid !== undefined) {
+    const pid = child.pid;
+    reaper.watch(pid);
+    child.once("exit", () => reaper.forget(pid));
+  }
   o.onSpawn?.(child);
   const stderr = forwardStderr(child.stderr!, o.plugin, o.logger);
   let exitedFlag = false;

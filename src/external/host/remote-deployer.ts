@@ -47,7 +47,7 @@ export function remoteDeployer(name: string, caps: readonly string[], run: CallR
     return run(call, async (p) => {
       const served = await p.secrets.open(req.secrets, call);
       try {
-        return await send(p, requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, served.id));
+        return await send(p, requestToProto({ ...req, parallelism: parallel ? req.parallelism : 1 }, served.id, served.token));
       } finally {
         served.close();
       }

@@ -27,9 +27,17 @@ function hostContext(identity: Identity): tls.SecureContext {
 
 /** What identifies a call's connections to the shared server (see {@link SecretsService}). */
 const TAG_PREFIX = "manent-secrets-call:";
+/** The token of the session endpoint: its connections name their call in each request. */
+const SESSION = "session";
+
+/** A call served on the session: what its token reads, until the call returns. */
+interface SessionCall {
+  secrets: SecretsAccessor;
+  call: string;
+}
 
 /** One call's endpoint: a socket of its own, announced under the call's broker id only. */
-interface Endpoint {
+export interface Endpoint {
   token: string;
   address: string;
   listener: net.Server;
@@ -53,6 +61,12 @@ interface Endpoint {
  * each connection is handed to the gRPC server tagged with its call, so a lookup reads exactly the
  * secrets of the call whose address was dialled. When the call returns, its socket stops
  * accepting, its connections are cut and a lookup still in flight is refused.
+ *
+ * A plugin that accepted the Secrets session at Configure (manent's SDKs) is served differently:
+ * one endpoint for the process's life, announced once under the session's broker id, which the
+ * plugin dials once and keeps. Each call gets an unguessable token instead of an address; a lookup
+ * on the session names its call's token and is answered only while that call runs. Per call
+ * that is a map entry: no socket, no ConnInfo, no TLS handshake.
  */
 export class SecretsService {
   private readonly server = new Server({ "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 });
@@ -62,6 +76,9 @@ export class SecretsService {
   private readonly endpoints = new Map<string, Endpoint>();
   private spare: Promise<Endpoint> | undefined;
   private disposed = false;
+  /** The session's broker id once the plugin accepted it; its calls by token. */
+  private sessionId = 0;
+  private readonly calls = new Map<string, SessionCall>();
 
   constructor(
     private readonly broker: Broker,
@@ -78,8 +95,38 @@ export class SecretsService {
     this.injector = this.server.createConnectionInjector(ServerCredentials.createInsecure());
   }
 
-  /** Serves `secrets` for one call on a fresh broker id; `close` ends it (later lookups fail at once). */
-  async open(secrets: SecretsAccessor, call: string): Promise<{ id: number; close(): void }> {
+  /**
+   * Binds the session's endpoint ahead of Configure (so accepting it costs the start no socket
+   * set-up); {@link startSession} announces it if the plugin accepts, else it is closed.
+   */
+  prepareSession(): Promise<Endpoint> {
+    return this.listen(SESSION);
+  }
+
+  /**
+   * The plugin accepted the session offered under `id`: announces the endpoint once (the plugin
+   * dials it at once) and serves every later call on it. Not accepted: the endpoint is closed, and
+   * no ConnInfo is ever sent for `id`.
+   */
+  async startSession(prepared: Promise<Endpoint>, id: number, accepted: boolean): Promise<void> {
+    const ep = await prepared;
+    if (!accepted) return this.end(ep);
+    ep.call = "session";
+    this.broker.announce(id, ep.address);
+    this.sessionId = id;
+  }
+
+  /**
+   * Serves `secrets` for one call: on the session with a fresh token, else on a fresh broker id;
+   * `close` ends it (later lookups fail at once).
+   */
+  async open(secrets: SecretsAccessor, call: string): Promise<{ id: number; token: string; close(): void }> {
+    if (this.sessionId) {
+      if (this.disposed) throw new ManentError(Code.Unavailable, "the plugin's Secrets service is closed");
+      const token = randomBytes(16).toString("base64url");
+      this.calls.set(token, { secrets, call });
+      return { id: this.sessionId, token, close: () => this.calls.delete(token) };
+    }
     const next = this.spare ?? this.listen();
     this.spare = this.listen();
     this.spare.catch(() => (this.spare = undefined));
@@ -95,6 +142,7 @@ export class SecretsService {
     }
     return {
       id,
+      token: "",
       close: () => {
         this.broker.forget(id);
         this.end(ep);
@@ -109,13 +157,16 @@ export class SecretsService {
     this.spare = undefined;
     await spare?.then((ep) => this.end(ep)).catch(() => {});
     for (const ep of this.endpoints.values()) this.end(ep);
+    this.calls.clear();
     this.injector.destroy();
     this.server.forceShutdown();
   }
 
   private answer(c: ServerUnaryCall<SecretRequest, SecretResponse>, cb: sendUnaryData<SecretResponse>): void {
     const peer = c.getPeer();
-    const ep = peer.startsWith(TAG_PREFIX) ? this.endpoints.get(peer.slice(TAG_PREFIX.length)) : undefined;
+    const token = peer.startsWith(TAG_PREFIX) ? peer.slice(TAG_PREFIX.length) : "";
+    if (token === SESSION) return this.answerSession(c, cb);
+    const ep = this.endpoints.get(token);
     const secrets = ep?.secrets;
     if (!secrets) {
       cb(toStatus(new ManentError(Code.FailedPrecondition, `secret ${c.request.name}: the call that could read it has returned`)));
@@ -131,11 +182,28 @@ export class SecretsService {
     );
   }
 
+  /** A lookup on the session: answered for a call still running, named by its token. */
+  private answerSession(c: ServerUnaryCall<SecretRequest, SecretResponse>, cb: sendUnaryData<SecretResponse>): void {
+    const running = this.calls.get(c.request.callToken);
+    if (!running) {
+      cb(toStatus(new ManentError(Code.FailedPrecondition, `secret ${c.request.name}: the call that could read it has returned`)));
+      return;
+    }
+    running.secrets.secret(c.request.name).then(
+      (value) => {
+        if (this.calls.get(c.request.callToken) === running) cb(null, { value });
+        else cb(toStatus(new ManentError(Code.FailedPrecondition, `secret ${c.request.name}: the ${running.call} call has returned`)));
+      },
+      (err: unknown) => cb(toStatus(err)),
+    );
+  }
+
   /** Binds a fresh socket for the next call; it accepts connections only while it is in `endpoints`. */
-  private listen(): Promise<Endpoint> {
+  private listen(name?: string): Promise<Endpoint> {
     if (this.disposed) return Promise.reject(new ManentError(Code.Unavailable, "the plugin's Secrets service is closed"));
-    const token = randomBytes(12).toString("hex");
-    const address = path.join(this.socketDir, `s-${token}.sock`);
+    const file = randomBytes(12).toString("hex");
+    const token = name ?? file;
+    const address = path.join(this.socketDir, `s-${file}.sock`);
     const ep: Endpoint = { token, address, listener: net.createServer(), sockets: new Set(), secrets: undefined, call: "" };
     ep.listener.on("connection", (raw) => this.accept(ep, raw));
     return new Promise((resolve, reject) => {

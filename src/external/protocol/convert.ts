@@ -38,7 +38,7 @@ function targetFromProto(t: pb.Target): Target {
 /** The request fields that cross the wire (secrets, logger and signal stay on each side). */
 export type WireRequest = Omit<Request, "secrets" | "logger" | "signal">;
 
-export function requestToProto(r: WireRequest, secretsBrokerId: number): pb.DeployRequest {
+export function requestToProto(r: WireRequest, secretsBrokerId: number, secretsCallToken = ""): pb.DeployRequest {
   return {
     deploymentId: r.deploymentId,
     tenant: r.tenant,
@@ -51,6 +51,7 @@ export function requestToProto(r: WireRequest, secretsBrokerId: number): pb.Depl
     parallelism: r.parallelism,
     traffic: { ...(r.traffic ?? {}) },
     rollout: r.rollout ? { weights: r.rollout.weights, testers: r.rollout.testers } : undefined,
+    secretsCallToken,
   };
 }
 

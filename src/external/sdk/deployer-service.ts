@@ -18,7 +18,7 @@ import type * as pb from "../gen/deployer.js";
 import type { Broker } from "../protocol/broker.js";
 import { artifactFromProto, driftToProto, releaseFromProto, releaseToProto, requestFromProto, resultToProto } from "../protocol/convert.js";
 import { toStatus } from "../protocol/wire-errors.js";
-import { callSecrets } from "./call-secrets.js";
+import { callSecrets, SecretsSession } from "./call-secrets.js";
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => void;
 
@@ -29,6 +29,7 @@ type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res
  */
 export function deployerService(factory: Factory, logger: Logger, broker: Broker): Record<string, UntypedHandleCall> {
   let deployer: Deployer | undefined;
+  const session = new SecretsSession(broker);
 
   const need = (call: string): Deployer => {
     if (!deployer) throw new ManentError(Code.FailedPrecondition, `${call} before Configure`);
@@ -47,8 +48,14 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       call.on("cancelled", () => abort.abort(new ManentError(Code.Canceled, `${name} cancelled by the host`)));
       const ctx: CallContext = {
         signal: abort.signal,
-        request(r, brokerId) {
-          const { secrets, end } = callSecrets(broker, withSecrets ? brokerId : 0, name);
+        request(r) {
+          const { secrets, end } = callSecrets(
+            broker,
+            session,
+            withSecrets ? (r?.secretsBrokerId ?? 0) : 0,
+            r?.secretsCallToken ?? "",
+            name,
+          );
           this.ends.push(end);
           return { ...requestFromProto(r), secrets, logger, signal: abort.signal };
         },
@@ -67,7 +74,7 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
     };
   }
 
-  const req = (ctx: CallContext, r: pb.DeployRequest | undefined): Request => ctx.request(r, r?.secretsBrokerId ?? 0);
+  const req = (ctx: CallContext, r: pb.DeployRequest | undefined): Request => ctx.request(r);
 
   const service: Record<string, Handler<never, unknown>> = {
     configure: unary<pb.ConfigureRequest, pb.ConfigureResponse>("Configure", false, async (call) => {
@@ -81,7 +88,12 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
       if (typeof config !== "object" || config === null || Array.isArray(config))
         throw new ManentError(Code.InvalidArgument, "configuration must be an object");
       deployer = await factory(config as Record<string, unknown>, logger);
-      return { name: deployer.name(), capabilities: capabilitiesOf(deployer) };
+      // Accepting the Secrets session: one connection for every call's lookups (section 5).
+      return {
+        name: deployer.name(),
+        capabilities: capabilitiesOf(deployer),
+        secretsSession: session.accept(call.request.secretsSessionBrokerId),
+      };
     }),
     supports: unary<pb.SupportsRequest, pb.SupportsResponse>("Supports", false, async (call) => ({
       supported: await need("Supports").supports(artifactFromProto(call.request.artifact)),
@@ -168,6 +180,6 @@ export function deployerService(factory: Factory, logger: Logger, broker: Broker
 
 interface CallContext {
   signal: AbortSignal;
-  request(r: pb.DeployRequest | undefined, brokerId: number): Request;
+  request(r: pb.DeployRequest | undefined): Request;
   ends: (() => void)[];
 }
