@@ -1,4 +1,4 @@
-import { randomBytes, X509Certificate } from "node:crypto";
+import { randomBytes, randomUUID, X509Certificate } from "node:crypto";
 import net from "node:net";
 import path from "node:path";
 import tls from "node:tls";
@@ -123,7 +123,8 @@ export class SecretsService {
   async open(secrets: SecretsAccessor, call: string): Promise<{ id: number; token: string; close(): void }> {
     if (this.sessionId) {
       if (this.disposed) throw new ManentError(Code.Unavailable, "the plugin's Secrets service is closed");
-      const token = randomBytes(16).toString("base64url");
+      // 122 random bits from Node's entropy cache: unguessable, and cheaper than randomBytes per call.
+      const token = randomUUID();
       this.calls.set(token, { secrets, call });
       return { id: this.sessionId, token, close: () => this.calls.delete(token) };
     }
