@@ -8,20 +8,24 @@
  *  - Postgres transactions per deploy: pg_stat_database's xact_commit delta of the database over the
  *    window (every server's commits: DBOS's checkpoints, manent's records, queue polls), per deploy;
  *  - the event log's append lock: pg_stat_activity sampled every 50 ms, the mean number of backends
- *    waiting on an advisory lock (and on any lock), and the share of samples with one waiting.
- * `--no-append-lock` runs the same after replacing, in each fresh database, the event functions by
- * ones that take no advisory lock (a measurement only: without it, ids can become visible out of
- * order), to see what the lock costs.
+ *    waiting on an advisory lock (and on any lock), and the share of samples with one waiting; and the
+ *    database's active backends by what they wait on (a lock, WAL, I/O; "cpu" when nothing).
+ * `--ref <commit>` runs each fleet a second time with the servers of that commit (checked out in a
+ * temporary git worktree, its dist/ built there), side by side in one run: e.g. the last commit
+ * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 5]
- *        [--no-append-lock] [--json]
+ *        [--ref <commit>] [--json]
  */
-import { loadavg } from "node:os";
+import { execFileSync } from "node:child_process";
+import { mkdtemp, rm, symlink } from "node:fs/promises";
+import { loadavg, tmpdir } from "node:os";
+import path from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
-import { startServer, type ServerProcess } from "../test/support/server-process.js";
+import { repoRoot, startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
 const { values: opts } = parseArgs({
@@ -30,7 +34,7 @@ const { values: opts } = parseArgs({
     servers: { type: "string", default: "1,2,3" },
     seconds: { type: "string", default: "20" },
     warmup: { type: "string", default: "5" },
-    "no-append-lock": { type: "boolean", default: false },
+    ref: { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -50,29 +54,43 @@ const pgServer = await TestPostgres.start();
 
 interface FleetFigures {
   servers: number;
-  append_lock: boolean;
+  /** The commit whose servers ran (--ref), or undefined: this checkout. */
+  ref: string | undefined;
   deploys: number;
   deploys_per_s: number;
   xact_commit_per_deploy: number;
   advisory_lock_waiters_mean: number;
   lock_waiters_mean: number;
   samples_with_advisory_waiter_pct: number;
+  /** The mean number of the database's active backends by what they wait on (pg_stat_activity's wait_event_type:wait_event; "cpu": none). */
+  active_backends_by_wait: Record<string, number>;
   failed: number;
   queued_ms_p50: number;
   running_ms_p50: number;
   load_average: number;
 }
 
-/** The event functions of events-schema.ts without their advisory lock (bench only: ids may then become visible out of order). */
-async function dropAppendLock(client: pg.Client): Promise<void> {
-  const fns = await client.query<{ oid: number; def: string }>(
-    `select p.oid, pg_get_functiondef(p.oid) as def from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-     where n.nspname = 'manent' and p.prokind = 'f' and pg_get_functiondef(p.oid) like '%pg_advisory_xact_lock(%'`,
-  );
-  for (const f of fns.rows) await client.query(f.def.replace(/perform pg_advisory_xact_lock\(\d+\);/g, ""));
+/** A checkout of `ref` in a temporary worktree, its dist/ built (with this checkout's node_modules): its server binary. */
+async function checkout(ref: string): Promise<{ bin: string; remove: () => Promise<void> }> {
+  const dir = path.join(await mkdtemp(path.join(tmpdir(), "manent-bench-ref-")), "tree");
+  execFileSync("git", ["-C", repoRoot, "worktree", "add", "--detach", dir, ref], { stdio: "ignore" });
+  const remove = async () => {
+    execFileSync("git", ["-C", repoRoot, "worktree", "remove", "--force", dir], { stdio: "ignore" });
+    await rm(path.dirname(dir), { recursive: true, force: true });
+  };
+  try {
+    await symlink(path.join(repoRoot, "node_modules"), path.join(dir, "node_modules"));
+    for (const script of ["scripts/build-js.mjs", "scripts/build-ui.mjs"])
+      execFileSync(process.execPath, [script], { cwd: dir, stdio: "ignore" });
+    return { bin: path.join(dir, "bin/manent-server.js"), remove };
+  } catch (err) {
+    await remove();
+    throw err;
+  }
 }
 
-async function runFleet(n: number, appendLock: boolean): Promise<FleetFigures> {
+async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
+  const tag = `${n}-${ref?.name ?? "head"}`;
   const databaseUrl = await pgServer.createDatabase();
   const servers: ServerProcess[] = [];
   const admin = new pg.Client(databaseUrl);
@@ -80,16 +98,15 @@ async function runFleet(n: number, appendLock: boolean): Promise<FleetFigures> {
   try {
     for (let i = 0; i < n; i++) {
       const config = await ws.write(
-        `server-${n}-${appendLock}-${i}.yml`,
+        `server-${tag}-${i}.yml`,
         manentYml(undefined, {
           dbos: { database_url: databaseUrl, executor_id: `bench-${i}` },
-          workdir: `./work-${n}-${appendLock}-${i}`,
+          workdir: `./work-${tag}-${i}`,
           concurrency: apps,
         }),
       );
-      servers.push(await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" } }));
+      servers.push(await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" }, ...(ref ? { bin: ref.bin } : {}) }));
     }
-    if (!appendLock) await dropAppendLock(admin);
     const clients = servers.map((s) => new ApiClient(s.url, undefined));
     let measuring = false;
     let stop = false;
@@ -131,17 +148,20 @@ async function runFleet(n: number, appendLock: boolean): Promise<FleetFigures> {
     let advisory = 0;
     let anyLock = 0;
     let withAdvisory = 0;
+    const byWait = new Map<string, number>();
     const sampler = (async () => {
       while (measuring) {
-        const r = await admin.query<{ advisory: string; locks: string }>(
+        const r = await admin.query<{ advisory: string; locks: string; waits: string[] | null }>(
           `select count(*) filter (where wait_event_type = 'Lock' and wait_event = 'advisory')::text as advisory,
-                  count(*) filter (where wait_event_type = 'Lock')::text as locks
+                  count(*) filter (where wait_event_type = 'Lock')::text as locks,
+                  array_agg(coalesce(wait_event_type || ':' || wait_event, 'cpu')) filter (where state = 'active' and pid <> pg_backend_pid()) as waits
            from pg_stat_activity where datname = current_database()`,
         );
         samples++;
         advisory += Number(r.rows[0]!.advisory);
         anyLock += Number(r.rows[0]!.locks);
         if (Number(r.rows[0]!.advisory) > 0) withAdvisory++;
+        for (const wait of r.rows[0]!.waits ?? []) byWait.set(wait, (byWait.get(wait) ?? 0) + 1);
         await sleep(50);
       }
     })();
@@ -156,23 +176,29 @@ async function runFleet(n: number, appendLock: boolean): Promise<FleetFigures> {
     await Promise.allSettled(loops);
     const figures: FleetFigures = {
       servers: n,
-      append_lock: appendLock,
+      ref: ref?.name,
       deploys: finished,
       deploys_per_s: Math.round((finished / elapsed) * 10) / 10,
       xact_commit_per_deploy: Math.round(((c1 - c0) / Math.max(1, finished)) * 10) / 10,
       advisory_lock_waiters_mean: Math.round((advisory / Math.max(1, samples)) * 100) / 100,
       lock_waiters_mean: Math.round((anyLock / Math.max(1, samples)) * 100) / 100,
       samples_with_advisory_waiter_pct: Math.round((withAdvisory / Math.max(1, samples)) * 1000) / 10,
+      active_backends_by_wait: Object.fromEntries(
+        [...byWait].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, Math.round((v / Math.max(1, samples)) * 100) / 100]),
+      ),
       failed,
       queued_ms_p50: median(queued),
       running_ms_p50: median(running),
       load_average: loadavg()[0]!,
     };
     console.log(
-      `${n} server(s)${appendLock ? "" : " (event append lock removed)"}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
+      `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
         `${figures.xact_commit_per_deploy} Postgres commits per deploy; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
-        `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running`,
+        `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; active backends by wait: ` +
+        (Object.entries(figures.active_backends_by_wait)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ") || "none"),
     );
     return figures;
   } finally {
@@ -182,15 +208,20 @@ async function runFleet(n: number, appendLock: boolean): Promise<FleetFigures> {
 }
 
 const results: FleetFigures[] = [];
+const reference = opts.ref === undefined ? undefined : await checkout(opts.ref);
 try {
   for (const n of fleets) {
-    results.push(await runFleet(n, true));
-    if (opts["no-append-lock"]) results.push(await runFleet(n, false));
+    // The reference first, then this checkout, fleet by fleet: the machine's load drifts less between the two.
+    if (reference) results.push(await runFleet(n, { name: opts.ref!, bin: reference.bin }));
+    results.push(await runFleet(n));
   }
 } finally {
   await pgServer.stop();
+  await reference?.remove();
 }
 if (opts.json) {
-  const key = (f: FleetFigures) => `${f.servers}_server${f.servers > 1 ? "s" : ""}${f.append_lock ? "" : "_no_lock"}`;
-  console.log(JSON.stringify({ bench: "throughput", apps, seconds, fleets: Object.fromEntries(results.map((f) => [key(f), f])) }));
+  const key = (f: FleetFigures) => `${f.servers}_server${f.servers > 1 ? "s" : ""}${f.ref === undefined ? "" : "_ref"}`;
+  console.log(
+    JSON.stringify({ bench: "throughput", apps, seconds, ref: opts.ref, fleets: Object.fromEntries(results.map((f) => [key(f), f])) }),
+  );
 }

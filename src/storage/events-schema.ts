@@ -5,13 +5,36 @@
  * Events are written by triggers on the deploy tables, so every write of the store (and of any
  * code that writes these tables) produces its event in the same transaction, and by
  * `manent.append_event(tenant, deploy_id, type, data)` for events that no table write carries.
- * Each append takes a transaction-scoped advisory lock before it draws its id, so ids become
- * visible in commit order: a reader that has seen id N never later finds a smaller new id.
  * Each append NOTIFYs `manent_events` with the id; every server LISTENs (pg-event-hub.ts), so an
  * event written through one server reaches the streams of all of them.
+ *
+ * Readers resume after an id, so they must never find a committed event with an id below one they
+ * have read. Ids are drawn from a sequence at insert, but transactions commit in any order: the
+ * transaction holding id 5 may commit after the one holding id 6. Rather than making appends take
+ * one lock in turn until commit (which serialised every event-writing transaction and its WAL
+ * flush across the fleet), each transaction, before its first id, *claims* the sequence's position
+ * p: a transaction-scoped shared advisory lock on the key `claimBase + p` (visible to all in
+ * pg_locks, released by commit or rollback, and by a savepoint's rollback together with the ids it
+ * drew), so every id it draws is above p. Claiming takes the key `claimGate` shared for an instant;
+ * `manent.event_horizon()` takes it exclusive for an instant and returns the smallest of the
+ * sequence's position and every claim held: every event up to it is committed (visible to any
+ * later statement) or rolled back, and no later transaction draws an id at or below it. Readers
+ * read only up to that horizon, in a statement after it. Writers never wait for each other.
+ *
+ * Not chosen: a transaction id per row read up to `pg_snapshot_xmin(pg_current_snapshot())`. The
+ * rows below the xmin are final, but not an id prefix (a later-committing transaction can hold a
+ * lower id), so the cursor would have to be (txid, id) instead of the id clients resume from; and
+ * the xmin is held back by any transaction of the whole cluster, event writer or not, with no
+ * notification when it moves on.
  */
 export const eventsChannel = "manent_events";
-const appendLock = 0x6d6e5f657674; // "mn_evt"
+/** Taken shared by a claim, exclusive by the horizon ("mn_evt"). */
+const claimGate = 0x6d6e5f657674;
+/** Claims are the keys claimBase + position: "me" in the top 16 bits, the position in the low 48. */
+const claimTag = 0x6d65;
+const claimBase = `(${claimTag}::bigint << 48)`;
+/** The sequence's position: the last id drawn (0 before the first). */
+const drawn = `(select case when is_called then last_value else last_value - 1 end from manent.events_id_seq)`;
 
 export const eventStatements = [
   `create table if not exists manent.events (
@@ -24,12 +47,54 @@ export const eventStatements = [
    )`,
   `create index if not exists events_deploy on manent.events (deploy_id, id)`,
   `create index if not exists events_tenant on manent.events (tenant, id)`,
+  // A transaction's claim, before its first id (later calls: nothing). The gate is a session lock,
+  // released before the function returns, also when it fails (a cancel included).
+  `create or replace function manent.event_claim() returns void
+   language plpgsql as $$
+   declare
+     p bigint;
+   begin
+     if coalesce(current_setting('manent.event_claim', true), '') <> '' then
+       return;
+     end if;
+     begin
+       perform pg_advisory_lock_shared(${claimGate});
+       p := ${drawn};
+       perform pg_advisory_xact_lock_shared(${claimBase} + p);
+       perform pg_advisory_unlock_shared(${claimGate});
+     exception when query_canceled or others then
+       perform pg_advisory_unlock_shared(${claimGate});
+       raise;
+     end;
+     perform set_config('manent.event_claim', p::text, true);
+   end $$`,
+  // The id up to which every event is final (see above). Call it in a statement of its own, and
+  // read the events in a later one (a snapshot taken before it may miss what committed meanwhile).
+  `create or replace function manent.event_horizon() returns bigint
+   language plpgsql as $$
+   declare
+     p bigint;
+     held bigint;
+   begin
+     begin
+       perform pg_advisory_lock(${claimGate});
+       p := ${drawn};
+       select min(((l.classid::bigint << 32) | l.objid::bigint) - ${claimBase}) into held from pg_locks l
+         where l.locktype = 'advisory' and l.objsubid = 1 and (l.classid::bigint >> 16) = ${claimTag}
+           and l.database = (select oid from pg_database where datname = current_database());
+       perform pg_advisory_unlock(${claimGate});
+     exception when query_canceled or others then
+       perform pg_advisory_unlock(${claimGate});
+       raise;
+     end;
+     return least(p, held);
+   end $$`,
   `create or replace function manent.append_event(p_tenant text, p_deploy_id text, p_type text, p_data jsonb) returns bigint
    language plpgsql as $$
    declare
      new_id bigint;
    begin
-     perform pg_advisory_xact_lock(${appendLock});
+     perform manent.event_claim();
      insert into manent.events (tenant, deploy_id, type, data) values (p_tenant, p_deploy_id, p_type, coalesce(p_data, '{}'::jsonb))
        returning id into new_id;
      perform pg_notify('${eventsChannel}', new_id::text);
@@ -97,28 +162,34 @@ export const eventStatements = [
    end $$`,
   `create or replace trigger step_events after insert or update on manent.deploy_steps for each row execute function manent.step_events()`,
   // Targets: one event per target whose result changed, written per statement (a batch of results
-  // is one statement, see engine/target-recorder.ts): one lock, one insert and one NOTIFY for the
+  // is one statement, see engine/target-recorder.ts): one claim, one insert and one NOTIFY for the
   // whole batch instead of one each per row. Insert and update need their own trigger and function
   // (a trigger with transition tables has one event; a function reads only the tables it has).
   `drop trigger if exists target_events on manent.deploy_targets`,
   `drop function if exists manent.target_events()`,
-  ...(["insert", "update"] as const).map(
-    (op) => `create or replace function manent.target_${op}_events() returns trigger language plpgsql as $$
-   declare
-     last_id bigint;
-   begin
-     perform pg_advisory_xact_lock(${appendLock});
-     with ins as (
-       insert into manent.events (tenant, deploy_id, type, data)
-       select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
-           'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
-       from new_rows n join manent.deploys d on d.id = n.deploy_id
+  ...(["insert", "update"] as const).map((op) => {
+    const changed = `from new_rows n join manent.deploys d on d.id = n.deploy_id
        ${
          op === "update"
            ? `where not exists (select 1 from old_rows o where o.deploy_id = n.deploy_id and o.phase = n.phase and o.host = n.host
            and o.status is not distinct from n.status and o.error is not distinct from n.error and o.details is not distinct from n.details)`
            : ""
-       }
+       }`;
+    // A claim only when there is an event to write: a claim without one would hold the streams back
+    // until the commit with no NOTIFY to tell them it is over.
+    return `create or replace function manent.target_${op}_events() returns trigger language plpgsql as $$
+   declare
+     last_id bigint;
+   begin
+     if not exists (select 1 ${changed}) then
+       return null;
+     end if;
+     perform manent.event_claim();
+     with ins as (
+       insert into manent.events (tenant, deploy_id, type, data)
+       select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
+           'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
+       ${changed}
        order by n.updated_at, n.host
        returning id)
      select max(id) into last_id from ins;
@@ -126,8 +197,8 @@ export const eventStatements = [
        perform pg_notify('${eventsChannel}', last_id::text);
      end if;
      return null;
-   end $$`,
-  ),
+   end $$`;
+  }),
   ...(["insert", "update"] as const).map(
     (op) => `create or replace trigger target_${op}_events after ${op} on manent.deploy_targets
      referencing new table as new_rows${op === "update" ? " old table as old_rows" : ""}

@@ -33,12 +33,21 @@ const pageSize = 500;
  */
 const defaultRecent = 2_000;
 const recentMaxChars = 4 << 20;
+const recheckMinMs = 100;
+const recheckMaxMs = 2_000;
 
 /**
  * One server's view of the event log: a dedicated connection LISTENs to `manent_events`; each
  * notification (whichever server's write caused it) makes the hub read the events after the last
  * one it delivered and hand them to its subscribers (SSE streams, `?wait=`). Nothing here runs on
- * a timer: without writes there are no reads. After a lost connection it reconnects and catches up.
+ * a timer: without writes there are no reads, except while a transaction that claimed ids is open
+ * (see below). After a lost connection it reconnects and catches up.
+ *
+ * Every read stops at the event log's horizon (`manent.event_horizon()`, events-schema.ts): ids
+ * commit out of order, and what is below the horizon is final, so a reader past id N never finds a
+ * smaller one later. A commit NOTIFYs after its claim is released, so the read it causes gets past
+ * it; a transaction that rolls back NOTIFYs nothing, so while the horizon stands below the last
+ * drawn id the hub reads again after a delay (100 ms, growing to 2 s while nothing moves).
  */
 export class PgEventHub {
   private client: pg.Client | undefined;
@@ -54,6 +63,8 @@ export class PgEventHub {
   private closed = false;
   private retryMs = 100;
   private retryTimer: NodeJS.Timeout | undefined;
+  private recheckMs = recheckMinMs;
+  private recheckTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -65,7 +76,7 @@ export class PgEventHub {
   /** `recent`: how many of the last events to keep for streams that resume (default 2,000). */
   static async start(pool: pg.Pool, databaseUrl: string, logger: Logger, recent = defaultRecent): Promise<PgEventHub> {
     const hub = new PgEventHub(pool, databaseUrl, logger, recent);
-    hub.lastId = await hub.maxId();
+    hub.lastId = (await hub.horizon()).horizon;
     hub.recentFrom = hub.lastId;
     await hub.connect();
     return hub;
@@ -110,14 +121,29 @@ export class PgEventHub {
     return text;
   }
 
-  /** Events after `afterId` that match, oldest first (at most `limit`). */
+  /** Events after `afterId` that match, oldest first (at most `limit`), up to the horizon. */
   async read(afterId: number, filter: EventFilter, limit = pageSize): Promise<DeployEvent[]> {
-    return (await this.readPlaced(afterId, filter, limit)).map((p) => p.event);
+    const { horizon } = await this.horizon();
+    return (await this.readPlaced(afterId, horizon, filter, limit)).map((p) => p.event);
   }
 
-  private async readPlaced(afterId: number, filter: EventFilter, limit = pageSize): Promise<PlacedEvent[]> {
-    const where = ["e.id > $1"];
-    const args: unknown[] = [afterId];
+  /**
+   * The id up to which every event is final, and the last id drawn (above the horizon while a
+   * transaction that may still write a lower id is open). Its own statement: the events are read in
+   * a later one, whose snapshot has every commit below the horizon.
+   */
+  private async horizon(): Promise<{ horizon: number; drawn: number }> {
+    const r = await this.pool.query<{ horizon: string; drawn: string }>(
+      `select manent.event_horizon()::text as horizon,
+         (select case when is_called then last_value else last_value - 1 end from manent.events_id_seq)::text as drawn`,
+    );
+    return { horizon: Number(r.rows[0]!.horizon), drawn: Number(r.rows[0]!.drawn) };
+  }
+
+  private async readPlaced(afterId: number, upTo: number, filter: EventFilter, limit = pageSize): Promise<PlacedEvent[]> {
+    if (upTo <= afterId) return [];
+    const where = ["e.id > $1", "e.id <= $2"];
+    const args: unknown[] = [afterId, upTo];
     if (filter.deployId !== undefined) where.push(`e.deploy_id = $${args.push(filter.deployId)}`);
     if (filter.releaseId !== undefined) where.push(`e.release_id = $${args.push(filter.releaseId)}`);
     if (filter.tenant !== undefined && filter.tenant !== "*") where.push(`e.tenant = $${args.push(filter.tenant)}`);
@@ -150,12 +176,6 @@ export class PgEventHub {
     }));
   }
 
-  /** The newest event id (0 for none): where a live-only stream starts. */
-  async maxId(): Promise<number> {
-    const r = await this.pool.query<{ id: string | null }>(`select max(id)::text as id from manent.events`);
-    return Number(r.rows[0]?.id ?? 0);
-  }
-
   /**
    * Calls `fn` with every new event that matches, until the returned function is called;
    * `onClose` when the hub closes (the server stops), so a stream can end.
@@ -169,6 +189,7 @@ export class PgEventHub {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    clearTimeout(this.recheckTimer);
     for (const l of this.listeners) l.onClose?.();
     this.listeners.clear();
     await this.reading?.catch(() => undefined);
@@ -222,11 +243,17 @@ export class PgEventHub {
       this.again = true;
       return;
     }
+    clearTimeout(this.recheckTimer);
+    this.recheckTimer = undefined;
     this.reading = (async () => {
+      let held = false;
+      const from = this.lastId;
       do {
         this.again = false;
+        const { horizon, drawn } = await this.horizon();
+        held = horizon < drawn;
         for (;;) {
-          const events = await this.readPlaced(this.lastId, {});
+          const events = await this.readPlaced(this.lastId, horizon, {});
           for (const e of events) this.deliver(e);
           if (events.length > 0) {
             this.lastId = events[events.length - 1]!.event.id;
@@ -234,13 +261,33 @@ export class PgEventHub {
           }
           if (events.length < pageSize) break;
         }
+        // Nothing up to the horizon is left out: the next read starts there (ids of rolled-back
+        // transactions below it are never written).
+        this.lastId = Math.max(this.lastId, horizon);
       } while (this.again && !this.closed);
+      if (this.lastId > from) this.recheckMs = recheckMinMs;
+      this.scheduleRecheck(held);
     })()
       .catch((err: unknown) => this.logger.warn("cannot read new events", { error: String(err) }))
       .finally(() => {
         this.reading = undefined;
         if (this.again && !this.closed) this.fetchNew();
       });
+  }
+
+  /** While a claim holds the horizon back, reads again later in case its transaction rolls back (no NOTIFY then). */
+  private scheduleRecheck(held: boolean): void {
+    if (!held || this.closed) {
+      this.recheckMs = recheckMinMs;
+      return;
+    }
+    if (this.recheckTimer || this.again) return;
+    this.recheckTimer = setTimeout(() => {
+      this.recheckTimer = undefined;
+      this.fetchNew();
+    }, this.recheckMs);
+    this.recheckTimer.unref();
+    this.recheckMs = Math.min(this.recheckMs * 2, recheckMaxMs);
   }
 
   /** Keeps the events just delivered (read in id order, after lastId), dropping the oldest beyond the bound. */

@@ -39,12 +39,13 @@ export async function startServer(
     token?: string;
     /** false keeps manent.yml's listen. */ freePort?: boolean;
     /** The transport of `api`, e.g. one trusting a test CA (src/cli/tls-transport.ts). */ fetch?: typeof fetch;
+    /** Another checkout's bin/manent-server.js (a bench comparing with an earlier commit); default this one's. */ bin?: string;
   } = {
     cwd: process.cwd(),
   },
 ): Promise<ServerProcess> {
   const listen = opts.freePort === false ? [] : ["--listen", "127.0.0.1:0"];
-  const child = spawn(process.execPath, [serverBin, "-c", configFile, "serve", ...listen], {
+  const child = spawn(process.execPath, [opts.bin ?? serverBin, "-c", configFile, "serve", ...listen], {
     cwd: opts.cwd,
     env: { ...process.env, MANENT_LOG_LEVEL: process.env.MANENT_LOG_LEVEL ?? "debug", ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],
