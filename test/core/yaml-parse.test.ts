@@ -100,6 +100,7 @@ describe("YAML reading: js-yaml aligned on yaml", () => {
     same("~: a\nb: 1\n", { "": "a", b: 1 });
     same("[a, b]: c\n", { "[ a, b ]": "c" });
     same("? [a, b]\n: c\n", { "[ a, b ]": "c" });
+    same("k: {[a]}\n", { k: { "[ a ]": null } });
   });
 
   it("refuses what yaml refuses and js-yaml accepts", () => {

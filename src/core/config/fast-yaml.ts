@@ -58,7 +58,7 @@ const maxLineLength = 1024;
  * A line longer than 1,024 characters (`yaml` refuses an implicit key that long); a line that
  * leaves a flow collection open (`yaml` wants a flow collection's next lines indented deeper than
  * its block, js-yaml does not check; quoted scalars and comments skipped, a quote that does not
- * close on its line counts as open); a comment line after a key or entry whose value is on the
+ * close on its line counts as open) or has a collection as a key of a flow mapping; a comment line after a key or entry whose value is on the
  * next lines (`yaml` refuses a scalar there after a comment less indented than it); a blank line
  * right after a block scalar's header (`yaml` refuses more-indented leading blank lines, or
  * reads them otherwise).
@@ -121,6 +121,7 @@ const blockScalarHeader = /(?:^|\s)[|>][-+0-9]*(?:\s+#.*)?$/u;
  */
 function scanLine(text: string, start: number, end: number): { flowOpen: boolean; hash: boolean; blockIndicator: boolean } {
   let depth = 0;
+  const flows: string[] = [];
   const found = { flowOpen: false, hash: false, blockIndicator: false };
   for (let i = start; i < end; i++) {
     const c = text[i]!;
@@ -131,9 +132,15 @@ function scanLine(text: string, start: number, end: number): { flowOpen: boolean
       for (let j = i; j < end; j++) if (text[j] === "|" || text[j] === ">") found.blockIndicator = true;
       break;
     }
-    if (c === "[" || c === "{") depth++;
-    else if (c === "]" || c === "}") depth--;
-    else if ((c === '"' || c === "'") && (i === start || " [{,:".includes(text[i - 1]!))) {
+    if (c === "[" || c === "{") {
+      // A collection as a key of a flow mapping without a value (`{[a]}`): js-yaml makes it "a".
+      if (flows.at(-1) === "{" && keyPosition(text, start, i)) return { ...found, flowOpen: true };
+      flows.push(c);
+      depth++;
+    } else if (c === "]" || c === "}") {
+      flows.pop();
+      depth--;
+    } else if ((c === '"' || c === "'") && (i === start || " [{,:".includes(text[i - 1]!))) {
       const close = closingQuote(text, i, end);
       if (close === -1) return { ...found, flowOpen: true };
       for (let j = i; j < close; j++) if (text[j] === "#") found.hash = true;
@@ -143,6 +150,13 @@ function scanLine(text: string, start: number, end: number): { flowOpen: boolean
   }
   found.flowOpen = depth !== 0;
   return found;
+}
+
+/** Whether what is at `i` starts an entry of a flow collection: only white space since its `{` or `,`. */
+function keyPosition(text: string, start: number, i: number): boolean {
+  let j = i - 1;
+  while (j >= start && text[j] === " ") j--;
+  return j >= start && (text[j] === "{" || text[j] === ",");
 }
 
 /** Where the quoted scalar opened at `open` closes on its line, or -1. */
