@@ -6,6 +6,8 @@ import type { EventFilter } from "../storage/pg-event-hub.js";
 export interface StreamSink {
   write(text: string): void;
   end(): void;
+  /** Bytes written that the client has not taken yet (the response's buffer); omitted: not known. */
+  pending?(): number;
 }
 
 /** What the streams need of the event hub (PgEventHub). */
@@ -34,6 +36,12 @@ interface OpenStream {
 const pageSize = 500;
 /** Comment lines that keep idle streams open through proxies: a quiet stream gets one within two ticks. */
 const defaultKeepAliveMs = 15_000;
+/**
+ * A client that does not read (stalled, or reading on purpose slowly) would make the server buffer
+ * every event for it without end: past this its stream is ended, and an EventSource reconnects
+ * with Last-Event-ID and gets what it missed from the database, a page at a time.
+ */
+const defaultMaxPendingBytes = 8 * 1024 * 1024;
 
 /**
  * The open SSE streams of one server. Each event's JSON is made once for all streams, the events
@@ -48,6 +56,7 @@ export class EventStreams {
     private readonly hub: EventSource,
     private readonly logger: Logger,
     private readonly keepAliveMs = defaultKeepAliveMs,
+    private readonly maxPendingBytes = defaultMaxPendingBytes,
   ) {}
 
   /** How many streams are open. */
@@ -137,6 +146,11 @@ export class EventStreams {
     s.text = "";
     s.wrote = true;
     s.sink.write(text);
+    const pending = s.sink.pending?.() ?? 0;
+    if (pending > this.maxPendingBytes) {
+      this.logger.warn("event stream ended: its client does not read what it is sent", { pending_bytes: pending });
+      this.end(s);
+    }
   }
 
   private keepAlive(): void {

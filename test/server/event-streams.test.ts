@@ -13,6 +13,8 @@ const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 class Received {
   text = "";
   ended = false;
+  /** What the sink says the client has not taken yet (a response's writableLength). */
+  pendingBytes = 0;
   /** Each returns true once it has resolved its promise. */
   private waiters: (() => boolean)[] = [];
   readonly sink = {
@@ -25,6 +27,7 @@ class Received {
       this.ended = true;
       this.changed();
     },
+    pending: () => this.pendingBytes,
   };
   events(): DeployEvent[] {
     return [...this.text.matchAll(/^data: (.*)\nid: (\d+)\n\n/gm)].map((m) => {
@@ -109,22 +112,26 @@ describe("event streams", { timeout: 120_000 }, () => {
     const earlier = await append("team-a", 12);
     const writes = append("team-a", 40);
     const opened: { from: number; filter: EventFilter; got: Received; close: () => void }[] = [];
+    let lastB = 0;
     // Streams resuming from every earlier event (the older ones beyond the hub's memory) and live ones, while the writes go on.
     for (const from of [start, ...earlier]) {
       const got = new Received();
       const filter = { tenant: "team-a" };
       opened.push({ from, filter, got, close: streams.open(got.sink, filter, from) });
-      await append("team-b", 1);
+      lastB = (await append("team-b", 1))[0]!;
     }
     for (let i = 0; i < 4; i++) {
       const got = new Received();
       const from = hub.position;
       opened.push({ from, filter: {}, got, close: streams.open(got.sink, {}, from) });
-      await append("team-b", 1);
+      lastB = (await append("team-b", 1))[0]!;
     }
     const last = (await writes).at(-1)!;
     for (const { from, filter, got, close } of opened) {
-      await got.until(() => got.ids().includes(last));
+      // The last event the stream's filter lets through: team-a's last write, or for a live stream of
+      // every tenant the last write of all (a live stream may open after team-a's writes ended).
+      const final = filter.tenant === "team-a" ? last : Math.max(last, lastB);
+      await got.until(() => got.ids().includes(final));
       close();
       const expected = (await dbIds(from, filter)).filter((id) => id <= got.ids().at(-1)!);
       assert.deepEqual(got.ids(), expected, `a stream resuming after ${from}`);
@@ -194,6 +201,26 @@ describe("event streams", { timeout: 120_000 }, () => {
     assert.equal(quietOne.text.length, seen);
     closeOther();
     assert.equal(streams.size, 0);
+  });
+
+  it("ends the stream of a client that does not read past the bound, and no other", async () => {
+    const streams = new EventStreams(hub, quiet, 15_000, 4096);
+    const stalled = new Received();
+    const reading = new Received();
+    const closeStalled = streams.open(stalled.sink, { tenant: "t-stall" }, hub.position);
+    const closeReading = streams.open(reading.sink, { tenant: "t-stall" }, hub.position);
+    const first = await append("t-stall", 1);
+    await stalled.until(() => stalled.ids().length === 1);
+    // The stalled client's socket now holds more than the bound: its next write ends the stream.
+    stalled.pendingBytes = 4097;
+    const more = await append("t-stall", 3);
+    await stalled.until(() => stalled.ended);
+    await reading.until(() => reading.ids().length === 4);
+    assert.deepEqual(reading.ids(), [...first, ...more]);
+    assert.equal(reading.ended, false);
+    assert.equal(streams.size, 1);
+    closeStalled();
+    closeReading();
   });
 
   it("ends every open stream when the hub closes", async () => {

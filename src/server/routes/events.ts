@@ -88,7 +88,11 @@ export function stream(c: Context<ApiEnv>, streams: EventStreams, filter: EventF
   if (outgoing) {
     outgoing.writeHead(200, sseHeaders);
     outgoing.flushHeaders();
-    const close = streams.open({ write: (text) => outgoing.write(text), end: () => outgoing.end() }, filter, after);
+    const close = streams.open(
+      { write: (text) => outgoing.write(text), end: () => outgoing.end(), pending: () => outgoing.writableLength },
+      filter,
+      after,
+    );
     outgoing.on("close", close);
     // A client that left while the request was authenticated: its close has already happened.
     if (!outgoing.socket || outgoing.socket.destroyed) close();
