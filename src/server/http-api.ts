@@ -156,7 +156,9 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     await next();
   });
 
-  registerRoutes(app, deps, new EventStreams(deps.events, deps.logger));
+  // Made at the first stream, not here: building the app (for its OpenAPI document) uses none of the API's dependencies.
+  let streams: EventStreams | undefined;
+  registerRoutes(app, deps, () => (streams ??= new EventStreams(deps.events, deps.logger)));
   return app;
 }
 

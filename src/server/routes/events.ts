@@ -53,12 +53,12 @@ const tenantEvents = createRoute({
   responses: { 200: sse, ...errorResponses(Code.InvalidArgument, Code.Unauthenticated) },
 });
 
-export function eventRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
+export function eventRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventStreams): void {
   app.openapi(deployEvents, async (c) => {
     const { id } = c.req.valid("param");
     await visibleDeploy(deps, c.get("caller"), id);
     const after = resumePoint(c.req.valid("header")["last-event-id"], c.req.valid("query").after) ?? 0;
-    return stream(c, streams, { deployId: id }, after) as never;
+    return stream(c, streams(), { deployId: id }, after) as never;
   });
 
   app.openapi(tenantEvents, async (c) => {
@@ -66,7 +66,7 @@ export function eventRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): 
     const scopes = scopesFor(c.get("caller"), "read");
     // Live only: from where the hub stands (what it reads next goes to the new subscription), no query.
     const after = resumePoint(c.req.valid("header")["last-event-id"], q.after) ?? deps.events.position;
-    return stream(c, streams, { tenant: q.tenant ?? "*", scopes }, after) as never;
+    return stream(c, streams(), { tenant: q.tenant ?? "*", scopes }, after) as never;
   });
 }
 

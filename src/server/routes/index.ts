@@ -47,7 +47,7 @@ export const publicApiPaths: ReadonlySet<string> = new Set([openApiPath, version
 
 export { openApiPath };
 
-export function registerRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
+export function registerRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventStreams): void {
   healthRoutes(app, deps);
   versionRoute(app);
   sessionRoutes(app);

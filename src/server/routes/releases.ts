@@ -106,7 +106,7 @@ const promote = createRoute({
 });
 
 /** Releases: started where the caller may submit to every environment of the pipeline; each command needs its permission where it acts. */
-export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams): void {
+export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventStreams): void {
   app.openapi(start, async (c) => {
     const body = c.req.valid("json");
     const caller = c.get("caller");
@@ -146,7 +146,7 @@ export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: EventStreams)
     const { id } = c.req.valid("param");
     await visibleRelease(deps, c.get("caller"), id);
     const after = resumePoint(c.req.valid("header")["last-event-id"], c.req.valid("query").after) ?? 0;
-    return stream(c, streams, { releaseId: id }, after) as never;
+    return stream(c, streams(), { releaseId: id }, after) as never;
   });
 
   app.openapi(cancel, async (c) => {
