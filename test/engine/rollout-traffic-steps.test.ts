@@ -107,6 +107,10 @@ describe("rollout canary: header routes, mirroring, session affinity", () => {
         /bad\/prod\.yml: rollout\.canary\.steps\.0\.set_header_route\.cookie\.value: must be letters, digits/,
       ],
       [{ set_mirror: 101 }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.set_mirror: Too big/],
+      // A wrong value of a step is named as such, not as an unknown field (the approval step's shape matched anything).
+      [{ set_weight: "ten" }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.set_weight: expected a number, got a string/],
+      [{ webhook: {} }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.webhook\.url: /],
+      [{ analysis: {} }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.analysis\.checks: is required/],
     ];
     for (const [step, message] of cases) {
       await envconfig("bad", { steps: [step] });

@@ -79,13 +79,17 @@ export const approversSchema = z
   })
   .describe("Who must approve: a number of distinct approvers, from named groups, the submitter excluded or not");
 
+const approvalSettings = z.strictObject({
+  timeout: durationMs.optional().describe("Abort the rollout when the approvals did not come within this time"),
+  approvers: approversSchema.optional(),
+});
 const approvalStep = z.strictObject({
-  approval: z
-    .strictObject({
-      timeout: durationMs.optional().describe("Abort the rollout when the approvals did not come within this time"),
-      approvers: approversSchema.optional(),
-    })
-    .default({})
+  // Written bare (`- approval:`, null) or with settings. The key itself is required: were it
+  // optional, every other step's shape would also match this one with an unknown field, and a
+  // wrong `set_weight: x` would be reported as the unknown field "set_weight".
+  approval: approvalSettings
+    .nullable()
+    .transform((v): z.output<typeof approvalSettings> => v ?? {})
     .describe("Wait for `manent approve <id>` (or `manent promote`, which counts as the caller's approval)"),
 });
 const analysisStep = z.strictObject({
