@@ -45,3 +45,18 @@ export async function readSecretRef(name: string, ref: SecretRef, env: NodeJS.Pr
   if (ref.kind === "env") return env[ref.name]!;
   return (await readFile(ref.path, "utf8")).replace(/\r?\n$/, "");
 }
+
+/**
+ * A secret sent as an HTTP bearer token (analysis checks, webhooks): read at each use, so a rotated
+ * file is used at once. Refused as `invalid_argument` naming `field`, never the value, when it
+ * cannot be read or is not printable ASCII without spaces (fetch would refuse such a header with
+ * the value in its message).
+ */
+export async function readBearerToken(field: string, ref: SecretRef): Promise<string> {
+  const token = await readSecretRef(field, ref).catch((err: unknown) => {
+    throw new ManentError(Code.InvalidArgument, ManentError.from(err).message);
+  });
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new ManentError(Code.InvalidArgument, `${field}: the token must be printable ASCII without spaces`);
+  return token;
+}

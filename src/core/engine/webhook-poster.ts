@@ -1,5 +1,4 @@
-import { readSecretRef } from "../config/secret-ref.js";
-import { Code, ManentError } from "../errors.js";
+import { readBearerToken } from "../config/secret-ref.js";
 import { httpRequest, type Reach } from "../rollout/analysis/http-request.js";
 import type { WebhookRequest } from "../rollout/webhook-call.js";
 
@@ -10,7 +9,7 @@ import type { WebhookRequest } from "../rollout/webhook-call.js";
  * throws: NoAnswerError, AddressRefusedError, or a `canceled` ManentError.
  */
 export async function postWebhook(req: WebhookRequest, reach: Reach): Promise<{ status: number }> {
-  const token = req.bearerToken && (await bearerToken(req.bearerToken.field, req.bearerToken.ref));
+  const token = req.bearerToken && (await readBearerToken(req.bearerToken.field, req.bearerToken.ref));
   const answer = await httpRequest({
     url: req.url,
     field: req.field,
@@ -26,15 +25,4 @@ export async function postWebhook(req: WebhookRequest, reach: Reach): Promise<{ 
     signal: req.signal,
   });
   return { status: answer.status };
-}
-
-/** Read at each call (a rotated file is used at once); refused for good, naming the field, never the value. */
-async function bearerToken(field: string, ref: Parameters<typeof readSecretRef>[1]): Promise<string> {
-  const token = await readSecretRef(field, ref).catch((err: unknown) => {
-    throw new ManentError(Code.InvalidArgument, ManentError.from(err).message);
-  });
-  // A header value with spaces or control characters would be refused by fetch with the value in its message.
-  if (!/^[\x21-\x7e]+$/.test(token))
-    throw new ManentError(Code.InvalidArgument, `${field}: the token must be printable ASCII without spaces`);
-  return token;
 }

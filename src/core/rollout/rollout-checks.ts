@@ -21,8 +21,7 @@ export function checkRolloutSettings(
   const canary = rollout.canary;
   const background = rollout.background_analysis;
   const analysisSteps = [
-    ...(canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}.analysis.checks`] as const),
-    ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}.analysis.checks`] as const),
+    ...stepsAndGates(rollout).map(([s, at]) => [s, `${at}.analysis.checks`] as const),
     ...(background ? [[{ analysis: { checks: background.checks } }, "rollout.background_analysis.checks"] as const] : []),
     ...(rollout.post_promotion_analysis
       ? [[{ analysis: rollout.post_promotion_analysis }, "rollout.post_promotion_analysis.checks"] as const]
@@ -106,13 +105,17 @@ export function rolloutSecretRefs(rollout: RolloutSettings, analysis: AnalysisSe
       refs.push({ field: `analysis.checks.${name}.prometheus.bearer_token`, ref: check.prometheus.bearer_token });
     if (check.http?.bearer_token) refs.push({ field: `analysis.checks.${name}.http.bearer_token`, ref: check.http.bearer_token });
   }
-  const gates = [
-    ...(rollout.canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}`] as const),
-    ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}`] as const),
-  ];
-  for (const [step, at] of gates) {
+  for (const [step, at] of stepsAndGates(rollout)) {
     if ("webhook" in step && step.webhook.bearer_token) refs.push({ field: `${at}.webhook.bearer_token`, ref: step.webhook.bearer_token });
   }
   if (rollout.load_test?.bearer_token) refs.push({ field: "rollout.load_test.bearer_token", ref: rollout.load_test.bearer_token });
   return refs;
+}
+
+/** The canary's steps and the gates between waves, each with its envconfig field. */
+function stepsAndGates(rollout: RolloutSettings) {
+  return [
+    ...(rollout.canary?.steps ?? []).map((s, i) => [s, `rollout.canary.steps.${i}`] as const),
+    ...(rollout.waves?.between ?? []).map((s, i) => [s, `rollout.waves.between.${i}`] as const),
+  ];
 }

@@ -1,4 +1,4 @@
-import { readSecretRef } from "../../config/secret-ref.js";
+import { readBearerToken } from "../../config/secret-ref.js";
 import { Code, ManentError } from "../../errors.js";
 import type { AnalysisCheck } from "./check-schema.js";
 import { measureHttp } from "./http-check.js";
@@ -47,13 +47,7 @@ export async function measure(
 
 async function bearerToken(name: string, check: AnalysisCheck): Promise<string | undefined> {
   const ref = check.prometheus?.bearer_token ?? check.http?.bearer_token;
-  if (!ref) return undefined;
-  const token = await readSecretRef(`analysis.checks.${name}.bearer_token`, ref);
-  // A header value with spaces or control characters would be refused by fetch with the value in its message.
-  if (!/^[\x21-\x7e]+$/.test(token)) {
-    throw new ManentError(Code.InvalidArgument, `analysis.checks.${name}.bearer_token: the token must be printable ASCII without spaces`);
-  }
-  return token;
+  return ref && readBearerToken(`analysis.checks.${name}.bearer_token`, ref);
 }
 
 /** Belt and braces: no message or value may carry the token, whatever a server echoes back. */
