@@ -31,12 +31,7 @@ export async function tlsFetch(flags: TlsFlags): Promise<typeof fetch> {
   ]);
   const options: ConnectionOptions = { ...(ca && { ca }), ...(cert && { cert }), ...(key && { key }) };
   let send: typeof fetch = globalThis.fetch;
-  if (ca ?? cert) {
-    const { Agent, fetch: undiciFetch } = await import("undici");
-    const dispatcher = new Agent({ connect: options });
-    send = ((input: unknown, init?: object) =>
-      undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher })) as unknown as typeof fetch;
-  }
+  if (ca ?? cert) send = await fetchConnecting(options);
   return async (input, init) => {
     try {
       return await send(input, init);
@@ -59,9 +54,13 @@ export async function tlsFetch(flags: TlsFlags): Promise<typeof fetch> {
  */
 export async function providerFetch(flags: TlsFlags): Promise<typeof fetch | undefined> {
   const ca = await pem("--ca-file", flags.caFile);
-  if (ca === undefined) return undefined;
+  return ca === undefined ? undefined : fetchConnecting({ ca: [...rootCertificates, ca] });
+}
+
+/** A fetch whose TLS connections use `options` (undici, Node's own fetch, with a dispatcher of its own). */
+async function fetchConnecting(options: ConnectionOptions): Promise<typeof fetch> {
   const { Agent, fetch: undiciFetch } = await import("undici");
-  const dispatcher = new Agent({ connect: { ca: [...rootCertificates, ca] } });
+  const dispatcher = new Agent({ connect: options });
   return ((input: unknown, init?: object) =>
     undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher })) as unknown as typeof fetch;
 }
