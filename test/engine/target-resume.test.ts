@@ -99,12 +99,20 @@ describe("per-target resume", () => {
     assert.equal(deploy.status, "succeeded", JSON.stringify(deploy.error));
     assert.ok(killed >= 2, `killed ${killed} times`);
     const calls = await journal(id);
-    // With state_dir, a target repeated after a kill is `unchanged`: each target is changed exactly once.
-    assert.deepEqual(effects(calls).sort(), [...all].sort());
+    // With state_dir, a target repeated after a kill is `unchanged`: no target is changed twice. The
+    // plugin writes a target's state and then its journal line, so a kill between the two loses
+    // that line (at most the `parallel` targets in flight per kill): such a target is changed once,
+    // its line missing, and the resumed call finds it already at 2.0.0.
+    const changed = effects(calls);
+    assert.equal(new Set(changed).size, changed.length, `a target changed twice: ${changed.join(",")}`);
+    const unjournaled = all.filter((h) => !changed.includes(h));
+    assert.ok(unjournaled.length <= 2 * killed, `targets never changed: ${unjournaled.join(",")}`);
     assertResumed(calls, all, 2, killed);
     const deployed = deploy.targets.filter((t) => t.phase === "deploy");
     assert.equal(deployed.length, 20);
     for (const t of deployed) assert.ok(t.status === "deployed" || t.status === "unchanged", `${t.host}: ${t.status}`);
+    for (const host of unjournaled)
+      assert.equal(deployed.find((t) => t.host === host)?.status, "unchanged", `${host} was changed before a kill, found so on resume`);
     const step = deploy.steps.find((s) => s.name === "deploy")!;
     assert.equal(step.attempts, killed + 1);
     const result = JSON.parse(step.output!.result) as { targets: { host: string; status: string }[] };

@@ -141,7 +141,10 @@ describe("event streams", { timeout: 120_000 }, () => {
 
   it("sends an event delivered while its backlog is read from the database after that backlog", async () => {
     const from = hub.position;
-    await append("team-a", 8); // more than the hub keeps: the backlog is read from the database
+    // More than the hub keeps, and delivered to it before the stream opens: the backlog is read from
+    // the database (a stream opened before the hub heard of them would take them live, never reading).
+    const backlog = await append("team-a", 8);
+    await reached(backlog.at(-1)!);
     let during: number | undefined;
     // The hub, but each read of the database is followed by an append that the hub delivers before the read returns.
     const slowReads = Object.assign(Object.create(hub) as PgEventHub, {
