@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { connect, rootCertificates, type ConnectionOptions } from "node:tls";
 import { Code, ManentError } from "../core/errors.js";
+import { fetchConnecting } from "../net/fetch-connecting.js";
 import { clientCertificateRefused } from "./connection-errors.js";
 
 /** `--ca-file`, `--cert-file` and `--key-file` (or MANENT_CA_FILE, MANENT_CLIENT_CERT, MANENT_CLIENT_KEY). */
@@ -55,14 +56,6 @@ export async function tlsFetch(flags: TlsFlags): Promise<typeof fetch> {
 export async function providerFetch(flags: TlsFlags): Promise<typeof fetch | undefined> {
   const ca = await pem("--ca-file", flags.caFile);
   return ca === undefined ? undefined : fetchConnecting({ ca: [...rootCertificates, ca] });
-}
-
-/** A fetch whose TLS connections use `options` (undici, Node's own fetch, with a dispatcher of its own). */
-async function fetchConnecting(options: ConnectionOptions): Promise<typeof fetch> {
-  const { Agent, fetch: undiciFetch } = await import("undici");
-  const dispatcher = new Agent({ connect: options });
-  return ((input: unknown, init?: object) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher })) as unknown as typeof fetch;
 }
 
 /**

@@ -109,6 +109,7 @@ describe("rollout canary: header routes, mirroring, session affinity", () => {
       [{ set_mirror: 101 }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.set_mirror: Too big/],
       // A wrong value of a step is named as such, not as an unknown field (the approval step's shape matched anything).
       [{ set_weight: "ten" }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.set_weight: expected a number, got a string/],
+      [{ pause: "soon" }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.pause: "soon" is not a duration \(use e\.g\. 30s/],
       [{ webhook: {} }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.webhook\.url: /],
       [{ analysis: {} }, /bad\/prod\.yml: rollout\.canary\.steps\.0\.analysis\.checks: is required/],
     ];

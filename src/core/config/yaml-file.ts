@@ -113,7 +113,17 @@ function specific(issue: z.core.$ZodIssue): z.core.$ZodIssue {
     .map((branch) => branch[0])
     .filter((i): i is z.core.$ZodIssue => i !== undefined)
     .reduce<z.core.$ZodIssue | undefined>((a, b) => (a && rank(a) >= rank(b) ? a : b), undefined);
-  if (!best || best.path.length === 0) return issue;
+  if (!best) return issue;
+  if (best.path.length === 0) {
+    // Every branch refused the value itself (`pause: x`, a duration or a mapping): the one branch
+    // whose type it had says why ("x" is not a duration), rather than "Invalid input".
+    const firsts = issue.errors.map((branch) => branch[0]);
+    const ofItsType = firsts.filter(
+      (i) => i !== undefined && i.path.length === 0 && i.code !== "invalid_type" && i.code !== "invalid_union",
+    );
+    if (ofItsType.length !== 1 || firsts.some((i) => i !== undefined && i.path.length > 0)) return issue;
+    return { ...ofItsType[0]!, path: issue.path } as z.core.$ZodIssue;
+  }
   return specific({ ...best, path: [...issue.path, ...best.path] });
 }
 

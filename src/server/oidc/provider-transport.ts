@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { rootCertificates } from "node:tls";
 import { Code, ManentError } from "../../core/errors.js";
+import { fetchConnecting } from "../../net/fetch-connecting.js";
 
 /**
  * How manent-server reaches its OpenID provider when `auth.oidc.ca_file` names a private CA (a
@@ -30,8 +31,5 @@ export async function providerTransport(caFile: string, configFile: string, base
       throw refuse(`${path} holds a certificate that does not parse`);
     }
   }
-  const { Agent, fetch: undiciFetch } = await import("undici");
-  const dispatcher = new Agent({ connect: { ca: [...rootCertificates, ...blocks] } });
-  return ((input: unknown, init?: object) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher })) as unknown as typeof fetch;
+  return fetchConnecting({ ca: [...rootCertificates, ...blocks] });
 }
