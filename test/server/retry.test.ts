@@ -161,12 +161,12 @@ describe("manent retry", () => {
     assert.equal(d.retry_of, id);
   });
 
-  it("refuses a deploy that did not fail (409), another tenant's (404), a caller without submit (403), a lost artifact (412)", async () => {
+  it("refuses a deploy that did not fail (412), another tenant's (404), a caller without submit (403), a lost artifact (412)", async () => {
     const { id: ok } = await api(tokens.admin).submit({ descriptor: shop("prod"), descriptor_file: "shop.yml" });
     assert.equal((await api(tokens.admin).deploy(ok, 120)).status, "succeeded");
     const done = await post(tokens.admin, `/api/v1/deploys/${ok}/retry`);
-    assert.equal(done.status, 409, done.text);
-    assert.equal(done.error?.code, "aborted");
+    assert.equal(done.status, 412, done.text);
+    assert.equal(done.error?.code, "failed_precondition");
     assert.match(done.error!.message, /is succeeded: only a failed, rolled_back or cancelled deploy is retried/);
     const cli = await runCli(["retry", ok], { cwd: ws.dir, server: server.url, token: tokens.admin });
     assert.equal(cli.code, 2, cli.stderr);
@@ -175,7 +175,7 @@ describe("manent retry", () => {
     const { id: dry } = await api(tokens.admin).submit({ descriptor: shop("prod"), descriptor_file: "shop.yml", dry_run: true });
     await api(tokens.admin).deploy(dry, 120);
     const dryRetry = await post(tokens.admin, `/api/v1/deploys/${dry}/retry`);
-    assert.equal(dryRetry.status, 409, dryRetry.text);
+    assert.equal(dryRetry.status, 412, dryRetry.text);
     assert.match(dryRetry.error!.message, /is a dry-run, not a deploy/);
 
     await breakTarget("prod", "web-2");

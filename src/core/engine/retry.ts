@@ -10,13 +10,14 @@ export const retryableStatuses: ReadonlySet<DeployStatus> = new Set(["failed", "
  * sha256 of the bytes the retried deploy fetched, with the same descriptor and overrides and the
  * settings it resolved from its envconfig then (not today's file). A deploy that ended before
  * resolving has no recorded settings: its retry reads today's envconfig, as `kubectl argo rollouts
- * retry` runs the Rollout's current spec. Refused (409 aborted) for a deploy that is not retryable.
+ * retry` runs the Rollout's current spec. Refused (412 failed_precondition, as a cancel of an ended
+ * deploy is) for a deploy that is not retryable.
  */
 export function retrySubmission(d: DeployRecord): Submission {
   if (d.kind !== "deploy") {
     const what = d.kind === "dry_run" ? "a dry run changes nothing: submit it again" : "run manent rollback again";
     throw new ManentError(
-      Code.Aborted,
+      Code.FailedPrecondition,
       `deploy ${d.id} is a ${d.kind.replace("_", "-")}, not a deploy: only deploys are retried (${what})`,
       {
         details: { deploy: d.id, kind: d.kind },
@@ -24,9 +25,13 @@ export function retrySubmission(d: DeployRecord): Submission {
     );
   }
   if (!retryableStatuses.has(d.status)) {
-    throw new ManentError(Code.Aborted, `deploy ${d.id} is ${d.status}: only a failed, rolled_back or cancelled deploy is retried`, {
-      details: { deploy: d.id, status: d.status },
-    });
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `deploy ${d.id} is ${d.status}: only a failed, rolled_back or cancelled deploy is retried`,
+      {
+        details: { deploy: d.id, status: d.status },
+      },
+    );
   }
   const request = d.request as Partial<Submission>;
   if (request.descriptor === undefined || typeof request.descriptorFile !== "string") {

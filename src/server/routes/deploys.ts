@@ -110,7 +110,7 @@ const retry = createRoute({
     "The new deploy has the retried one's descriptor and overrides, the artifact pinned by the sha256 of the bytes it fetched, and the " +
     "settings it resolved from its envconfig at the time (not today's file; today's when it ended before resolving). Its record " +
     "names the retried deploy (`retry_of`); the retried one lists it (`retried_by`). Needs the submit permission; a deploy that is " +
-    "queued, running or succeeded is refused (409), and so is an artifact that can no longer be fetched (412).",
+    "queued, running or succeeded is refused (412, as a cancel of an ended deploy is), and so is an artifact that can no longer be fetched.",
   tags: ["deploys"],
   request: { params: deployIdParams },
   responses: {
@@ -120,7 +120,6 @@ const retry = createRoute({
       Code.Unauthenticated,
       Code.PermissionDenied,
       Code.NotFound,
-      Code.Aborted,
       Code.FailedPrecondition,
       Code.Unavailable,
     ),
