@@ -4,10 +4,7 @@ import pg from "pg";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import { EventStreams } from "../../src/server/event-streams.js";
 import { PgEventHub, type EventFilter } from "../../src/storage/pg-event-hub.js";
-import { migrate } from "../../src/storage/schema.js";
-import { TestPostgres } from "../support/postgres.js";
-
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+import { EventHubDatabase, quiet } from "../support/event-hub.js";
 
 /** A stream's receiving end: the text written to it, parsed into events and keep-alive comments. */
 class Received {
@@ -63,48 +60,18 @@ class Received {
  * shared timer; a closed stream is written no more, and the hub's close ends every stream.
  */
 describe("event streams", { timeout: 120_000 }, () => {
-  let server: TestPostgres;
+  const db = new EventHubDatabase();
+  const { append, reached } = db;
   let pool: pg.Pool;
   let hub: PgEventHub;
-  const append = async (tenant: string, n: number): Promise<number[]> => {
-    const ids: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const r = await pool.query<{ id: string }>("select manent.append_event($1, null, 'test.event', $2::jsonb)::text as id", [
-        tenant,
-        JSON.stringify({ i }),
-      ]);
-      ids.push(Number(r.rows[0]!.id));
-    }
-    return ids;
-  };
   const dbIds = async (afterId: number, filter: EventFilter): Promise<number[]> =>
     (await hub.read(afterId, filter, 10_000)).map((e) => e.id);
 
-  /** Resolves once the hub has delivered the event `id`. */
-  const reached = (id: number) =>
-    new Promise<void>((resolve) => {
-      if (hub.position >= id) return resolve();
-      const stop = hub.subscribe({}, (e) => {
-        if (e.id >= id) {
-          stop();
-          resolve();
-        }
-      });
-    });
-
+  // Keeps 5 events: a stream resuming further back reads the database.
   before(async () => {
-    server = await TestPostgres.start();
-    pool = new pg.Pool({ connectionString: await server.createDatabase(), max: 4 });
-    pool.on("error", () => undefined);
-    await migrate(pool);
-    // Keeps 5 events: a stream resuming further back reads the database.
-    hub = await PgEventHub.start(pool, pool.options.connectionString!, quiet, 5);
+    ({ pool, hub } = await db.start(5));
   });
-  after(async () => {
-    await hub?.close();
-    await pool?.end();
-    await server?.stop();
-  });
+  after(() => db.stop());
 
   it("gives each stream every later event once and in order, from memory or the database, while events are written", async () => {
     const streams = new EventStreams(hub, quiet);

@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
-import { PgEventHub, type EventFilter } from "../../src/storage/pg-event-hub.js";
-import { migrate } from "../../src/storage/schema.js";
-import { TestPostgres } from "../support/postgres.js";
-
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+import type { EventFilter, PgEventHub } from "../../src/storage/pg-event-hub.js";
+import { EventHubDatabase } from "../support/event-hub.js";
 
 /**
  * The hub's memory of recent events, from which resuming streams get their backlog: what it gives
@@ -15,46 +11,15 @@ const quiet = { debug() {}, info() {}, warn() {}, error() {} };
  * written; an id older than what it keeps is left to the database.
  */
 describe("event hub: recent events for resuming streams", () => {
-  let server: TestPostgres;
-  let pool: pg.Pool;
+  const db = new EventHubDatabase();
+  const { append, reached } = db;
   let hub: PgEventHub;
-  const append = async (tenant: string, n: number): Promise<number[]> => {
-    const ids: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const r = await pool.query<{ id: string }>("select manent.append_event($1, null, 'test.event', $2::jsonb)::text as id", [
-        tenant,
-        JSON.stringify({ i }),
-      ]);
-      ids.push(Number(r.rows[0]!.id));
-    }
-    return ids;
-  };
-  /** Resolves once the hub has delivered the event `id` (its position has reached it). */
-  const reached = (id: number) =>
-    new Promise<void>((resolve) => {
-      if (hub.position >= id) return resolve();
-      const stop = hub.subscribe({}, (e) => {
-        if (e.id >= id) {
-          stop();
-          resolve();
-        }
-      });
-    });
   const ids = (events: DeployEvent[]) => events.map((e) => e.id);
 
   before(async () => {
-    server = await TestPostgres.start();
-    pool = new pg.Pool({ connectionString: await server.createDatabase(), max: 4 });
-    // An idle connection told by the stopping Postgres that it ends is no failure of the test.
-    pool.on("error", () => undefined);
-    await migrate(pool);
-    hub = await PgEventHub.start(pool, pool.options.connectionString!, quiet, 5);
+    ({ hub } = await db.start(5));
   });
-  after(async () => {
-    await hub?.close();
-    await pool?.end();
-    await server?.stop();
-  });
+  after(() => db.stop());
 
   it("gives from memory what the database holds after a kept id, per filter, and leaves older ids to the database", async () => {
     const start = hub.position;
