@@ -1,16 +1,13 @@
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import { ApiClient } from "../../src/cli/api-client.js";
 import type { Overview } from "../../src/core/environments/overview.js";
 import type { ReleaseRecord } from "../../src/core/release/release-store.js";
 import { collect } from "../support/event-stream.js";
-import { TestPostgres } from "../support/postgres.js";
-import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
-import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { runCli, type ServerProcess } from "../support/server-process.js";
+import { TokenServer } from "../support/token-server.js";
+import { descriptor, type Workspace } from "../support/workspace.js";
 
-const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const tokens = {
   admin: "overview-admin-token-01",
   teamA: "overview-team-a-viewer2",
@@ -23,11 +20,11 @@ const tokens = {
  * the last deploy when it did not succeed and a rollout in progress; only what the caller may read.
  */
 describe("overview: what runs where", () => {
-  let pg: TestPostgres;
+  const fx = new TokenServer();
+  const { api } = fx;
   let ws: Workspace;
   let server: ServerProcess;
   let artifact: string;
-  const api = (token: string) => new ApiClient(server.url, token);
   const envconfig = (tenant: string, app: string, env: string, extra: Record<string, unknown> = {}) =>
     ws.write(`envconfig/${tenant}/${app}/${app}/${env}.yml`, {
       plugin: "noop",
@@ -47,23 +44,12 @@ describe("overview: what runs where", () => {
   let canary = "";
 
   before(async () => {
-    pg = await TestPostgres.start();
-    ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "overview\n");
-    const config = await ws.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), {
-        auth: {
-          tokens: [
-            { name: "root", tenant: "*", sha256: sha(tokens.admin) },
-            { name: "looker", tenant: "team-a", role: "viewer", sha256: sha(tokens.teamA) },
-            { name: "bank-ci", tenant: "team-b", role: "deployer", sha256: sha(tokens.teamB) },
-            { name: "c-dev", tenant: "team-c", role: "viewer", environment: "dev", sha256: sha(tokens.cDev) },
-          ],
-        },
-      }),
-    );
-    server = await startServer(config, { cwd: ws.dir });
+    ({ ws, server, artifact } = await fx.start("overview\n", [
+      { name: "root", tenant: "*", token: tokens.admin },
+      { name: "looker", tenant: "team-a", role: "viewer", token: tokens.teamA },
+      { name: "bank-ci", tenant: "team-b", role: "deployer", token: tokens.teamB },
+      { name: "c-dev", tenant: "team-c", role: "viewer", environment: "dev", token: tokens.cDev },
+    ]));
     // Environments first deployed in the order of a release path: the overview's columns follow it.
     for (const env of ["dev", "staging", "prod"]) {
       await envconfig("team-a", "shop", env);
@@ -86,10 +72,7 @@ describe("overview: what runs where", () => {
     await stream.stop();
   });
 
-  after(async () => {
-    await server?.stop();
-    await pg?.stop();
-  });
+  after(() => fx.stop());
 
   it("shows each application's artifact by environment: live release, a failed last deploy, a rollout in progress", async () => {
     const o: Overview = await api(tokens.admin).overview({});

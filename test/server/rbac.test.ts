@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { ApiClient } from "../../src/cli/api-client.js";
 import { collect } from "../support/event-stream.js";
-import { TestPostgres } from "../support/postgres.js";
-import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
-import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { runCli, type ServerProcess } from "../support/server-process.js";
+import { TokenServer } from "../support/token-server.js";
+import { descriptor, type Workspace } from "../support/workspace.js";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const tokens = {
@@ -22,44 +21,24 @@ const tokens = {
  * lists and event streams show only what it may read, and `manent auth can-i` answers with its reason.
  */
 describe("roles and permissions", () => {
-  let pg: TestPostgres;
+  const fx = new TokenServer();
+  const { api, request } = fx;
   let ws: Workspace;
   let server: ServerProcess;
   let artifact: string;
-  const api = (token: string) => new ApiClient(server.url, token);
   const shop = (environment: string, version = "1.0.0") => ({ ...descriptor("shop", environment, artifact, version), tenant: "team-a" });
-  const request = async (token: string, method: string, path: string, body?: unknown) => {
-    const res = await fetch(new URL(path, server.url), {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { "content-type": "application/json" }) },
-      ...(body !== undefined && { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, text, error: (JSON.parse(text) as { error?: { code: string; message: string } }).error };
-  };
   let devDeploy = "";
   let prodDeploy = "";
   let bankDeploy = "";
 
   before(async () => {
-    pg = await TestPostgres.start();
-    ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "rbac\n");
-    const config = await ws.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), {
-        auth: {
-          tokens: [
-            { name: "root", tenant: "*", sha256: sha(tokens.admin) },
-            { name: "looker", tenant: "team-a", role: "viewer", sha256: sha(tokens.viewer) },
-            { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev*", sha256: sha(tokens.devDeployer) },
-            { name: "release", tenant: "team-*", role: "approver", environment: "prod*", sha256: sha(tokens.prodApprover) },
-            { name: "bank-ci", tenant: "team-b", role: "deployer", sha256: sha(tokens.teamB) },
-          ],
-        },
-      }),
-    );
-    server = await startServer(config, { cwd: ws.dir });
+    ({ ws, server, artifact } = await fx.start("rbac\n", [
+      { name: "root", tenant: "*", token: tokens.admin },
+      { name: "looker", tenant: "team-a", role: "viewer", token: tokens.viewer },
+      { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev*", token: tokens.devDeployer },
+      { name: "release", tenant: "team-*", role: "approver", environment: "prod*", token: tokens.prodApprover },
+      { name: "bank-ci", tenant: "team-b", role: "deployer", token: tokens.teamB },
+    ]));
     for (const [tenant, app, env] of [
       ["team-a", "shop", "dev"],
       ["team-a", "shop", "dev-2"],
@@ -79,10 +58,7 @@ describe("roles and permissions", () => {
     ).id;
     assert.equal((await api(tokens.teamB).deploy(bankDeploy, 60)).status, "succeeded");
   });
-  after(async () => {
-    await server?.stop();
-    await pg?.stop();
-  });
+  after(() => fx.stop());
 
   it("refuses a viewer every change with 403 naming the permission, and lets it read", async () => {
     for (const [path, body, action] of [

@@ -2,11 +2,10 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import { ApiClient } from "../../src/cli/api-client.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
-import { TestPostgres } from "../support/postgres.js";
-import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
-import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { runCli, type ServerProcess } from "../support/server-process.js";
+import { TokenServer } from "../support/token-server.js";
+import { descriptor, type Workspace } from "../support/workspace.js";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const tokens = {
@@ -26,17 +25,13 @@ const stepOutput = <T>(d: DeployRecord, name: string): T => JSON.parse(d.steps.f
  * changed since), linked both ways, audited, and refused where it must be.
  */
 describe("manent retry", () => {
-  let pg: TestPostgres;
+  const fx = new TokenServer();
+  const { api, request } = fx;
   let ws: Workspace;
   let server: ServerProcess;
   let artifact: string;
-  const api = (token: string) => new ApiClient(server.url, token);
   const shop = (environment: string, source = artifact) => ({ ...descriptor("shop", environment, source), tenant: "team-a" });
-  const post = async (token: string, path: string) => {
-    const res = await fetch(new URL(path, server.url), { method: "POST", headers: { authorization: `Bearer ${token}` } });
-    const text = await res.text();
-    return { status: res.status, text, error: (JSON.parse(text) as { error?: { code: string; message: string } }).error };
-  };
+  const post = (token: string, path: string) => request(token, "POST", path);
   const envconfig = (environment: string, hosts: string[]) =>
     ws.write(`envconfig/team-a/shop/shop/${environment}.yml`, {
       plugin: "noop",
@@ -58,29 +53,15 @@ describe("manent retry", () => {
   };
 
   before(async () => {
-    pg = await TestPostgres.start();
-    ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "the first build\n");
-    const config = await ws.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), {
-        auth: {
-          tokens: [
-            { name: "root", tenant: "*", sha256: sha(tokens.admin) },
-            { name: "looker", tenant: "team-a", role: "viewer", sha256: sha(tokens.viewer) },
-            { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev", sha256: sha(tokens.deployer) },
-            { name: "bank-ci", tenant: "team-b", role: "deployer", sha256: sha(tokens.other) },
-          ],
-        },
-      }),
-    );
-    server = await startServer(config, { cwd: ws.dir });
+    ({ ws, server, artifact } = await fx.start("the first build\n", [
+      { name: "root", tenant: "*", token: tokens.admin },
+      { name: "looker", tenant: "team-a", role: "viewer", token: tokens.viewer },
+      { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev", token: tokens.deployer },
+      { name: "bank-ci", tenant: "team-b", role: "deployer", token: tokens.other },
+    ]));
     for (const env of ["dev", "qa", "prod"]) await envconfig(env, ["web-1", "web-2"]);
   });
-  after(async () => {
-    await server?.stop();
-    await pg?.stop();
-  });
+  after(() => fx.stop());
 
   it("retries a failed deploy with the same bytes and the recorded settings, linked both ways, with the CLI", async () => {
     await breakTarget("dev", "web-2");
