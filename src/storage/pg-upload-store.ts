@@ -9,6 +9,7 @@ import {
   hashMismatch,
   overQuota,
   tooLarge,
+  type UploadClaimant,
   type UploadEntry,
   type UploadLimits,
   type UploadResult,
@@ -36,14 +37,29 @@ export const uploadStatements = [
    )`,
   // When a submission last named the upload: a retention sweep leaves uploads used lately (upload-retention.ts).
   `alter table manent.uploads add column if not exists last_used_at timestamptz`,
+  // The submissions that named an upload and may not have a deploy record yet (see upload-retention.ts):
+  // written before the deploy's workflow is queued, so a deletion finds every workflow that may still fetch it.
+  `create table if not exists manent.upload_claims (
+     tenant text not null,
+     sha256 text not null,
+     id text not null,
+     application text not null,
+     artifact text not null,
+     environment text not null,
+     version text not null,
+     claimed_at timestamptz not null default now(),
+     primary key (tenant, sha256, id)
+   )`,
 ];
+
+const lockKey = "hashtext('manent.uploads'), hashtext($1)";
 
 /**
  * Serializes, within a transaction, what changes one tenant's uploads: the quota check and write of
  * an upload, a deletion, a sweep. Two uploads at once cannot both fit in the room left for one.
  */
 export async function lockTenantUploads(client: pg.ClientBase, tenant: string): Promise<void> {
-  await client.query("select pg_advisory_xact_lock(hashtext('manent.uploads'), hashtext($1))", [tenant]);
+  await client.query(`select pg_advisory_xact_lock(${lockKey})`, [tenant]);
 }
 
 /** Runs `fn` in one transaction on one client; a rollback that fails drops the connection. */
@@ -94,12 +110,63 @@ export class PgUploadStore implements UploadStore {
     return r.rows[0] ? Number(r.rows[0].size) : undefined;
   }
 
-  async claim(tenant: string, sha256: string): Promise<number | undefined> {
-    const r = await this.pool.query<{ size: string }>(
+  async claim(tenant: string, sha256: string, by?: UploadClaimant): Promise<number | undefined> {
+    if (!by) return this.touch(this.pool, tenant, sha256);
+    // Under the lock (shared: submissions do not wait for each other), so a deletion sees the upload with its claim or neither.
+    return inTransaction(this.pool, async (client) => {
+      await client.query(`select pg_advisory_xact_lock_shared(${lockKey})`, [tenant]);
+      const size = await this.touch(client, tenant, sha256);
+      if (size !== undefined) await this.record(client, tenant, sha256, by);
+      return size;
+    });
+  }
+
+  async whileClaimed<T>(tenant: string, sha256: string, by: UploadClaimant, fn: () => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      // A session lock (not a transaction's): the claim below is committed before `fn` queues the
+      // workflow, and a server killed meanwhile drops the connection, hence the lock, with it.
+      await client.query(`select pg_advisory_lock_shared(${lockKey})`, [tenant]);
+      try {
+        if ((await this.touch(client, tenant, sha256)) === undefined) {
+          throw new ManentError(
+            Code.InvalidArgument,
+            `no upload ${sha256} for tenant ${tenant}: it was removed (manent uploads rm, or the retention sweep) while this submission was checked; upload it again and submit again`,
+            { details: { field: "artifact.source" } },
+          );
+        }
+        await this.record(client, tenant, sha256, by);
+        return await fn();
+      } finally {
+        await client.query(`select pg_advisory_unlock_shared(${lockKey})`, [tenant]).catch(() => {
+          broken = true; // the connection, and the lock with it, is dropped rather than kept in the pool
+        });
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async unclaim(id: string): Promise<void> {
+    await this.pool.query("delete from manent.upload_claims where id = $1", [id]);
+  }
+
+  private async touch(client: pg.Pool | pg.PoolClient, tenant: string, sha256: string): Promise<number | undefined> {
+    const r = await client.query<{ size: string }>(
       "update manent.uploads set last_used_at = now() where tenant = $1 and sha256 = $2 returning size",
       [tenant, sha256],
     );
     return r.rows[0] ? Number(r.rows[0].size) : undefined;
+  }
+
+  private async record(client: pg.PoolClient, tenant: string, sha256: string, by: UploadClaimant): Promise<void> {
+    await client.query(
+      `insert into manent.upload_claims (tenant, sha256, id, application, artifact, environment, version)
+       values ($1, $2, $3, $4, $5, $6, $7)
+       on conflict (tenant, sha256, id) do update set claimed_at = now()`,
+      [tenant, sha256, by.id, by.application, by.artifact, by.environment, by.version],
+    );
   }
 
   /** The total size of each tenant's uploads. */

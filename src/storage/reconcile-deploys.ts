@@ -3,7 +3,7 @@ import type { Logger } from "../core/contract/index.js";
 import { terminalStatuses } from "../core/engine/deploy-store.js";
 
 /** DBOS's system tables, in the same database (DBOS's default schema). */
-const dbosSchema = "dbos";
+export const dbosSchema = "dbos";
 
 /**
  * Ends the deploy records that no workflow will ever finish, at start-up: a record whose workflow

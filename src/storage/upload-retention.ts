@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { UploadsConfig } from "../core/config/uploads-config.js";
 import { Code, ManentError } from "../core/errors.js";
 import { inTransaction, lockTenantUploads } from "./pg-upload-store.js";
+import { dbosSchema } from "./reconcile-deploys.js";
 
 /** A deploy that needs an upload, and why. */
 export interface UploadNeed {
@@ -32,7 +33,16 @@ export interface SweptUpload {
  * (onto a new target, or after the plugin's own copy is gone) fetches the upload again.
  */
 const needsSql = `
-  with named as (
+  with claimed as (
+    select c.sha256, c.id as deploy, c.application, c.artifact, c.environment, c.version,
+           case when w.workflow_uuid is null then 'submitting' else 'queued' end as status
+      from manent.upload_claims c
+      left join ${dbosSchema}.workflow_status w on w.workflow_uuid = c.id
+     where c.tenant = $1 and ($3::text is null or c.sha256 = $3)
+       and not exists (select 1 from manent.deploys d where d.id = c.id)
+       and (w.status in ('ENQUEUED', 'PENDING', 'DELAYED')
+            or (w.workflow_uuid is null and c.claimed_at > now() - make_interval(secs => $4::double precision / 1000)))
+  ), named as (
     select d.id, d.kind, d.application, d.artifact, d.environment, d.version, d.status,
            substring(coalesce(d.request->'overrides'->>'source', d.request->'descriptor'->'artifact'->>'source')
                      from '^upload:([0-9a-f]{64})/') as sha256
@@ -53,7 +63,17 @@ const needsSql = `
      and r.version = n.version and r.n <= $2
    where n.sha256 is not null and ($3::text is null or n.sha256 = $3)
      and (n.status in ('queued', 'running') or (n.kind = 'deploy' and r.n is not null))
-   order by reason, n.id`;
+  union all
+  select sha256, deploy, application, artifact, environment, version, status, 'in_progress' from claimed
+   order by reason, deploy`;
+
+/**
+ * How long the claim of a submission whose workflow is not queued yet keeps its upload: past it,
+ * a deletion may remove the upload, and the submission, if it still goes on, is refused when it
+ * queues (its claim is checked under the tenant's lock, see PgUploadStore.whileClaimed). It only
+ * bounds how long a server killed mid-submission blocks a deletion; it decides nothing about safety.
+ */
+export const submittingClaimMs = 10 * 60_000;
 
 /**
  * Which uploads deploys still need, deletion refused for those, and the sweep that removes the
@@ -67,7 +87,7 @@ export class UploadRetention {
 
   /** The deploys that need the tenant's uploads (one upload's, with `sha256`). */
   async needs(tenant: string, sha256?: string, client: pg.Pool | pg.PoolClient = this.pool): Promise<UploadNeed[]> {
-    const r = await client.query<UploadNeed>(needsSql, [tenant, this.config.keep_releases, sha256 ?? null]);
+    const r = await client.query<UploadNeed>(needsSql, [tenant, this.config.keep_releases, sha256 ?? null, submittingClaimMs]);
     return r.rows;
   }
 
@@ -78,14 +98,17 @@ export class UploadRetention {
   async remove(tenant: string, sha256: string): Promise<{ sha256: string; size: number }> {
     return inTransaction(this.pool, async (client) => {
       await lockTenantUploads(client, tenant);
+      await forgetSettledClaims(client, tenant);
       const needs = await this.needs(tenant, sha256, client);
       const first = needs[0];
       if (first) {
         const others = needs.length > 1 ? ` (and ${needs.length - 1} more)` : "";
         const why =
-          first.reason === "in_progress"
-            ? `${first.status}: it may still fetch it`
-            : `one of the last ${this.config.keep_releases} versions released there (uploads.retention.keep_releases): a rollback may return to it`;
+          first.status === "submitting"
+            ? "being submitted, not recorded yet: try again once it is"
+            : first.reason === "in_progress"
+              ? `${first.status}: it may still fetch it`
+              : `one of the last ${this.config.keep_releases} versions released there (uploads.retention.keep_releases): a rollback may return to it`;
         throw new ManentError(
           Code.Aborted,
           `upload ${sha256} is needed by deploy ${first.deploy} of ${first.application}/${first.environment} version ${first.version} (${why})${others}; it is not removed`,
@@ -117,6 +140,7 @@ export class UploadRetention {
     for (const tenant of tenants) {
       const swept = await inTransaction(this.pool, async (client) => {
         await lockTenantUploads(client, tenant);
+        if (!opts.dryRun) await forgetSettledClaims(client, tenant);
         const needed = [...new Set((await this.needs(tenant, undefined, client)).map((n) => n.sha256))];
         // One statement: an upload a submission claims meanwhile is re-checked against its new last_used_at.
         const old = `tenant = $1 and greatest(created_at, coalesce(last_used_at, created_at)) < now() - make_interval(secs => $2::double precision / 1000)
@@ -139,4 +163,22 @@ export class UploadRetention {
     }
     return removed;
   }
+}
+
+/**
+ * Drops the claims that keep nothing any more (with the tenant's lock held): the deploy's record
+ * exists (it says what the deploy needs), its workflow has ended, or its submission stopped before
+ * queueing it and is past {@link submittingClaimMs}.
+ */
+async function forgetSettledClaims(client: pg.PoolClient, tenant: string): Promise<void> {
+  await client.query(
+    `delete from manent.upload_claims c
+      where c.tenant = $1
+        and (exists (select 1 from manent.deploys d where d.id = c.id)
+             or exists (select 1 from ${dbosSchema}.workflow_status w
+                         where w.workflow_uuid = c.id and w.status not in ('ENQUEUED', 'PENDING', 'DELAYED'))
+             or (not exists (select 1 from ${dbosSchema}.workflow_status w where w.workflow_uuid = c.id)
+                 and c.claimed_at <= now() - make_interval(secs => $2::double precision / 1000)))`,
+    [tenant, submittingClaimMs],
+  );
 }

@@ -26,6 +26,15 @@ export interface UploadEntry {
   last_used_at: string | null;
 }
 
+/** The submission that names an upload: the deploy it records (or the release). */
+export interface UploadClaimant {
+  id: string;
+  application: string;
+  artifact: string;
+  environment: string;
+  version: string;
+}
+
 /**
  * A tenant's uploaded artifacts, content-addressed by sha256. Storing is idempotent and keeps a
  * body only when its sha256 is the one the client named, its size is within the limit and the
@@ -37,9 +46,18 @@ export interface UploadStore {
   size(tenant: string, sha256: string): Promise<number | undefined>;
   /**
    * The upload's size, recording that a submission names it now (so a retention sweep running
-   * meanwhile leaves it), or undefined when this tenant has no such upload.
+   * meanwhile leaves it), or undefined when this tenant has no such upload. With `by`, the
+   * submission's claim is kept until its deploy (or release) is recorded: a deletion meanwhile is refused.
    */
-  claim(tenant: string, sha256: string): Promise<number | undefined>;
+  claim(tenant: string, sha256: string, by?: UploadClaimant): Promise<number | undefined>;
+  /**
+   * Runs `fn` (which queues the submission's workflow) with the upload claimed by `by` and no
+   * deletion of the tenant's uploads running: the claim is committed first, so a deletion after
+   * `fn` finds it. An upload removed since the submission was checked is `invalid_argument`.
+   */
+  whileClaimed<T>(tenant: string, sha256: string, by: UploadClaimant, fn: () => Promise<T>): Promise<T>;
+  /** Releases the claims of a submission refused before its workflow was queued. */
+  unclaim(id: string): Promise<void>;
   put(tenant: string, sha256: string, body: Readable, limits: UploadLimits, signal?: AbortSignal): Promise<UploadResult>;
   /** The upload's bytes, or undefined when this tenant has no such upload. */
   open(tenant: string, sha256: string): Promise<Readable | undefined>;

@@ -8,7 +8,7 @@ import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
 import { bad, parseArtifactSource, safeFileName, type ArtifactSource } from "../artifacts/artifact-source.js";
 import { fetchPinned } from "../artifacts/pinned-fetch.js";
-import type { UploadStore } from "../artifacts/upload-store.js";
+import type { UploadClaimant, UploadStore } from "../artifacts/upload-store.js";
 import { privateDir } from "../artifacts/workdir-modes.js";
 import type { LoadedConfig } from "../config/index.js";
 import type { Artifact } from "../contract/index.js";
@@ -21,6 +21,8 @@ export interface ArtifactContext {
   tenant: string;
   /** Where clients' uploads are kept; without it, an `upload:` source is refused. */
   uploads?: UploadStore;
+  /** The submission an `upload:` source is claimed for, until its deploy is recorded (see UploadStore.claim). */
+  claim?: UploadClaimant;
   /** Tests decide what names resolve to; the system resolver otherwise. */
   resolver?: Resolver;
   /** The cache's bound, and the deploy that holds what it fetches (released when the deploy ends). */
@@ -120,8 +122,8 @@ export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactConte
     await handle.close();
     return;
   }
-  // Claimed: a retention sweep leaves an upload a submission has just named (uploads.retention.min_age).
-  if ((await ctx.uploads?.claim(ctx.tenant, source.sha256)) === undefined) {
+  // Claimed: neither a sweep nor a deletion removes an upload a submission has just named (upload-retention.ts).
+  if ((await ctx.uploads?.claim(ctx.tenant, source.sha256, ctx.claim)) === undefined) {
     throw bad(
       `no upload ${source.sha256} for tenant ${ctx.tenant}: upload the file first (the manent CLI does when the source is a local file)`,
     );
@@ -143,6 +145,12 @@ async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: 
   const upload = await ctx.uploads?.open(ctx.tenant, source.sha256);
   if (!upload) throw bad(`no upload ${source.sha256} for tenant ${ctx.tenant}`);
   return upload;
+}
+
+/** The sha256 of the upload an artifact's source names, if it names one. */
+export function uploadOf(artifact: Artifact): string | undefined {
+  const source = parseArtifactSource(artifact.source);
+  return source.kind === "upload" ? source.sha256 : undefined;
 }
 
 function policyOf(ctx: ArtifactContext): ArtifactPolicy {

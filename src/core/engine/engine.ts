@@ -10,8 +10,9 @@ import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { terminalStatuses, type DeployKey, type DeployStatus, type DeployStore, type NewDeploy } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
-import { resolveSubmission, type Submission } from "./resolve.js";
-import { faultPoint } from "./fault-points.js";
+import { resolveSubmission, type ResolvedDeploy, type Submission } from "./resolve.js";
+import { cachedArtifact, uploadOf } from "./artifact-fetch.js";
+import { faultPause, faultPoint } from "./fault-points.js";
 import { checkpointSerializer } from "./checkpoint-serializer.js";
 import { CancelWatch } from "./user-cancel.js";
 import { rollbackTarget } from "./rollback-target.js";
@@ -137,14 +138,18 @@ export class Engine {
    * nothing; once recorded, a deploy is never lost: if its workflow cannot start it is marked failed.
    */
   async submit(submission: Submission, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
-    const { config, plugins, store } = this.opts;
-    const r = await resolveSubmission(config, plugins, submission, this.opts.uploads);
+    const { config, plugins, store, uploads } = this.opts;
+    const id = randomUUID();
+    const r = await resolveSubmission(config, plugins, submission, uploads, id).catch(async (err: unknown) => {
+      await uploads?.unclaim(id).catch(() => undefined); // else kept a while (upload-retention.ts)
+      throw err;
+    });
+    await faultPause("submit", "resolved");
     if (r.kind === "rollback") {
       // Fixed now, so the record names the version and a later deploy cannot change the target.
       r.to = await rollbackTarget(store, r);
       submission = { ...submission, to: r.to };
     }
-    const id = randomUUID();
     const queueName = r.kind === "dry_run" ? dryRunQueue : deployQueue;
     const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
     const record: NewDeploy = {
@@ -159,13 +164,24 @@ export class Engine {
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record
     // without a workflow. Both writes are idempotent.
-    try {
+    const queue = async () => {
       await DBOS.startWorkflow(deployWorkflow, {
         workflowID: id,
         queueName,
         ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: partitionKey(key) } }),
       })({ id, submission, record });
+    };
+    const claimed = this.claimedUpload(r, submission);
+    try {
+      // Queued with its upload claimed and no deletion running: a deletion after this finds the
+      // claim, which keeps the upload until the record (written below, or by the workflow) does.
+      await (claimed && uploads ? uploads.whileClaimed(r.tenant, claimed, { id, ...key, version: record.version }, queue) : queue());
     } catch (err) {
+      if (err instanceof ManentError && err.code === Code.InvalidArgument) {
+        // The upload was removed before the claim could be made: nothing was queued.
+        await uploads?.unclaim(id).catch(() => undefined);
+        throw err;
+      }
       throw new ManentError(Code.Unavailable, `deploy ${id} could not be queued: ${ManentError.from(err).message}`, { cause: err });
     }
     faultPoint("submit", "after");
@@ -175,6 +191,13 @@ export class Engine {
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
     return ahead ? { id, queued_behind: ahead } : { id };
+  }
+
+  /** The upload a submission claimed at its resolve (a retry of bytes this server has cached names none). */
+  private claimedUpload(r: ResolvedDeploy, submission: Submission): string | undefined {
+    if (r.kind === "rollback") return undefined;
+    if (submission.retry && cachedArtifact(r.artifact, { config: this.opts.config, tenant: r.tenant })) return undefined;
+    return uploadOf(r.artifact);
   }
 
   /**

@@ -15,3 +15,19 @@ export function faultPoint(step: string, point: FaultPoint): void {
   fired = true;
   process.kill(process.pid, "SIGKILL");
 }
+
+/**
+ * Hold points for the race tests: `MANENT_FAULT_PAUSE_AT=<step>:<point>` makes the server stop
+ * there, once, writing `fault point <step>:<point>: paused` to stderr, until it receives SIGUSR2;
+ * a test then acts while the step is held (no sleep decides what runs first). Unset in production.
+ */
+const pauseAt = process.env.MANENT_FAULT_PAUSE_AT;
+let paused = false;
+
+export async function faultPause(step: string, point: string): Promise<void> {
+  if (pauseAt === undefined || paused || pauseAt !== `${step}:${point}`) return;
+  paused = true;
+  const resumed = new Promise<void>((resolve) => process.once("SIGUSR2", () => resolve()));
+  process.stderr.write(`${JSON.stringify({ level: "warn", msg: `fault point ${step}:${point}: paused` })}\n`);
+  await resumed;
+}

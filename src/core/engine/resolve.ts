@@ -93,6 +93,8 @@ export async function resolveSubmission(
   plugins: PluginRegistry,
   s: Submission,
   uploads?: UploadStore,
+  /** The id the deploy will have: an upload it names is claimed for it until its record is written (see UploadStore.claim). */
+  claimFor?: string,
 ): Promise<ResolvedDeploy> {
   const descriptor = validate(s.descriptor, s.descriptorFile, descriptorSchema);
   if (s.to !== undefined) validate({ to: s.to }, "rollback", rollbackTo);
@@ -108,7 +110,16 @@ export async function resolveSubmission(
     `${s.descriptorFile} (with --version/--source/--sha256)`,
     overridden,
   );
-  const artifactCtx = { config, tenant: descriptor.tenant, ...(uploads && { uploads }) };
+  const claim = claimFor !== undefined && {
+    claim: {
+      id: claimFor,
+      application: descriptor.application,
+      artifact: artifact.name,
+      environment: descriptor.environment,
+      version: artifact.version,
+    },
+  };
+  const artifactCtx = { config, tenant: descriptor.tenant, ...(uploads && { uploads }), ...claim };
   if (s.retry) await checkRetriedArtifact(artifact, artifactCtx, s.retry.of);
   else if (s.kind !== "rollback")
     await checkArtifactSource(artifact, artifactCtx).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
