@@ -43,6 +43,7 @@ import { PgDriftStore } from "../storage/pg-drift-store.js";
 import { registerDriftMetric } from "./drift-metrics.js";
 import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
 import { ServerCertificates } from "./tls/server-certificates.js";
+import { nodeNetwork } from "../net/node-network.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:8080 (https:// with `tls.cert_file`). */
@@ -138,6 +139,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await cache.measure();
     metrics.watchStorage({ uploadBytes: () => uploads.usage(), cacheBytes: () => cache.size() });
     const registry = plugins;
+    const network = nodeNetwork();
     // Schema changes (manent's and DBOS's) and the start's repairs of the records, one server at a time.
     engine = await underSchemaLock(db, logger, async () => {
       await migrate(db);
@@ -148,6 +150,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         logger,
         metrics: metrics.engine,
         databaseUrl,
+        network,
         uploads,
         cache,
       });
@@ -163,6 +166,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       store: new PgReleaseStore(retryingQueries(db, logger)),
       plugins,
       logger,
+      network,
       uploads,
     });
     events = await PgEventHub.start(db, databaseUrl, logger);
@@ -180,7 +184,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const driftStore = new PgDriftStore(db);
     const drift = {
       store: driftStore,
-      checker: new DriftChecker({ config, plugins, store: driftStore, logger, submit: (s, by) => started.submit(s, by) }),
+      checker: new DriftChecker({ config, plugins, store: driftStore, logger, network, submit: (s, by) => started.submit(s, by) }),
     };
     registerDriftMetric(metrics.registry, driftStore);
     const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);

@@ -7,11 +7,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AddressRules } from "../../src/core/artifacts/address-rules.js";
-import { ArtifactPolicy, type Resolver } from "../../src/core/artifacts/artifact-policy.js";
+import { ArtifactPolicy } from "../../src/core/artifacts/artifact-policy.js";
+import type { Resolver } from "../../src/core/artifacts/network.js";
 import { artifactsConfigSchema, type ArtifactsConfig } from "../../src/core/config/index.js";
 import { checkArtifactSource, fetchArtifact } from "../../src/core/engine/artifact-fetch.js";
 import { sendCallback, type CallbackPayload } from "../../src/core/engine/callbacks.js";
 import { Code, ManentError } from "../../src/core/errors.js";
+import { nodeNetwork } from "../../src/net/node-network.js";
+
+/** The real network; a test that decides what names resolve to replaces its lookup. */
+const network = nodeNetwork();
 
 /**
  * The artifact rules without a manent-server: which addresses, URLs and server paths a deploy may
@@ -83,7 +88,7 @@ describe("artifact rules", () => {
         artifacts: artifactsConfigSchema.parse(artifacts),
         baseDir: "/",
         workdirPath: "/nonexistent-workdir",
-        resolver,
+        lookup: resolver,
       });
     const all = policy({ allowed_urls: Object.keys(names).map((n) => `https://${n}/`) });
     const refusal = async (p: ArtifactPolicy, url: string) => {
@@ -189,7 +194,7 @@ describe("artifact rules", () => {
         workdirPath: join(dir, "work"),
       },
       tenant: "team-a",
-      ...(resolver && { resolver }),
+      network: resolver ? { ...network, lookup: resolver } : network,
     });
     const artifact = (source: string, sha256?: string) => ({
       type: "file",
@@ -283,6 +288,7 @@ describe("artifact rules", () => {
       const paths = (allowed_paths: string[]) => ({
         config: { artifacts: artifactsConfigSchema.parse({ allowed_paths }), baseDir: dir, workdirPath: join(dir, "work") },
         tenant: "team-a",
+        network,
       });
       const inRoot = paths(["allowed", "."]);
       await checkArtifactSource(artifact(join(root, "sub", "ok.txt")), paths(["allowed"]));
@@ -345,7 +351,7 @@ describe("artifact rules", () => {
 
     it("refuses loopback, link-local and names resolving to them without connecting; delivers where allowed; follows no redirect", async () => {
       await assert.rejects(
-        sendCallback(callback(`http://127.0.0.2:${port}/hook`), payload, AbortSignal.timeout(5000), config([])),
+        sendCallback(callback(`http://127.0.0.2:${port}/hook`), payload, AbortSignal.timeout(5000), config([]), network),
         (err: ManentError) => {
           assert.equal(err.code, Code.InvalidArgument);
           assert.match(err.message, /callback http:\/\/127\.0\.0\.2:\d+\/hook: host 127\.0\.0\.2 is a loopback address/);
@@ -353,20 +359,26 @@ describe("artifact rules", () => {
         },
       );
       await assert.rejects(
-        sendCallback(callback("http://hooks.test/x"), payload, AbortSignal.timeout(5000), config([]), metadata),
+        sendCallback(callback("http://hooks.test/x"), payload, AbortSignal.timeout(5000), config([]), { ...network, lookup: metadata }),
         /link-local address \(169\.254\.169\.254\)/,
       );
       await assert.rejects(
-        sendCallback(callback("http://[::ffff:169.254.169.254]/x"), payload, AbortSignal.timeout(5000), config([])),
+        sendCallback(callback("http://[::ffff:169.254.169.254]/x"), payload, AbortSignal.timeout(5000), config([]), network),
         /link-local/,
       );
       assert.deepEqual(hits, []);
       assert.deepEqual(
-        await sendCallback(callback(`http://127.0.0.2:${port}/hook`), payload, AbortSignal.timeout(5000), config(["127.0.0.2/32"])),
+        await sendCallback(
+          callback(`http://127.0.0.2:${port}/hook`),
+          payload,
+          AbortSignal.timeout(5000),
+          config(["127.0.0.2/32"]),
+          network,
+        ),
         { status: 200 },
       );
       await assert.rejects(
-        sendCallback(callback(`http://127.0.0.2:${port}/moved`), payload, AbortSignal.timeout(5000), config(["127.0.0.2/32"])),
+        sendCallback(callback(`http://127.0.0.2:${port}/moved`), payload, AbortSignal.timeout(5000), config(["127.0.0.2/32"]), network),
         /HTTP 302 \(redirects are not followed\)/,
       );
       assert.deepEqual(hits, ["/hook", "/moved"]);

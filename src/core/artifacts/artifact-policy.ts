@@ -1,4 +1,3 @@
-import { lookup } from "node:dns/promises";
 import { constants } from "node:fs";
 import { open, realpath, type FileHandle } from "node:fs/promises";
 import { isIP } from "node:net";
@@ -7,11 +6,7 @@ import type { ArtifactsConfig } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
 import { AddressRules } from "./address-rules.js";
 import { bad, clip } from "./artifact-source.js";
-
-/** Resolves a host name to its addresses (injectable, so tests decide what a name resolves to). */
-export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
-
-export const systemResolver: Resolver = (hostname) => lookup(hostname, { all: true, verbatim: true });
+import type { CheckedHost, Network, Outbound, Resolver } from "./network.js";
 
 export interface PolicyOptions {
   artifacts: ArtifactsConfig;
@@ -19,13 +14,8 @@ export interface PolicyOptions {
   baseDir: string;
   /** Never readable as an artifact, even under an allowed path: it holds the server's own state. */
   workdirPath: string;
-  resolver?: Resolver;
-}
-
-/** A host checked against the address rules: connect to this address, and to nothing else. */
-export interface CheckedHost {
-  address: string;
-  family: 4 | 6;
+  /** How names resolve (the network's lookup; a test's own). */
+  lookup: Resolver;
 }
 
 /**
@@ -36,13 +26,11 @@ export class ArtifactPolicy {
   private readonly roots: string[];
   private readonly workdir: string;
   private readonly addresses: AddressRules;
-  private readonly resolver: Resolver;
 
   constructor(private readonly o: PolicyOptions) {
     this.roots = o.artifacts.allowed_paths.map((p) => resolve(o.baseDir, p));
     this.workdir = resolve(o.baseDir, o.workdirPath);
     this.addresses = new AddressRules(o.artifacts.allowed_networks);
-    this.resolver = o.resolver ?? systemResolver;
   }
 
   /**
@@ -101,7 +89,7 @@ export class ArtifactPolicy {
     if (isIP(host)) found = [{ address: host, family: isIP(host) }];
     else {
       try {
-        found = await this.resolver(host);
+        found = await this.o.lookup(host);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOTFOUND" || code === "ENODATA") throw bad(`host ${clip(host)} does not resolve`);
@@ -120,6 +108,11 @@ export class ArtifactPolicy {
     }
     const first = found[0]!;
     return { address: first.address, family: first.family === 6 ? 6 : 4 };
+  }
+
+  /** A tenant's URLs as the core reaches them: these rules, then `network`'s request to the address they checked. */
+  outbound(network: Pick<Network, "request">): Outbound {
+    return { check: (url, field) => this.checkHost(url.hostname, field), request: network.request };
   }
 
   private async underRealRoot(real: string): Promise<boolean> {

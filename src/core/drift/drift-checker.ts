@@ -1,3 +1,4 @@
+import type { Network } from "../artifacts/network.js";
 import {
   DriftStatus,
   isDriftInspector,
@@ -26,6 +27,8 @@ export interface DriftCheckerOptions {
   plugins: PluginRegistry;
   store: DriftStore;
   logger: Logger;
+  /** Name lookups and the `drifted` callbacks' requests. */
+  network: Network;
   /** Submits the deploy of a heal (the engine's submit). */
   submit?: (s: Submission, by: { name: string; id: string }) => Promise<{ id: string }>;
 }
@@ -84,7 +87,7 @@ export class DriftChecker {
       descriptorFile: typeof req.descriptorFile === "string" ? req.descriptorFile : "descriptor",
       to: release.version,
     };
-    const r = await resolveSubmission(this.opts.config, this.opts.plugins, submission);
+    const r = await resolveSubmission(this.opts.config, this.opts.plugins, submission, this.opts);
     return {
       ...r,
       artifact: { ...r.artifact, version: release.version, ...(release.fetched?.sha256 && { sha256: release.fetched.sha256 }) },
@@ -181,7 +184,7 @@ export class DriftChecker {
     for (const c of r.callbacks.filter((x) => x.events.includes("drifted"))) {
       for (let attempt = 0; ; attempt++) {
         try {
-          await sendCallback(c, payload, AbortSignal.timeout(c.timeout * 2), this.opts.config);
+          await sendCallback(c, payload, AbortSignal.timeout(c.timeout * 2), this.opts.config, this.opts.network);
           break;
         } catch (err) {
           const e = ManentError.from(err);

@@ -5,7 +5,8 @@ import { basename, join } from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
-import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
+import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
+import type { Network } from "../artifacts/network.js";
 import { bad, parseArtifactSource, safeFileName, type ArtifactSource } from "../artifacts/artifact-source.js";
 import { fetchPinned } from "../artifacts/pinned-fetch.js";
 import type { UploadClaimant, UploadStore } from "../artifacts/upload-store.js";
@@ -23,8 +24,8 @@ export interface ArtifactContext {
   uploads?: UploadStore;
   /** The submission an `upload:` source is claimed for, until its deploy is recorded (see UploadStore.claim). */
   claim?: UploadClaimant;
-  /** Tests decide what names resolve to; the system resolver otherwise. */
-  resolver?: Resolver;
+  /** Name lookups and URL fetches (a test's lookup decides what names resolve to). */
+  network: Network;
   /** The cache's bound, and the deploy that holds what it fetches (released when the deploy ends). */
   cache?: { cache: ArtifactCache; holder: string };
 }
@@ -93,7 +94,7 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
 }
 
 /** The cached copy of an artifact whose sha256 is known, when this server's cache holds it. */
-export function cachedArtifact(artifact: Artifact, ctx: ArtifactContext): string | undefined {
+export function cachedArtifact(artifact: Artifact, ctx: Pick<ArtifactContext, "config" | "tenant">): string | undefined {
   if (!artifact.sha256) return undefined;
   const path = join(
     ctx.config.workdirPath,
@@ -137,7 +138,7 @@ export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactConte
 
 async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: AbortSignal): Promise<Readable> {
   const policy = policyOf(ctx);
-  if (source.kind === "url") return fetchPinned(source.url, policy, signal);
+  if (source.kind === "url") return fetchPinned(source.url, policy, ctx.network, signal);
   if (source.kind === "path") {
     const { handle } = await policy.openPath(source.path);
     return handle.createReadStream();
@@ -154,7 +155,7 @@ export function uploadOf(artifact: Artifact): string | undefined {
 }
 
 function policyOf(ctx: ArtifactContext): ArtifactPolicy {
-  return new ArtifactPolicy({ ...ctx.config, ...(ctx.resolver && { resolver: ctx.resolver }) });
+  return new ArtifactPolicy({ ...ctx.config, lookup: ctx.network.lookup });
 }
 
 function fileNameOf(artifact: Artifact, source: ArtifactSource): string {

@@ -1,5 +1,5 @@
-import { ArtifactPolicy, type Resolver } from "../artifacts/artifact-policy.js";
-import { pinnedRequest } from "../artifacts/pinned-fetch.js";
+import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
+import type { Network } from "../artifacts/network.js";
 import type { Callback, CallbackEvent, LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 
@@ -35,14 +35,14 @@ export async function sendCallback(
   payload: CallbackPayload,
   signal: AbortSignal,
   config: Pick<LoadedConfig, "artifacts" | "baseDir" | "workdirPath">,
-  resolver?: Resolver,
+  network: Network,
 ): Promise<{ status: number }> {
   const url = new URL(callback.url);
-  const host = await new ArtifactPolicy({ ...config, ...(resolver && { resolver }) }).checkHost(url.hostname, `callback ${callback.url}`);
+  const host = await new ArtifactPolicy({ ...config, lookup: network.lookup }).checkHost(url.hostname, `callback ${callback.url}`);
   const body = JSON.stringify(payload);
   let status: number;
   try {
-    const response = await pinnedRequest(url, host, {
+    const response = await network.request(url, host, {
       method: "POST",
       headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), "x-manent-event": payload.event },
       body,

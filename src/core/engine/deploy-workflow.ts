@@ -2,6 +2,7 @@ import { dirname } from "node:path";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
+import type { Network } from "../artifacts/network.js";
 import type {
   Capability,
   Deployer,
@@ -22,7 +23,6 @@ import { fetchArtifact } from "./artifact-fetch.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
 import { postWebhook } from "./webhook-poster.js";
-import type { Reach } from "../rollout/analysis/index.js";
 import type { DeployStatus, DeployStore, NewDeploy } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
@@ -59,6 +59,8 @@ export interface WorkflowDeps {
   cancels: CancelWatch;
   /** Where the rollout's durable waits are counted, for a shutdown that does not wait for them. */
   waits: DurableWaits;
+  /** Name lookups and HTTP requests to artifact URLs, callbacks, checks and webhooks. */
+  network: Network;
   uploads?: UploadStore;
   /** The artifacts cache's bound; what a deploy fetched is held until it ends. */
   cache?: ArtifactCache;
@@ -94,7 +96,7 @@ export class DeployWorkflow {
     try {
       // A rollback's version was fixed at submission (Submission.to), so resolving again keeps it.
       r = await this.step(id, seq.resolve, "resolve", once, () =>
-        resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps.uploads),
+        resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps),
       );
     } catch (err) {
       if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
@@ -134,6 +136,7 @@ export class DeployWorkflow {
         {
           config: this.deps.config,
           tenant: r.tenant,
+          network: this.deps.network,
           ...(this.deps.uploads && { uploads: this.deps.uploads }),
           ...(this.deps.cache && { cache: { cache: this.deps.cache, holder: id } }),
         },
@@ -251,7 +254,7 @@ export class DeployWorkflow {
   }
 
   private rolloutHost(id: string, r: ResolvedDeploy, plugin: HostedPlugin, caps: Capability[]): RolloutHost {
-    const reach: Reach = (url, field) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field);
+    const outbound = new ArtifactPolicy({ ...this.deps.config, lookup: this.deps.network.lookup }).outbound(this.deps.network);
     return {
       id,
       r,
@@ -261,8 +264,8 @@ export class DeployWorkflow {
       metrics: this.deps.metrics,
       logger: this.deps.logger,
       waits: this.deps.waits,
-      reach,
-      postWebhook: (w) => postWebhook(w, reach),
+      outbound,
+      postWebhook: (w) => postWebhook(w, outbound),
       step: (name, policy, fn) => this.step(id, seq.deploy, name, policy, fn),
       call: async (phase, ctx, scope, fn) => {
         const deployer = await plugin.deployer();
@@ -473,7 +476,7 @@ export class DeployWorkflow {
           event === "started" ? seq.started : seq.finished,
           `callback:${event}:${i}`,
           { maxRetries: c.max_retries, intervalMs: r.steps.deploy.intervalMs },
-          ({ signal }) => sendCallback(c, payload, signal, this.deps.config),
+          ({ signal }) => sendCallback(c, payload, signal, this.deps.config, this.deps.network),
         );
       } catch (err) {
         if (isCancellation(err)) throw err;

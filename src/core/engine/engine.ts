@@ -1,6 +1,7 @@
 import { settleOtherVersions } from "./version-upgrade.js";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
+import type { Network } from "../artifacts/network.js";
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
@@ -31,6 +32,8 @@ export interface EngineOptions {
   metrics?: EngineMetrics;
   /** The Postgres DBOS keeps its checkpoints in (the same database as the deploy records). */
   databaseUrl: string;
+  /** Name lookups and HTTP requests to artifact URLs, callbacks, checks and webhooks (src/net/node-network.ts). */
+  network: Network;
   /** Clients' uploads, which `upload:` sources name. */
   uploads?: UploadStore;
   /** The artifacts cache's bound (artifacts.cache_size). */
@@ -140,7 +143,7 @@ export class Engine {
   async submit(submission: Submission, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
     const { config, plugins, store, uploads } = this.opts;
     const id = randomUUID();
-    const r = await resolveSubmission(config, plugins, submission, uploads, id).catch(async (err: unknown) => {
+    const r = await resolveSubmission(config, plugins, submission, this.opts, id).catch(async (err: unknown) => {
       await uploads?.unclaim(id).catch(() => undefined); // else kept a while (upload-retention.ts)
       throw err;
     });
@@ -219,7 +222,7 @@ export class Engine {
     const { config, plugins, store } = this.opts;
     const prepared = await DBOS.runStep(
       async () => {
-        const r = await resolveSubmission(config, plugins, submission, this.opts.uploads);
+        const r = await resolveSubmission(config, plugins, submission, this.opts);
         const id = randomUUID();
         const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
         const record: NewDeploy = {

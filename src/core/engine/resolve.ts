@@ -1,4 +1,5 @@
 import type { UploadStore } from "../artifacts/upload-store.js";
+import type { Network } from "../artifacts/network.js";
 import { z } from "zod";
 import type { Artifact, Target } from "../contract/index.js";
 import {
@@ -92,7 +93,7 @@ export async function resolveSubmission(
   config: LoadedConfig,
   plugins: PluginRegistry,
   s: Submission,
-  uploads?: UploadStore,
+  io: { network: Network; uploads?: UploadStore | undefined },
   /** The id the deploy will have: an upload it names is claimed for it until its record is written (see UploadStore.claim). */
   claimFor?: string,
 ): Promise<ResolvedDeploy> {
@@ -119,7 +120,7 @@ export async function resolveSubmission(
       version: artifact.version,
     },
   };
-  const artifactCtx = { config, tenant: descriptor.tenant, ...(uploads && { uploads }), ...claim };
+  const artifactCtx = { config, tenant: descriptor.tenant, network: io.network, ...(io.uploads && { uploads: io.uploads }), ...claim };
   if (s.retry) await checkRetriedArtifact(artifact, artifactCtx, s.retry.of);
   else if (s.kind !== "rollback")
     await checkArtifactSource(artifact, artifactCtx).catch((err: unknown) => rethrowIn(s.descriptorFile, err));

@@ -1,5 +1,6 @@
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
+import type { Network } from "../artifacts/network.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { parseArtifactSource } from "../artifacts/artifact-source.js";
 import { findEnvconfig, type LoadedConfig } from "../config/index.js";
@@ -30,6 +31,7 @@ export interface ReleaseDeps {
   store: ReleaseStore;
   config: LoadedConfig;
   logger: Logger;
+  network: Network;
   uploads?: UploadStore;
 }
 
@@ -106,7 +108,12 @@ export class ReleaseWorkflow {
     if (source.kind === "upload") return source.sha256;
     return DBOS.runStep(
       async () => {
-        const ctx = { config: this.deps.config, tenant: release.tenant, ...(this.deps.uploads && { uploads: this.deps.uploads }) };
+        const ctx = {
+          config: this.deps.config,
+          tenant: release.tenant,
+          network: this.deps.network,
+          ...(this.deps.uploads && { uploads: this.deps.uploads }),
+        };
         const fetched = await fetchArtifact(release.artifact, ctx, AbortSignal.timeout(10 * 60_000));
         return fetched.sha256!;
       },
@@ -329,7 +336,7 @@ export class ReleaseWorkflow {
       MANENT_TENANT: release.tenant,
       MANENT_WEIGHT: "100",
     };
-    const reach = (url: URL, field: string) => new ArtifactPolicy(this.deps.config).checkHost(url.hostname, field);
+    const outbound = new ArtifactPolicy({ ...this.deps.config, lookup: this.deps.network.lookup }).outbound(this.deps.network);
     const taken = new Map<string, Measurement[]>(names.map((c) => [c, []]));
     const next = new Map<string, number>(names.map((c) => [c, 0]));
     const running = new Set(names);
@@ -338,7 +345,7 @@ export class ReleaseWorkflow {
       const due = [...running].filter((c) => next.get(c)! <= now);
       const out = await DBOS.runStep(
         async () => ({
-          measurements: await Promise.all(due.map((c) => measure(c, checks.get(c)!, vars, AbortSignal.timeout(300_000), reach))),
+          measurements: await Promise.all(due.map((c) => measure(c, checks.get(c)!, vars, AbortSignal.timeout(300_000), outbound))),
           at: Date.now(),
         }),
         { name: `${name}:${round}` },

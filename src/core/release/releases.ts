@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { z } from "zod";
+import type { Network } from "../artifacts/network.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { artifactSchema, descriptorSchema, findEnvconfig, validate, type LoadedConfig } from "../config/index.js";
 import type { Artifact, Logger } from "../contract/index.js";
@@ -23,6 +24,7 @@ export interface ReleasesOptions {
   store: ReleaseStore;
   plugins: PluginRegistry;
   logger: Logger;
+  network: Network;
   uploads?: UploadStore;
 }
 
@@ -85,7 +87,7 @@ export class Releases {
    * not deploy to prod is refused now, not after dev). Every problem is `invalid_argument` naming file, field and reason.
    */
   async plan(req: ReleaseRequest): Promise<PlannedRelease> {
-    const { config, plugins, uploads } = this.opts;
+    const { config, plugins, uploads, network } = this.opts;
     const descriptor = validate(req.descriptor, req.descriptorFile, releaseDescriptor);
     const { artifact } = validate(
       {
@@ -99,10 +101,12 @@ export class Releases {
       `${req.descriptorFile} (with --version/--source/--sha256)`,
       overridden,
     );
-    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant, ...(uploads && { uploads }) }).catch((err: unknown) => {
-      const e = ManentError.from(err);
-      throw new ManentError(e.code, `${req.descriptorFile}: ${e.message}`, { details: { file: req.descriptorFile, ...e.details } });
-    });
+    await checkArtifactSource(artifact, { config, tenant: descriptor.tenant, network, ...(uploads && { uploads }) }).catch(
+      (err: unknown) => {
+        const e = ManentError.from(err);
+        throw new ManentError(e.code, `${req.descriptorFile}: ${e.message}`, { details: { file: req.descriptorFile, ...e.details } });
+      },
+    );
     const { pipeline, file } = await findPipeline(config, descriptor.tenant, descriptor.application);
     const environments = pipelineEnvironments(pipeline);
     for (const environment of environments) {
@@ -110,7 +114,7 @@ export class Releases {
         config,
         plugins,
         { kind: "deploy", descriptor: { ...descriptor, environment, artifact }, descriptorFile: req.descriptorFile },
-        uploads,
+        this.opts,
       );
       const stageIndex = pipeline.stages.findIndex((s) => s.environments.includes(environment));
       const wanted = pipeline.stages[stageIndex]!.analysis?.checks ?? [];

@@ -42,7 +42,7 @@ export async function runAnalysis(
     if (inbox.promotedFull) return;
     const due = [...running].filter((n) => next.get(n)! <= now);
     const out = await host.step(`${name}:${round}`, { maxRetries: 0, intervalMs: 0 }, async (ctx) => ({
-      measurements: await Promise.all(due.map((n) => measure(n, checks.get(n)!, vars, ctx.signal, host.reach))),
+      measurements: await Promise.all(due.map((n) => measure(n, checks.get(n)!, vars, ctx.signal, host.outbound))),
       at: Date.now(),
     }));
     for (const m of out.measurements) {

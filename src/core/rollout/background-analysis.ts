@@ -98,7 +98,7 @@ export class BackgroundAnalysis implements BackgroundTicker {
       async () => {
         // Each measurement has its own timeout; nothing else cancels it.
         const signal = new AbortController().signal;
-        const measurements = await Promise.all(due.map((n) => measure(n, this.checks.get(n)!, vars, signal, this.host.reach)));
+        const measurements = await Promise.all(due.map((n) => measure(n, this.checks.get(n)!, vars, signal, this.host.outbound)));
         return { measurements, at: Date.now() };
       },
       { name },

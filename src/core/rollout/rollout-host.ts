@@ -4,7 +4,7 @@ import type { DeployStore } from "../engine/deploy-store.js";
 import type { EngineMetrics } from "../engine/engine-metrics.js";
 import type { ResolvedDeploy, StepPolicy } from "../engine/resolve.js";
 import type { StepContext } from "../engine/step-runner.js";
-import type { Reach } from "./analysis/index.js";
+import type { Outbound } from "../artifacts/network.js";
 import type { WebhookRequest } from "./webhook-call.js";
 
 /** What a call is made on: a subset of the targets, and the traffic state PrepareSlots returned. */
@@ -28,11 +28,11 @@ export interface RolloutHost {
   logger: Logger;
   /** Counts the rollout's durable waits (a shutdown does not wait for them). */
   waits?: DurableWaits;
-  /** The server's address rules, applied to every URL an analysis check calls. */
-  reach: Reach;
+  /** The server's address rules, applied to every URL an analysis check calls, and the request to the address they checked. */
+  outbound: Outbound;
   /**
    * POSTs a webhook step's or the load-test hook's payload as JSON, to the address the server's
-   * address rules checked (as `reach`), redirects not followed. Resolves to the status of any
+   * address rules checked (as `outbound`), redirects not followed. Resolves to the status of any
    * answer; throws analysis/http-request's NoAnswerError without one, AddressRefusedError when the
    * rules refuse the URL.
    */

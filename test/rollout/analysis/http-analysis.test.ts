@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../../src/core/errors.js";
 import { analysisCheckSchema, judge, measure, type AnalysisCheck } from "../../../src/core/rollout/analysis/index.js";
-import { loopbackReach, reachUnder } from "../../support/analysis-reach.js";
+import { loopbackOutbound, outboundUnder } from "../../support/outbound-rules.js";
 
 /** HTTP checks against a real HTTP server on loopback. */
 describe("analysis: HTTP checks", () => {
@@ -73,35 +73,35 @@ describe("analysis: HTTP checks", () => {
   });
 
   it("an expected status is successful; another status fails naming it", async () => {
-    const ok = await measure("health", check({}), vars, signal(), loopbackReach);
+    const ok = await measure("health", check({}), vars, signal(), loopbackOutbound);
     assert.equal(ok.verdict, "successful");
     assert.equal(ok.value, 200);
-    const down = await measure("health", check({ url: `${base}/down` }), vars, signal(), loopbackReach);
+    const down = await measure("health", check({ url: `${base}/down` }), vars, signal(), loopbackOutbound);
     assert.equal(down.verdict, "failed");
     assert.equal(down.value, 503);
     assert.equal(down.message, `health: GET ${base}/down answered 503, expected 2xx`);
-    const accepted = await measure("health", check({ url: `${base}/down`, expected_status: [200, 503] }), vars, signal(), loopbackReach);
+    const accepted = await measure("health", check({ url: `${base}/down`, expected_status: [200, 503] }), vars, signal(), loopbackOutbound);
     assert.equal(accepted.verdict, "successful");
   });
 
   it("redirects are not followed", async () => {
-    const m = await measure("health", check({ url: `${base}/moved` }), vars, signal(), loopbackReach);
+    const m = await measure("health", check({ url: `${base}/moved` }), vars, signal(), loopbackOutbound);
     assert.equal(m.verdict, "failed");
     assert.match(m.message, /answered 302, expected 2xx/);
-    const only = await measure("health", check({ expected_status: [200] }), vars, signal(), loopbackReach);
+    const only = await measure("health", check({ expected_status: [200] }), vars, signal(), loopbackOutbound);
     assert.equal(only.verdict, "successful");
-    const strict = await measure("health", check({ url: `${base}/moved`, expected_status: [200, 204] }), vars, signal(), loopbackReach);
+    const strict = await measure("health", check({ url: `${base}/moved`, expected_status: [200, 204] }), vars, signal(), loopbackOutbound);
     assert.match(strict.message, /answered 302, expected 200 or 204/);
   });
 
   it("a condition on a JSON field decides, with the field and value in the message", async () => {
     const c = check({ json_field: "error_rate" }, { success_condition: "result < 0.05" });
-    const ok = await measure("app-errors", c, vars, signal(), loopbackReach);
+    const ok = await measure("app-errors", c, vars, signal(), loopbackOutbound);
     assert.equal(ok.verdict, "successful", ok.message);
     assert.equal(ok.value, 0.01);
     health = { status: "degraded", error_rate: 0.4 };
     try {
-      const bad = await measure("app-errors", c, vars, signal(), loopbackReach);
+      const bad = await measure("app-errors", c, vars, signal(), loopbackOutbound);
       assert.equal(bad.verdict, "failed");
       assert.equal(bad.message, 'app-errors: error_rate = 0.4 does not meet success_condition "result < 0.05"');
       assert.equal(judge(c, [bad]).state, "failed");
@@ -110,7 +110,7 @@ describe("analysis: HTTP checks", () => {
         check({ json_field: "status" }, { success_condition: 'result == "ok"' }),
         vars,
         signal(),
-        loopbackReach,
+        loopbackOutbound,
       );
       assert.equal(status.verdict, "failed");
       assert.equal(status.value, "degraded");
@@ -122,7 +122,7 @@ describe("analysis: HTTP checks", () => {
       check({ json_field: "checks.db.ready" }, { success_condition: "result == true" }),
       vars,
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(nested.verdict, "successful", nested.message);
     assert.equal(nested.value, "true");
@@ -131,7 +131,7 @@ describe("analysis: HTTP checks", () => {
       check({ json_field: "items.0.version" }, { success_condition: 'result == "2.0.0"' }),
       vars,
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(indexed.verdict, "successful", indexed.message);
   });
@@ -142,7 +142,7 @@ describe("analysis: HTTP checks", () => {
       check({ json_field: "nope.deeper" }, { success_condition: "result < 1" }),
       vars,
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(missing.verdict, "inconclusive");
     assert.match(missing.message, /has no field nope\.deeper/);
@@ -151,10 +151,16 @@ describe("analysis: HTTP checks", () => {
       check({ json_field: "__proto__" }, { success_condition: "result == null" }),
       vars,
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(proto.verdict, "inconclusive", "only the response's own fields are read");
-    const object = await measure("x", check({ json_field: "checks" }, { success_condition: "result == 1" }), vars, signal(), loopbackReach);
+    const object = await measure(
+      "x",
+      check({ json_field: "checks" }, { success_condition: "result == 1" }),
+      vars,
+      signal(),
+      loopbackOutbound,
+    );
     assert.equal(object.verdict, "inconclusive");
     assert.match(object.message, /field checks is an object/);
     const text = await measure(
@@ -162,31 +168,37 @@ describe("analysis: HTTP checks", () => {
       check({ url: `${base}/text`, json_field: "a" }, { success_condition: "result < 1" }),
       vars,
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(text.verdict, "inconclusive");
     assert.match(text.message, /without a JSON body/);
-    const order = await measure("x", check({ json_field: "status" }, { success_condition: "result < 1" }), vars, signal(), loopbackReach);
+    const order = await measure(
+      "x",
+      check({ json_field: "status" }, { success_condition: "result < 1" }),
+      vars,
+      signal(),
+      loopbackOutbound,
+    );
     assert.equal(order.verdict, "inconclusive");
     assert.match(order.message, /cannot order "ok" < 1/);
   });
 
   it("unreachable, too slow and too large are inconclusive", async () => {
     const port = await freedPort();
-    const refused = await measure("x", check({ url: `http://127.0.0.1:${port}/health` }), vars, signal(), loopbackReach);
+    const refused = await measure("x", check({ url: `http://127.0.0.1:${port}/health` }), vars, signal(), loopbackOutbound);
     assert.equal(refused.verdict, "inconclusive");
     assert.match(refused.message, new RegExp(`x: GET http://127\\.0\\.0\\.1:${port}/health unreachable: .*ECONNREFUSED`));
-    const slow = await measure("x", check({ url: `${base}/hang`, timeout: "200ms" }), vars, signal(), loopbackReach);
+    const slow = await measure("x", check({ url: `${base}/hang`, timeout: "200ms" }), vars, signal(), loopbackOutbound);
     assert.equal(slow.verdict, "inconclusive");
     assert.match(slow.message, /unreachable: no answer within 200ms/);
-    const huge = await measure("x", check({ url: `${base}/huge` }), vars, signal(), loopbackReach);
+    const huge = await measure("x", check({ url: `${base}/huge` }), vars, signal(), loopbackOutbound);
     assert.equal(huge.verdict, "inconclusive");
     assert.match(huge.message, /larger than 1048576/);
   });
 
   it("under the default address rules a loopback check fails, naming the field and the rule, and sends nothing", async () => {
     const before = received.length;
-    const refused = await measure("health", check({}), vars, signal(), reachUnder([]));
+    const refused = await measure("health", check({}), vars, signal(), outboundUnder([]));
     assert.equal(refused.verdict, "failed");
     assert.match(refused.message, /^health: analysis\.checks\.health\.http\.url: host 127\.0\.0\.1 is .*artifacts\.allowed_networks/);
     const metadata = await measure(
@@ -194,7 +206,7 @@ describe("analysis: HTTP checks", () => {
       check({ url: "http://169.254.169.254/latest/meta-data/" }),
       vars,
       signal(),
-      reachUnder(["127.0.0.1/32"]),
+      outboundUnder(["127.0.0.1/32"]),
     );
     assert.equal(metadata.verdict, "failed");
     assert.match(metadata.message, /analysis\.checks\.meta\.http\.url: host 169\.254\.169\.254 is a link-local address/);
@@ -203,7 +215,7 @@ describe("analysis: HTTP checks", () => {
 
   it("cancelling a measurement in flight throws canceled", async () => {
     const controller = new AbortController();
-    const waiting = measure("x", check({ url: `${base}/hang`, timeout: "1m" }), vars, controller.signal, loopbackReach);
+    const waiting = measure("x", check({ url: `${base}/hang`, timeout: "1m" }), vars, controller.signal, loopbackOutbound);
     const before = received.length;
     // The request reaching the server is the event that shows the measurement is in flight.
     while (received.length === before) await once(server, "request");
@@ -217,7 +229,7 @@ describe("analysis: HTTP checks", () => {
       { success_condition: "result != null" },
     );
     const hostile = { ...vars, MANENT_VERSION: "2.0.0&admin=true#frag" };
-    await measure("echo", c, hostile, signal(), loopbackReach);
+    await measure("echo", c, hostile, signal(), loopbackOutbound);
     const last = received.at(-1)!;
     assert.deepEqual(
       [...new URL(last.url!, "http://x").searchParams],
@@ -233,14 +245,14 @@ describe("analysis: HTTP checks", () => {
     const file = join(dir, "token");
     await writeFile(file, `${token}\n`);
     const c = check({ url: `${base}/echo`, json_field: "auth", bearer_token: `file:${file}` }, { success_condition: "result != null" });
-    const m = await measure("auth", c, vars, signal(), loopbackReach);
+    const m = await measure("auth", c, vars, signal(), loopbackOutbound);
     assert.equal(received.at(-1)!.headers.authorization, `Bearer ${token}`);
     assert.equal(m.verdict, "successful");
     // The server echoed the header back: the recorded value is redacted.
     assert.equal(m.value, "Bearer ***");
     assert.ok(!JSON.stringify(m).includes(token), JSON.stringify(m));
     await writeFile(file, "two words\n");
-    const invalid = await measure("auth", c, vars, signal(), loopbackReach);
+    const invalid = await measure("auth", c, vars, signal(), loopbackOutbound);
     assert.equal(invalid.verdict, "inconclusive");
     assert.match(invalid.message, /bearer_token: the token must be printable ASCII without spaces/);
     assert.ok(!invalid.message.includes("two words"));

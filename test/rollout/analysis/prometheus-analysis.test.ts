@@ -6,7 +6,7 @@ import { Code, ManentError } from "../../../src/core/errors.js";
 import { analysisCheckSchema, judge, measure, type AnalysisCheck, type Measurement } from "../../../src/core/rollout/analysis/index.js";
 import { startMetricsExporter, type MetricsExporter } from "../../support/metrics-exporter.js";
 import { startPrometheus, type PrometheusServer } from "../../support/prometheus.js";
-import { loopbackReach, reachUnder } from "../../support/analysis-reach.js";
+import { loopbackOutbound, outboundUnder } from "../../support/outbound-rules.js";
 
 /**
  * Analysis checks against a real Prometheus (Debian's package) scraping an exporter whose request
@@ -48,14 +48,14 @@ describe("analysis: Prometheus checks", () => {
 
   it("a healthy error rate is successful, and the check succeeds after count measurements", async () => {
     const c = check({ count: 2 });
-    const first = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach);
+    const first = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackOutbound);
     assert.equal(first.verdict, "successful", first.message);
     assert.equal(first.check, "error-rate");
     assert.equal(first.value, 0.01);
     assert.ok(!Number.isNaN(Date.parse(first.at)));
     assert.match(first.message, /error-rate: 0\.01 meets success_condition "result < 0\.05"/);
     assert.deepEqual(judge(c, [first]), { state: "running" });
-    const second = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach);
+    const second = await measure("error-rate", c, vars("1.0.0"), signal(), loopbackOutbound);
     const verdict = judge(c, [first, second]);
     assert.equal(verdict.state, "successful");
   });
@@ -64,12 +64,12 @@ describe("analysis: Prometheus checks", () => {
     exporter.serve("2.0.0", 1000, 590); // 600 errors of 2000: 0.3
     await prometheus.waitFor('sum(app_errors_total{version="2.0.0"})', (v) => v === 600);
     const c = check({ failure_limit: 1, count: 5 });
-    const first = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackReach);
+    const first = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackOutbound);
     assert.equal(first.verdict, "failed");
     assert.equal(first.value, 0.3);
     assert.equal(first.message, 'error-rate: 0.3 does not meet success_condition "result < 0.05"');
     assert.deepEqual(judge(c, [first]), { state: "running" }, "one failure is within failure_limit 1");
-    const second = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackReach);
+    const second = await measure("error-rate", c, vars("2.0.0"), signal(), loopbackOutbound);
     const verdict = judge(c, [first, second]);
     assert.equal(verdict.state, "failed");
     assert.match(
@@ -84,7 +84,7 @@ describe("analysis: Prometheus checks", () => {
       check({ success_condition: "result < 0.005", failure_condition: "result >= 0.2" }),
       vars("1.0.0"),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(between.verdict, "inconclusive");
     assert.match(between.message, /0\.01 meets neither success_condition "result < 0\.005" nor failure_condition "result >= 0\.2"/);
@@ -93,7 +93,7 @@ describe("analysis: Prometheus checks", () => {
       check({ success_condition: "result < 0.5", failure_condition: "result >= 0.2" }),
       vars("2.0.0"),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(bad.verdict, "failed");
     assert.match(bad.message, /0\.3 meets failure_condition "result >= 0\.2"/);
@@ -102,7 +102,7 @@ describe("analysis: Prometheus checks", () => {
   it("an empty result is inconclusive, and the check fails once inconclusive_limit is exceeded", async () => {
     const c = check({ inconclusive_limit: 1 });
     const measurements: Measurement[] = [];
-    for (let i = 0; i < 2; i++) measurements.push(await measure("error-rate", c, vars("9.9.9"), signal(), loopbackReach));
+    for (let i = 0; i < 2; i++) measurements.push(await measure("error-rate", c, vars("9.9.9"), signal(), loopbackOutbound));
     for (const m of measurements) {
       assert.equal(m.verdict, "inconclusive");
       assert.equal(m.value, null);
@@ -115,7 +115,7 @@ describe("analysis: Prometheus checks", () => {
   });
 
   it("several series, NaN, a matrix and an error answer are inconclusive", async () => {
-    const multi = await measure("ratio", check({}, { query: "app_error_ratio" }), vars("1.0.0"), signal(), loopbackReach);
+    const multi = await measure("ratio", check({}, { query: "app_error_ratio" }), vars("1.0.0"), signal(), loopbackOutbound);
     assert.equal(multi.verdict, "inconclusive");
     assert.match(multi.message, /returned 2 series, not one/);
     const nan = await measure(
@@ -123,7 +123,7 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"} * 0 / 0' }),
       vars("1.0.0"),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(nan.verdict, "inconclusive");
     assert.equal(nan.value, "NaN");
@@ -132,11 +132,11 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"}[1m]' }),
       vars("1.0.0"),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(matrix.verdict, "inconclusive");
     assert.match(matrix.message, /returned a matrix, not a number/);
-    const bad = await measure("ratio", check({}, { query: "sum(app_error_ratio" }), vars("1.0.0"), signal(), loopbackReach);
+    const bad = await measure("ratio", check({}, { query: "sum(app_error_ratio" }), vars("1.0.0"), signal(), loopbackOutbound);
     assert.equal(bad.verdict, "inconclusive");
     assert.match(bad.message, new RegExp(`Prometheus at ${prometheus.url} answered 400 bad_data: .*parse error`));
   });
@@ -147,7 +147,7 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'scalar(app_error_ratio{version="${MANENT_VERSION}"})' }),
       vars("1.0.0"),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(m.verdict, "successful", m.message);
     assert.equal(m.value, 0.01);
@@ -161,22 +161,22 @@ describe("analysis: Prometheus checks", () => {
       check({}, { query: 'app_error_ratio{version="${MANENT_VERSION}"}' }),
       vars(hostile),
       signal(),
-      loopbackReach,
+      loopbackOutbound,
     );
     assert.equal(injected.verdict, "inconclusive", injected.message);
     assert.match(injected.message, /empty result/);
     // In a regex matcher the value matches literally: ".*" does not select every version.
     const regex = check({}, { query: "app_error_ratio{version=~'${MANENT_VERSION}'}" });
-    assert.equal((await measure("ratio", regex, vars("1.0.0"), signal(), loopbackReach)).value, 0.01);
-    assert.match((await measure("ratio", regex, vars(".*"), signal(), loopbackReach)).message, /empty result/);
+    assert.equal((await measure("ratio", regex, vars("1.0.0"), signal(), loopbackOutbound)).value, 0.01);
+    assert.match((await measure("ratio", regex, vars(".*"), signal(), loopbackOutbound)).message, /empty result/);
     // Outside a string only a name or a number may stand.
     const bare = check(
       { success_condition: "result > 0" },
       { query: 'count(app_error_ratio{version="${MANENT_VERSION}"}) * ${MANENT_WEIGHT}' },
     );
-    const weighted = await measure("weighted", bare, vars("1.0.0"), signal(), loopbackReach);
+    const weighted = await measure("weighted", bare, vars("1.0.0"), signal(), loopbackOutbound);
     assert.equal(weighted.value, 10, weighted.message);
-    const refused = await measure("weighted", bare, vars("1.0.0", { MANENT_WEIGHT: "0 or vector(1)" }), signal(), loopbackReach);
+    const refused = await measure("weighted", bare, vars("1.0.0", { MANENT_WEIGHT: "0 or vector(1)" }), signal(), loopbackOutbound);
     assert.equal(refused.verdict, "failed");
     assert.match(refused.message, /weighted: variable \$\{MANENT_WEIGHT\} = "0 or vector\(1\)" cannot stand outside a string/);
   });
@@ -191,10 +191,10 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
-        loopbackReach,
+        loopbackOutbound,
       );
       assert.equal(good.verdict, "successful", good.message);
-      const missing = await measure("error-rate", check({}, { address: proxy.url }), vars("1.0.0"), signal(), loopbackReach);
+      const missing = await measure("error-rate", check({}, { address: proxy.url }), vars("1.0.0"), signal(), loopbackOutbound);
       assert.equal(missing.verdict, "inconclusive");
       assert.match(missing.message, /answered 401/);
       // The proxy echoes the header it got: the token must be redacted from the message anyway.
@@ -204,7 +204,7 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
-        loopbackReach,
+        loopbackOutbound,
       );
       assert.equal(wrong.verdict, "inconclusive");
       assert.ok(!JSON.stringify(wrong).includes(token), JSON.stringify(wrong));
@@ -214,7 +214,7 @@ describe("analysis: Prometheus checks", () => {
         check({}, { address: proxy.url, bearer_token: "env:MANENT_TEST_PROM_TOKEN" }),
         vars("1.0.0"),
         signal(),
-        loopbackReach,
+        loopbackOutbound,
       );
       assert.equal(unset.verdict, "inconclusive");
       assert.match(unset.message, /environment variable MANENT_TEST_PROM_TOKEN is not set/);
@@ -227,7 +227,7 @@ describe("analysis: Prometheus checks", () => {
   it("a cancelled measurement throws canceled", async () => {
     const controller = new AbortController();
     controller.abort();
-    await assert.rejects(measure("error-rate", check(), vars("1.0.0"), controller.signal, loopbackReach), (err: unknown) => {
+    await assert.rejects(measure("error-rate", check(), vars("1.0.0"), controller.signal, loopbackOutbound), (err: unknown) => {
       return err instanceof ManentError && err.code === Code.Canceled;
     });
   });
@@ -238,7 +238,7 @@ describe("analysis: Prometheus checks", () => {
     const measurements: Measurement[] = [];
     let state = judge(c, measurements);
     while (state.state === "running") {
-      measurements.push(await measure("error-rate", c, vars("1.0.0"), signal(), loopbackReach));
+      measurements.push(await measure("error-rate", c, vars("1.0.0"), signal(), loopbackOutbound));
       state = judge(c, measurements);
     }
     assert.equal(measurements.length, 3);

@@ -1,6 +1,7 @@
 import type { AnalysisCheck } from "./check-schema.js";
 import type { ConditionValue } from "./condition.js";
-import { NoAnswerError, httpRequest, type Reach } from "./http-request.js";
+import type { Outbound } from "../../artifacts/network.js";
+import { NoAnswerError, httpRequest } from "./http-request.js";
 import { verdictOf, recordedValue, type Measurement } from "./measurement.js";
 import { VariableError, renderUrl } from "./variables.js";
 
@@ -18,7 +19,7 @@ export async function measureHttp(
   vars: Record<string, string>,
   signal: AbortSignal,
   token: string | undefined,
-  reach: Reach,
+  outbound: Outbound,
 ): Promise<Outcome> {
   const spec = check.http;
   let url: string;
@@ -40,7 +41,7 @@ export async function measureHttp(
     answer = await httpRequest({
       url,
       field: `analysis.checks.${name}.http.url`,
-      reach,
+      outbound,
       method: spec.method,
       headers: {
         accept: "application/json, */*;q=0.5",

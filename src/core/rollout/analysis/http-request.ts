@@ -1,6 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import type { CheckedHost } from "../../artifacts/artifact-policy.js";
-import { pinnedRequest } from "../../artifacts/pinned-fetch.js";
+import type { CheckedHost, Outbound } from "../../artifacts/network.js";
 import { Code, ManentError } from "../../errors.js";
 
 /** Largest response body read: an answer the size of a page is a mistake or an attack, not a metric. */
@@ -22,18 +21,15 @@ export class AddressRefusedError extends Error {
   override readonly name = "AddressRefusedError";
 }
 
-/**
- * Checks a URL's host against the server's address rules and says which address to connect to.
- * Throws an `invalid_argument` ManentError when the host is refused: the envconfig is a tenant's,
- * so its checks must not reach the server's own network (a cloud's metadata service, a database).
- */
-export type Reach = (url: URL, field: string) => Promise<CheckedHost>;
-
 export interface HttpRequest {
   url: string;
   /** The envconfig field that named the URL, for a refusal's message. */
   field: string;
-  reach: Reach;
+  /**
+   * The server's address rules and the request to the address they checked: the envconfig is a
+   * tenant's, so its URLs must not reach the server's own network (a cloud's metadata service).
+   */
+  outbound: Outbound;
   method: string;
   headers: Record<string, string>;
   body?: string;
@@ -54,14 +50,14 @@ export async function httpRequest(req: HttpRequest): Promise<HttpAnswer> {
   const url = new URL(req.url);
   let host: CheckedHost;
   try {
-    host = await req.reach(url, req.field);
+    host = await req.outbound.check(url, req.field);
   } catch (err) {
     if (err instanceof ManentError && err.code === Code.InvalidArgument) throw new AddressRefusedError(err.message);
     if (err instanceof ManentError) throw new NoAnswerError(err.message); // the name could not be resolved now
     throw err;
   }
   try {
-    const response = await pinnedRequest(url, host, {
+    const response = await req.outbound.request(url, host, {
       method: req.method,
       headers: { ...req.headers, ...(req.body !== undefined && { "content-length": String(Buffer.byteLength(req.body)) }) },
       ...(req.body !== undefined && { body: req.body }),

@@ -6,6 +6,5 @@
 export { analysisSectionSchema, analysisCheckSchema, type AnalysisCheck, type AnalysisSection } from "./check-schema.js";
 export type { Measurement, Verdict } from "./measurement.js";
 export { measure } from "./measure.js";
-export type { Reach } from "./http-request.js";
 export { judge, type Judgement } from "./judge.js";
 export { analysisVariables, type AnalysisVariable } from "./variables.js";

@@ -2,7 +2,8 @@ import { readBearerToken } from "../../config/secret-ref.js";
 import { Code, ManentError } from "../../errors.js";
 import type { AnalysisCheck } from "./check-schema.js";
 import { measureHttp } from "./http-check.js";
-import { AddressRefusedError, type Reach } from "./http-request.js";
+import type { Outbound } from "../../artifacts/network.js";
+import { AddressRefusedError } from "./http-request.js";
 import type { Measurement } from "./measurement.js";
 import { measurePrometheus } from "./prometheus-check.js";
 
@@ -11,7 +12,7 @@ type Outcome = Pick<Measurement, "value" | "verdict" | "message">;
 /**
  * Takes one measurement of a check. A failed or inconclusive measurement is a result, never an
  * exception: this throws only a `canceled` ManentError when `signal` aborts. The bearer token is
- * read now (so a rotated secret is picked up) and never appears in the measurement. `reach`
+ * read now (so a rotated secret is picked up) and never appears in the measurement. `outbound`
  * applies the server's address rules; a refused address fails the measurement (a retry cannot
  * change the rules), and nothing is sent to it.
  */
@@ -20,7 +21,7 @@ export async function measure(
   check: AnalysisCheck,
   vars: Record<string, string>,
   signal: AbortSignal,
-  reach: Reach,
+  outbound: Outbound,
 ): Promise<Measurement> {
   const canceled = () => new ManentError(Code.Canceled, "analysis canceled", { cause: signal.reason });
   if (signal.aborted) throw canceled();
@@ -30,9 +31,9 @@ export async function measure(
   try {
     token = await bearerToken(name, check);
     outcome = check.prometheus
-      ? await measurePrometheus(name, { ...check, prometheus: check.prometheus }, vars, signal, token, reach)
+      ? await measurePrometheus(name, { ...check, prometheus: check.prometheus }, vars, signal, token, outbound)
       : check.http
-        ? await measureHttp(name, { ...check, http: check.http }, vars, signal, token, reach)
+        ? await measureHttp(name, { ...check, http: check.http }, vars, signal, token, outbound)
         : { value: null, verdict: "failed", message: `${name}: the check has neither prometheus nor http` };
   } catch (err) {
     if (signal.aborted) throw canceled();

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { AnalysisCheck } from "./check-schema.js";
-import { NoAnswerError, httpRequest, type Reach } from "./http-request.js";
+import type { Outbound } from "../../artifacts/network.js";
+import { NoAnswerError, httpRequest } from "./http-request.js";
 import { recordedValue, verdictOf, type Measurement } from "./measurement.js";
 import { VariableError, renderPromql } from "./variables.js";
 
@@ -24,7 +25,7 @@ export async function measurePrometheus(
   vars: Record<string, string>,
   signal: AbortSignal,
   token: string | undefined,
-  reach: Reach,
+  outbound: Outbound,
 ): Promise<Outcome> {
   const { address, timeout } = check.prometheus;
   let query: string;
@@ -45,7 +46,7 @@ export async function measurePrometheus(
     answer = await httpRequest({
       url: `${address.replace(/\/+$/, "")}/api/v1/query`,
       field: `analysis.checks.${name}.prometheus.address`,
-      reach,
+      outbound,
       method: "POST",
       headers: {
         accept: "application/json",
