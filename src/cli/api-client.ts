@@ -87,6 +87,11 @@ export class ApiClient {
     return this.request("GET", `/api/v1/releases?${q.toString()}`);
   }
 
+  /** Retries a failed or cancelled release: a new release from the stage where it stopped. */
+  retryRelease(id: string): Promise<{ id: string; status: "running"; retry_of: string; from_stage: number }> {
+    return this.request("POST", `/api/v1/releases/${encodeURIComponent(id)}/retry`, {});
+  }
+
   /** A command on a release: cancel, approve, or promote `to` an environment of the manual stage it waits at. */
   releaseCommand(id: string, command: "cancel" | "approve" | "promote", to?: string): Promise<ReleaseRecord & { message?: string }> {
     return this.request("POST", `/api/v1/releases/${encodeURIComponent(id)}/${command}`, command === "promote" ? { to } : {});

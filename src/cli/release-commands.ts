@@ -17,7 +17,7 @@ export interface ReleaseCommandDeps {
 }
 
 /**
- * `manent release start|status|list|cancel|approve|promote`: one artifact, pinned by sha256,
+ * `manent release start|status|list|cancel|approve|promote|retry`: one artifact, pinned by sha256,
  * through the stages of the application's pipeline.yml, as one durable workflow on the server.
  */
 export function releaseCommands(program: Command, deps: ReleaseCommandDeps): void {
@@ -121,6 +121,25 @@ export function releaseCommands(program: Command, deps: ReleaseCommandDeps): voi
       if (await printedAsDocument(r, o.output)) return;
       out(`${r.id} promoted to ${o.to}`);
     });
+
+  release
+    .command("retry")
+    .description(
+      "retry a failed or cancelled release: a new release of the same artifact (same sha256) through the pipeline it recorded, " +
+        "from the stage where it stopped (the stages it passed are not deployed again), and follow it",
+    )
+    .argument("<id>", "the release to retry")
+    .option("--no-wait", "print the new release's id and return at once")
+    .addOption(output())
+    .action(async (id: string, o: { wait: boolean; output?: Output }) => {
+      const api = await client();
+      const started = await api.retryRelease(id);
+      if (!o.wait) {
+        if (await printedAsDocument(await api.release(started.id), o.output)) return;
+        return out(started.id);
+      }
+      await follow(api, started.id, outputOf(o.output), false);
+    });
 }
 
 /**
@@ -203,11 +222,12 @@ function exitFor(r: ReleaseRecord): number {
 }
 
 function printRelease(r: ReleaseRecord): void {
-  out(`release ${r.id}: ${r.application} ${r.version} (${r.artifact}) ${r.status}`);
+  out(`release ${r.id}: ${r.application} ${r.version} (${r.artifact}) ${r.status}${r.retry_of ? ` (retry of ${r.retry_of})` : ""}`);
   out(`sha256 ${r.sha256 ?? "(not pinned yet)"}; started by ${r.submitted_by ?? "-"} at ${r.created_at}; pipeline ${r.pipeline_file}`);
   for (const s of r.stages) {
     const deploys = s.deploys.map((d) => `${d.environment} ${d.deploy_id} ${d.status}`).join(", ");
     const notes = [
+      s.done_by && `done by release ${s.done_by}`,
       s.promoted_by && `promoted by ${s.promoted_by}`,
       s.approvals.length > 0 && `approved by ${s.approvals.map((a) => a.by).join(", ")}`,
       s.soak_until && `soak until ${s.soak_until}`,
@@ -219,5 +239,6 @@ function printRelease(r: ReleaseRecord): void {
     if (s.message) out(`     ${s.message}`);
   }
   if (r.waiting) out(r.waiting.hint);
+  if (r.retried_by?.length) out(`retried by ${r.retried_by.join(", ")}`);
   if (r.error && r.status !== "succeeded") out(`error: ${r.error.message}`);
 }

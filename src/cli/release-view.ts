@@ -11,6 +11,7 @@ export function timeLeft(until: string, now: number): string {
 
 function stageNotes(s: StageState, now: number): string[] {
   return [
+    s.done_by ? `done by release ${s.done_by}` : "",
     ...s.deploys.map((d) => `deploy ${d.deploy_id} ${d.status}`),
     s.promoted_by ? `promoted by ${s.promoted_by}` : "",
     s.approvals.length > 0 ? `approved by ${s.approvals.map((a) => a.by).join(", ")}` : "",
@@ -32,6 +33,8 @@ export function releaseView(r: ReleaseRecord, paint: Painter = plain, now = Date
     `  Status:   ${paint.status(r.status)}`,
     `  sha256:   ${r.sha256 ?? "(not pinned yet)"}`,
     `  Started:  ${r.created_at} by ${r.submitted_by ?? "-"}`,
+    ...(r.retry_of ? [`  Retry of: release ${r.retry_of}`] : []),
+    ...(r.retried_by?.length ? [`  Retried:  by release ${r.retried_by.join(", ")}`] : []),
     "",
     "STAGES",
   ];
@@ -60,10 +63,12 @@ export class ReleaseTimeline {
 
   update(r: ReleaseRecord): void {
     this.once("head", `release ${r.id}: ${r.application} ${r.version} (${r.artifact})`);
+    if (r.retry_of) this.once("retry_of", `retry of release ${r.retry_of}`);
     if (r.sha256) this.once("sha256", `sha256 ${r.sha256}`);
     for (const s of r.stages) {
       const where = `${s.index}. ${s.environments.join(", ")}`;
-      if (s.status !== "pending") this.once(`${s.index}:${s.status}`, `${where}: ${s.status}`);
+      const by = s.done_by ? ` (done by release ${s.done_by})` : "";
+      if (s.status !== "pending") this.once(`${s.index}:${s.status}`, `${where}: ${s.status}${by}`);
       for (const d of s.deploys)
         this.once(`${s.index}:${d.deploy_id}:${d.status}`, `${where}: deploy ${d.deploy_id} to ${d.environment} ${d.status}`);
       if (s.promoted_by) this.once(`${s.index}:promoted`, `${where}: promoted by ${s.promoted_by}`);

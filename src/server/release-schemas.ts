@@ -64,6 +64,13 @@ const stageSchema = z
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),
     message: z.string().nullable().describe("why the stage failed or was cancelled"),
+    done_by: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        "on a retry (`manent release retry`), a stage the retried release had passed: the release that deployed it (its deploys, soak and approvals are that release's); not deployed again",
+      ),
   })
   .openapi("ReleaseStage");
 
@@ -85,6 +92,7 @@ export const releaseSummarySchema = z
     submitted_by: z.string().nullable(),
     submitted_by_id: z.string().nullable(),
     cancel_requested_by: z.string().nullable(),
+    retry_of: z.string().nullable().describe("the release this one retries (`manent release retry`); null when it is not a retry"),
     created_at: z.string(),
     finished_at: z.string().nullable(),
   })
@@ -94,8 +102,18 @@ export const releaseSchema = releaseSummarySchema
   .extend({
     pipeline: z.object({ stages: z.array(z.record(z.string(), z.unknown())) }).describe("the pipeline as it was when the release started"),
     stages: z.array(stageSchema),
+    retried_by: z.array(z.string()).describe("the retries of this release (`manent release retry`), oldest first"),
   })
   .openapi("Release");
+
+export const releaseRetriedSchema = z
+  .object({
+    id: z.string().describe("the new release"),
+    status: z.literal("running"),
+    retry_of: z.string().describe("the release it retries"),
+    from_stage: z.number().int().describe("the 1-based stage it starts at: the one where the retried release stopped"),
+  })
+  .openapi("ReleaseRetried");
 
 export const releaseAnswerSchema = releaseSchema
   .extend({ message: z.string().optional().describe("what the command does (cancel)") })

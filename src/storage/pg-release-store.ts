@@ -5,8 +5,10 @@ import type {
   ReleaseProgress,
   ReleaseRecord,
   ReleaseStore,
+  ReleaseSubmission,
   ReleaseSummary,
 } from "../core/release/release-store.js";
+import type { Artifact } from "../core/contract/index.js";
 import { terminalReleaseStatuses } from "../core/release/release-store.js";
 import { pipelineEnvironments } from "../core/release/pipeline.js";
 import { scopeCondition } from "./scope-sql.js";
@@ -46,6 +48,10 @@ export const releaseStatements = [
   `alter table manent.events add column if not exists release_id text`,
   // The number of the progress's last write (see saveProgress).
   `alter table manent.releases add column if not exists progress_revision integer`,
+  // A retry (`manent release retry`) names the release it retries; the artifact as submitted (its type, a sha256 given) is what the retry starts again with.
+  `alter table manent.releases add column if not exists retry_of text`,
+  `alter table manent.releases add column if not exists artifact_spec jsonb`,
+  `create index if not exists releases_retry_of on manent.releases (retry_of) where retry_of is not null`,
   `create index if not exists events_release on manent.events (release_id, id) where release_id is not null`,
   `create or replace function manent.append_release_event(p_release manent.releases, p_type text, p_data jsonb) returns void
    language plpgsql as $$
@@ -61,7 +67,7 @@ export const releaseStatements = [
        perform manent.append_release_event(new, 'release.created', jsonb_build_object(
          'id', new.id, 'tenant', new.tenant, 'application', new.application, 'artifact', new.artifact, 'version', new.version,
          'sha256', new.sha256, 'status', new.status, 'environments', to_jsonb(new.environments), 'submitted_by', new.submitted_by,
-         'created_at', new.created_at));
+         'retry_of', new.retry_of, 'created_at', new.created_at));
        return new;
      end if;
      if new.status is distinct from old.status or new.error is distinct from old.error then
@@ -79,7 +85,7 @@ export const releaseStatements = [
 ];
 
 const summaryColumns = `id, tenant, application, artifact, version, sha256, source, status, pipeline_file, environments, current_stage,
-  waiting, error, submitted_by, submitted_by_id, cancel_requested_by, created_at, finished_at`;
+  waiting, error, submitted_by, submitted_by_id, cancel_requested_by, retry_of, created_at, finished_at`;
 
 /** At most this many waiting releases in one overview (each is a row of a few kilobytes). */
 const waitingLimit = 500;
@@ -90,8 +96,8 @@ export class PgReleaseStore implements ReleaseStore {
   async createRelease(r: NewRelease): Promise<void> {
     await this.pool.query(
       `insert into manent.releases (id, tenant, application, artifact, version, sha256, source, status, pipeline, pipeline_file,
-         descriptor_file, environments, submitted_by, submitted_by_id)
-       values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13) on conflict (id) do nothing`,
+         descriptor_file, environments, submitted_by, submitted_by_id, retry_of, artifact_spec)
+       values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13, $14, $15) on conflict (id) do nothing`,
       [
         r.id,
         r.tenant,
@@ -106,6 +112,8 @@ export class PgReleaseStore implements ReleaseStore {
         pipelineEnvironments(r.pipeline),
         r.submitted_by,
         r.submitted_by_id,
+        r.retry?.of ?? null,
+        JSON.stringify(r.artifact),
       ],
     );
   }
@@ -140,7 +148,21 @@ export class PgReleaseStore implements ReleaseStore {
 
   async getRelease(id: string): Promise<ReleaseRecord | undefined> {
     const r = await this.pool.query(`select ${summaryColumns}, pipeline, stages from manent.releases where id = $1`, [id]);
-    return r.rows[0] ? toRecord(r.rows[0] as Record<string, unknown>) : undefined;
+    if (!r.rows[0]) return undefined;
+    const retries = await this.pool.query<{ id: string }>(`select id from manent.releases where retry_of = $1 order by created_at, id`, [
+      id,
+    ]);
+    return { ...toRecord(r.rows[0] as Record<string, unknown>), retried_by: retries.rows.map((x) => x.id) };
+  }
+
+  async releaseSubmission(id: string): Promise<ReleaseSubmission | undefined> {
+    const r = await this.pool.query<{ artifact_spec: Artifact | null; descriptor_file: string }>(
+      `select artifact_spec, descriptor_file from manent.releases where id = $1`,
+      [id],
+    );
+    const row = r.rows[0];
+    if (!row?.artifact_spec) return undefined;
+    return { artifact: row.artifact_spec, descriptor_file: row.descriptor_file };
   }
 
   /**
@@ -181,7 +203,7 @@ export class PgReleaseStore implements ReleaseStore {
       args,
     );
     return r.rows.map((row: Record<string, unknown>) => {
-      const { pipeline: _p, stages: _s, ...summary } = toRecord({ ...row, pipeline: null, stages: [] });
+      const { pipeline: _p, stages: _s, retried_by: _r, ...summary } = toRecord({ ...row, pipeline: null, stages: [] });
       return summary;
     });
   }
@@ -208,6 +230,8 @@ function toRecord(r: Record<string, unknown>): ReleaseRecord {
     submitted_by: (r.submitted_by as string | null) ?? null,
     submitted_by_id: (r.submitted_by_id as string | null) ?? null,
     cancel_requested_by: (r.cancel_requested_by as string | null) ?? null,
+    retry_of: (r.retry_of as string | null) ?? null,
+    retried_by: [],
     created_at: time(r.created_at)!,
     finished_at: time(r.finished_at),
   };

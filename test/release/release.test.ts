@@ -13,8 +13,8 @@ import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
 const sha = (s: string | Buffer) => createHash("sha256").update(s).digest("hex");
-/** One API token per person: alice may do anything, bob approves as a release manager, vic only reads. */
-const people = { alice: "rel-alice-token-0001", bob: "rel-bob-token-0002", vic: "rel-vic-token-0003" };
+/** One API token per person: alice may do anything, bob approves as a release manager, vic only reads, olga is admin of another tenant. */
+const people = { alice: "rel-alice-token-0001", bob: "rel-bob-token-0002", vic: "rel-vic-token-0003", olga: "rel-olga-token-0004" };
 type Person = keyof typeof people;
 
 /**
@@ -38,12 +38,13 @@ describe("releases through environments", () => {
   const hostDir = (app: string, env: string) => ws.path("hosts", app, env);
 
   /** Envconfigs (remote-copy to a local directory per environment) and the pipeline of `app`. */
-  const setup = async (app: string, pipeline: object, opts: { failIn?: string } = {}) => {
+  const setup = async (app: string, pipeline: object, opts: { failIn?: string; activate?: Record<string, string> } = {}) => {
     for (const env of ["dev", "staging", "prod"]) {
+      const activate = opts.failIn === env ? "exit 3" : opts.activate?.[env];
       await ws.write(`envconfig/untenanted/${app}/${app}/${env}.yml`, {
         plugin: "remote-copy",
         targets: [{ host: "web-1" }],
-        params: { transport: "local", base: `${hostDir(app, env)}/{host}`, ...(opts.failIn === env && { activate: "exit 3" }) },
+        params: { transport: "local", base: `${hostDir(app, env)}/{host}`, ...(activate !== undefined && { activate }) },
         rollback: { enabled: true },
         max_retries: 0,
         analysis: { checks: { smoke: { http: { url: healthUrl }, interval: "500ms", count: 2 } } },
@@ -110,6 +111,7 @@ describe("releases through environments", () => {
       alice: { role: "admin", groups: ["release-managers"] },
       bob: { role: "approver", groups: ["release-managers"] },
       vic: { role: "viewer" },
+      olga: { role: "admin", tenant: "other" },
     };
     const tokens = Object.entries(people).map(([name, token]) => ({ name, tenant: "*", sha256: sha(token), ...roles[name as Person] }));
     config = await ws.write(
@@ -250,6 +252,108 @@ describe("releases through environments", () => {
     assert.match(done.error!.message, /^stage 2 \(staging\): deploy \S+ to staging ended rolled_back: /);
     assert.deepEqual(done.stages[2]!.deploys, []);
     assert.equal(existsSync(hostDir("broken", "prod")), false);
+  });
+
+  it("retries a release that failed in staging from staging: dev not deployed again, staging and prod deployed, across a SIGKILL", async () => {
+    // Staging's target fails until it is repaired (the marker file exists): a failure from outside the release.
+    const repaired = ws.path("again-staging-repaired");
+    await setup(
+      "again",
+      { stages: [{ environment: "dev" }, { environment: "staging", soak: "1s" }, { environment: "prod" }] },
+      { activate: { staging: `test -f ${repaired}` } },
+    );
+    const first = await cli("alice", "release", "start", "-f", "again.yml", "-o", "text");
+    assert.equal(first.code, 1, first.stdout + first.stderr);
+    const failedId = /^release (\S+):/m.exec(first.stdout)![1]!;
+    const failed = await api("alice").release(failedId);
+    assert.deepEqual(
+      failed.stages.map((s) => s.status),
+      ["succeeded", "failed", "not_started"],
+    );
+    const stagingDeploy = failed.stages[1]!.deploys[0]!.deploy_id;
+
+    // The stage's deploy alone is not retried: it would not be part of the release.
+    const alone = await cli("alice", "retry", stagingDeploy);
+    assert.equal(alone.code, 2, alone.stdout + alone.stderr);
+    assert.match(
+      alone.stderr,
+      new RegExp(`deploy ${stagingDeploy} is stage 2 of release ${failedId}: retry the release \\(manent release retry ${failedId}\\)`),
+    );
+    // Who may not start it may not retry it; another tenant's caller does not see it.
+    const byViewer = await refusal(api("vic").retryRelease(failedId));
+    assert.equal(byViewer.code, 7);
+    assert.match(byViewer.message, /vic may not submit in tenant untenanted, application again, environment dev/);
+    const byOther = await refusal(api("olga").retryRelease(failedId));
+    assert.equal(byOther.code, 5);
+    assert.match(byOther.message, new RegExp(`release ${failedId} not found`));
+
+    // Repaired, then retried on a server killed once prod's deploy has started.
+    await ws.write("again-staging-repaired", "ok");
+    await server.stop();
+    const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: "stage-3:deploy:after" } });
+    server = doomed;
+    const retried = await cli("alice", "release", "retry", failedId, "--no-wait");
+    assert.equal(retried.code, 0, retried.stderr);
+    const id = (JSON.parse(retried.stdout) as ReleaseRecord).id;
+    assert.equal((await doomed.exited).signal, "SIGKILL");
+    server = await startServer(config, { cwd: ws.dir });
+    const events: { type: string; data: Record<string, unknown> }[] = [];
+    await api("alice").streamEvents(
+      `/api/v1/releases/${id}/events`,
+      (e) => {
+        events.push({ type: e.type, data: e.data as Record<string, unknown> });
+        return e.type === "release.status" && e.data.status !== "running";
+      },
+      { after: 0 },
+    );
+    const done = await api("alice").release(id);
+    assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    assert.equal(done.retry_of, failedId);
+    assert.equal(done.sha256, failed.sha256);
+    assert.deepEqual(
+      done.stages.map((s) => `${s.status} ${s.done_by ?? "-"}`),
+      [`succeeded ${failedId}`, "succeeded -", "succeeded -"],
+    );
+    // Dev is the earlier release's deploy, not a new one; staging and prod are the retry's, each deployed once.
+    assert.deepEqual(done.stages[0]!.deploys, failed.stages[0]!.deploys);
+    for (const env of ["dev", "staging", "prod"]) {
+      const { deploys } = await api("alice").list({ application: "again", environment: env });
+      assert.equal(deploys.length, env === "staging" ? 2 : 1, `${env}: ${deploys.map((d) => d.id).join(", ")}`);
+    }
+    for (const s of done.stages.slice(1)) {
+      const d = await api("alice").deploy(s.deploys[0]!.deploy_id);
+      assert.equal(d.status, "succeeded");
+      assert.deepEqual((d.request as { release?: unknown }).release, { id, stage: s.index });
+    }
+    assert.deepEqual(await deployed("again", "prod"), await deployed("again", "dev"));
+    assert.equal(sha(await deployed("again", "staging")), sha(artifactBytes));
+
+    // Linked both ways: the records, the events, the CLI.
+    const original = await api("alice").release(failedId);
+    assert.equal(original.status, "failed");
+    assert.deepEqual(original.retried_by, [id]);
+    const created = events.find((e) => e.type === "release.created");
+    assert.equal(created?.data.retry_of, failedId);
+    const shown = await cli("alice", "release", "status", id, "-o", "text");
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, new RegExp(`^release ${id}: again 1\\.0\\.0 \\(again\\) succeeded \\(retry of ${failedId}\\)`, "m"));
+    assert.match(shown.stdout, new RegExp(`^  1\\. dev: succeeded \\[dev \\S+ succeeded\\] \\(done by release ${failedId}\\)`, "m"));
+    const before = await cli("alice", "release", "status", failedId, "-o", "text");
+    assert.match(before.stdout, new RegExp(`^retried by ${id}$`, "m"));
+
+    // Only a failed or cancelled release is retried.
+    const again = await cli("alice", "release", "retry", id);
+    assert.equal(again.code, 2, again.stdout + again.stderr);
+    assert.match(again.stderr, new RegExp(`release ${id} is succeeded: only a failed or cancelled release is retried`));
+    const audit = await api("alice").audit({ application: "again" });
+    const actions = audit.entries.map((e) => `${e.action} ${e.actor} ${e.outcome}`);
+    for (const a of [
+      "release_retry alice ok",
+      "release_retry vic permission_denied",
+      "release_retry alice failed_precondition",
+      "retry alice failed_precondition",
+    ])
+      assert.ok(actions.includes(a), `${a} in ${actions.join(" | ")}`);
   });
 
   it("waits at a manual stage until promoted by hand", async () => {

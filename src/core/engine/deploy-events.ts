@@ -97,8 +97,21 @@ export const deployEventTypes = {
     data: ["tenant", "application", "artifact", "environment", "targets"],
   },
   "release.created": {
-    about: "A release was started (`manent release start`); `release_id` is set on the release's events, `deploy_id` is null",
-    data: ["id", "tenant", "application", "artifact", "version", "sha256", "status", "environments", "submitted_by", "created_at"],
+    about:
+      "A release was started (`manent release start`, or `manent release retry`: then `retry_of` names the release it retries, null otherwise); `release_id` is set on the release's events, `deploy_id` is null",
+    data: [
+      "id",
+      "tenant",
+      "application",
+      "artifact",
+      "version",
+      "sha256",
+      "status",
+      "environments",
+      "submitted_by",
+      "retry_of",
+      "created_at",
+    ],
   },
   "release.status": {
     about: "The release's status or error changed; a terminal `status` (succeeded, failed, cancelled) is its end",

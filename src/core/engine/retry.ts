@@ -11,7 +11,7 @@ export const retryableStatuses: ReadonlySet<DeployStatus> = new Set(["failed", "
  * settings it resolved from its envconfig then (not today's file). A deploy that ended before
  * resolving has no recorded settings: its retry reads today's envconfig, as `kubectl argo rollouts
  * retry` runs the Rollout's current spec. Refused (412 failed_precondition, as a cancel of an ended
- * deploy is) for a deploy that is not retryable.
+ * deploy is) for a deploy that is not retryable, and for a deploy a release ran (its release is retried).
  */
 export function retrySubmission(d: DeployRecord): Submission {
   if (d.kind !== "deploy") {
@@ -34,6 +34,16 @@ export function retrySubmission(d: DeployRecord): Submission {
     );
   }
   const request = d.request as Partial<Submission>;
+  if (request.release) {
+    // Retried alone it would not be part of the release, which would stay failed with its later environments never deployed.
+    const { id, stage } = request.release;
+    throw new ManentError(
+      Code.FailedPrecondition,
+      `deploy ${d.id} is stage ${stage} of release ${id}: retry the release (manent release retry ${id}), ` +
+        "which deploys again from the stage that stopped and goes on through the later ones",
+      { details: { deploy: d.id, release: id, stage: String(stage) } },
+    );
+  }
   if (request.descriptor === undefined || typeof request.descriptorFile !== "string") {
     throw new ManentError(Code.FailedPrecondition, `deploy ${d.id} cannot be retried: its record has no descriptor`, {
       details: { deploy: d.id },

@@ -23,5 +23,6 @@ export const auditActions = [
   "release_cancel",
   "release_approve",
   "release_promote",
+  "release_retry",
 ] as const;
 export type AuditAction = (typeof auditActions)[number];

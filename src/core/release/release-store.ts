@@ -41,6 +41,11 @@ export interface StageState {
   finished_at: string | null;
   /** Why the stage failed or was cancelled. */
   message: string | null;
+  /**
+   * Set on the stages a retried release had already passed (`manent release retry`): the release
+   * that deployed them. The retry does not deploy them again; its deploys, soak and approvals are that release's.
+   */
+  done_by?: string | null;
 }
 
 /** What a release waits for, and what a user does to go on. */
@@ -68,6 +73,8 @@ export interface NewRelease {
   descriptor_file: string;
   submitted_by: string | null;
   submitted_by_id: string | null;
+  /** Set on a retry (`manent release retry`): the release it retries, and the stages that release passed (not deployed again). */
+  retry?: { of: string; done: StageState[] };
 }
 
 export interface ReleaseRecord {
@@ -91,11 +98,21 @@ export interface ReleaseRecord {
   submitted_by: string | null;
   submitted_by_id: string | null;
   cancel_requested_by: string | null;
+  /** The release this one retries (`manent release retry`); null when it is not a retry. */
+  retry_of: string | null;
+  /** The retries of this release, oldest first. */
+  retried_by: string[];
   created_at: string;
   finished_at: string | null;
 }
 
-export type ReleaseSummary = Omit<ReleaseRecord, "pipeline" | "stages">;
+export type ReleaseSummary = Omit<ReleaseRecord, "pipeline" | "stages" | "retried_by">;
+
+/** What a release was started with beyond its record: the artifact as submitted (its type, its sha256 if given) and the descriptor's file name. */
+export interface ReleaseSubmission {
+  artifact: Artifact;
+  descriptor_file: string;
+}
 
 export interface ReleaseListFilter {
   /** Only releases with an environment within one of these scopes (what the caller may read); absent: all. */
@@ -124,6 +141,8 @@ export interface ReleaseStore {
   /** Records a cancel request (who), unless the release has ended; false when it has. */
   requestCancel(id: string, by: string | null): Promise<boolean>;
   getRelease(id: string): Promise<ReleaseRecord | undefined>;
+  /** What the release was started with (for its retry); undefined for an unknown release. */
+  releaseSubmission(id: string): Promise<ReleaseSubmission | undefined>;
   listReleases(filter: ReleaseListFilter): Promise<ReleaseSummary[]>;
   /** The running releases waiting for a promotion, an approval, a soak or an analysis, with their stages (for the overview). */
   waitingReleases(filter: Omit<ReleaseListFilter, "status" | "limit">): Promise<ReleaseRecord[]>;

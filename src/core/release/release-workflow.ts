@@ -66,7 +66,8 @@ export class ReleaseWorkflow {
     const p: ReleaseProgress = {
       status: "running",
       current_stage: null,
-      stages: release.pipeline.stages.map((s, i) => newStage(i + 1, s)),
+      // A retry's stages the retried release passed are done already: carried over, never run again.
+      stages: release.pipeline.stages.map((s, i) => release.retry?.done[i] ?? newStage(i + 1, s)),
       waiting: null,
       error: null,
       sha256: release.artifact.sha256 ?? null,
@@ -80,6 +81,7 @@ export class ReleaseWorkflow {
       await save();
       for (const [i, stage] of release.pipeline.stages.entries()) {
         const state = p.stages[i]!;
+        if (state.done_by) continue;
         p.current_stage = i + 1;
         await this.runStage(release, p, state, stage, inbox, save);
       }

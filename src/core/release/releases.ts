@@ -87,7 +87,7 @@ export class Releases {
    * not deploy to prod is refused now, not after dev). Every problem is `invalid_argument` naming file, field and reason.
    */
   async plan(req: ReleaseRequest): Promise<PlannedRelease> {
-    const { config, plugins, uploads, network } = this.opts;
+    const { config, uploads, network } = this.opts;
     const descriptor = validate(req.descriptor, req.descriptorFile, releaseDescriptor);
     const { artifact } = validate(
       {
@@ -109,11 +109,36 @@ export class Releases {
     );
     const { pipeline, file } = await findPipeline(config, descriptor.tenant, descriptor.application);
     const environments = pipelineEnvironments(pipeline);
+    await this.checkEnvironments({ ...descriptor, artifact }, req.descriptorFile, pipeline, file, environments);
+    return {
+      tenant: descriptor.tenant,
+      application: descriptor.application,
+      artifact,
+      pipeline,
+      pipelineFile: file,
+      descriptorFile: req.descriptorFile,
+      environments,
+    };
+  }
+
+  /**
+   * Each environment resolves with its envconfig (plugin, targets, secrets), and the analysis checks
+   * its stage names are in that envconfig: `invalid_argument` naming file, field and reason.
+   */
+  private async checkEnvironments(
+    descriptor: { tenant: string; application: string; artifact: Artifact } & Record<string, unknown>,
+    descriptorFile: string,
+    pipeline: Pipeline,
+    file: string,
+    environments: string[],
+  ): Promise<void> {
+    const { config, plugins } = this.opts;
+    const { artifact } = descriptor;
     for (const environment of environments) {
       const r = await resolveSubmission(
         config,
         plugins,
-        { kind: "deploy", descriptor: { ...descriptor, environment, artifact }, descriptorFile: req.descriptorFile },
+        { kind: "deploy", descriptor: { ...descriptor, environment }, descriptorFile },
         this.opts,
       );
       const stageIndex = pipeline.stages.findIndex((s) => s.environments.includes(environment));
@@ -130,20 +155,73 @@ export class Releases {
         );
       }
     }
-    return {
-      tenant: descriptor.tenant,
-      application: descriptor.application,
+  }
+
+  /**
+   * A retry of a release that failed or was cancelled (`manent release retry`): a new release of the
+   * same artifact, pinned by the sha256 the retried one used, through the pipeline it recorded (not
+   * today's pipeline.yml: the stages it passed are the ones skipped), starting at the stage where it
+   * stopped. The stages before are carried over as done by the release that deployed them; the
+   * others run as in any release, each environment with its envconfig as it is when its stage deploys.
+   * Refused (412 failed_precondition) for a release that is running or succeeded, or whose artifact
+   * can no longer be fetched; the environments still to deploy are checked now, as at a start.
+   */
+  async retry(
+    r: ReleaseRecord,
+    submitter: { name: string; id: string },
+    id: string = randomUUID(),
+  ): Promise<{ id: string; from_stage: number }> {
+    if (r.status !== "failed" && r.status !== "cancelled") {
+      const what = r.status === "running" ? "wait for it to end, or cancel it" : "start a new release to deploy again";
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `release ${r.id} is ${r.status}: only a failed or cancelled release is retried (${what})`,
+        { details: { release: r.id, status: r.status } },
+      );
+    }
+    const submitted = await this.opts.store.releaseSubmission(r.id);
+    const from = r.stages.findIndex((s) => s.status !== "succeeded");
+    if (!submitted || from < 0) {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `release ${r.id} cannot be retried: its record has no ${submitted ? "stage left to run" : "artifact"}`,
+        {
+          details: { release: r.id },
+        },
+      );
+    }
+    const artifact: Artifact = { ...submitted.artifact, ...(r.sha256 && { sha256: r.sha256 }) };
+    const { config, uploads, network } = this.opts;
+    await checkArtifactSource(artifact, { config, tenant: r.tenant, network, ...(uploads && { uploads }) }).catch((err: unknown) => {
+      const pinned = artifact.sha256 ? ` (sha256 ${artifact.sha256})` : "";
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `release ${r.id} cannot be retried: artifact ${artifact.name} ${artifact.version}${pinned} can no longer be fetched: ${ManentError.from(err).message}`,
+        { cause: err, details: { release: r.id, artifact: artifact.name } },
+      );
+    });
+    const descriptor = { apiVersion: "manent/v1", tenant: r.tenant, application: r.application, artifact };
+    const remaining = r.pipeline.stages.slice(from).flatMap((s) => s.environments);
+    await this.checkEnvironments(descriptor, submitted.descriptor_file, r.pipeline, r.pipeline_file, remaining);
+    await this.launch({
+      id,
+      tenant: r.tenant,
+      application: r.application,
       artifact,
-      pipeline,
-      pipelineFile: file,
-      descriptorFile: req.descriptorFile,
-      environments,
-    };
+      pipeline: r.pipeline,
+      pipeline_file: r.pipeline_file,
+      descriptor_file: submitted.descriptor_file,
+      submitted_by: submitter.name,
+      submitted_by_id: submitter.id,
+      // A stage a retry carried over keeps naming the release that deployed it.
+      retry: { of: r.id, done: r.stages.slice(0, from).map((s) => ({ ...s, done_by: s.done_by ?? r.id })) },
+    });
+    return { id, from_stage: from + 1 };
   }
 
   /** Starts a planned release: its workflow first (it records itself), then its record. */
   async start(plan: PlannedRelease, submitter: { name: string; id: string }, id: string = randomUUID()): Promise<{ id: string }> {
-    const release: NewRelease = {
+    await this.launch({
       id,
       tenant: plan.tenant,
       application: plan.application,
@@ -153,14 +231,19 @@ export class Releases {
       descriptor_file: plan.descriptorFile,
       submitted_by: submitter.name,
       submitted_by_id: submitter.id,
-    };
+    });
+    return { id };
+  }
+
+  /** A release's workflow first (it records itself), then its record. */
+  private async launch(release: NewRelease): Promise<void> {
+    const { id } = release;
     try {
       await DBOS.startWorkflow(releaseWorkflow, { workflowID: id })({ release });
     } catch (err) {
       throw new ManentError(Code.Unavailable, `release ${id} could not be started: ${ManentError.from(err).message}`, { cause: err });
     }
     await this.opts.store.createRelease(release);
-    return { id };
   }
 
   /**

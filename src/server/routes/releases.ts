@@ -14,6 +14,7 @@ import {
   releaseAnswerSchema,
   releaseIdParams,
   releaseListQuery,
+  releaseRetriedSchema,
   releaseSchema,
   releaseSummarySchema,
   startReleaseBodySchema,
@@ -105,6 +106,32 @@ const promote = createRoute({
   responses: { 200: json(releaseAnswerSchema, "the release"), ...commandErrors },
 });
 
+const retry = createRoute({
+  method: "post",
+  path: "/api/v1/releases/{id}/retry",
+  summary: "Retry a failed or cancelled release: a new release of the same artifact (same sha256) from the stage where it stopped",
+  description:
+    "The new release goes through the pipeline the retried one recorded (not today's pipeline.yml), with the artifact pinned by its " +
+    "sha256. The stages it had passed are not deployed again: they are shown as done by the release that deployed them (`done_by`). " +
+    "The stage where it stopped and the later ones run as in any release (manual promotion, approval, deploy, soak, analysis), each " +
+    "environment with its envconfig as it is then. The new release names the retried one (`retry_of`); the retried one lists it " +
+    "(`retried_by`). Needs the submit permission in every environment of the pipeline, as a start does; a release that is running or " +
+    "succeeded is refused (412), and so is an artifact that can no longer be fetched.",
+  tags: ["releases"],
+  request: { params: releaseIdParams },
+  responses: {
+    202: json(releaseRetriedSchema, "the retry, started"),
+    ...errorResponses(
+      Code.InvalidArgument,
+      Code.Unauthenticated,
+      Code.PermissionDenied,
+      Code.NotFound,
+      Code.FailedPrecondition,
+      Code.Unavailable,
+    ),
+  },
+});
+
 /** Releases: started where the caller may submit to every environment of the pipeline; each command needs its permission where it acts. */
 export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventStreams): void {
   app.openapi(start, async (c) => {
@@ -126,6 +153,24 @@ export function releaseRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventSt
       return deps.releases.start(plan, { name: caller.name, id: caller.id }, id);
     });
     return c.json({ id, status: "running" as const }, 202);
+  });
+
+  app.openapi(retry, async (c) => {
+    const caller = c.get("caller");
+    const r = await visibleRelease(deps, caller, c.req.valid("param").id);
+    const id = randomUUID();
+    const scope = {
+      tenant: r.tenant,
+      application: r.application,
+      environment: r.environments.join(","),
+      subject: `retry of release ${r.id}`,
+    };
+    const out = await audited(c, "release_retry", scope, async () => {
+      // As a start: the submit permission in every environment of the pipeline.
+      for (const environment of r.environments) authorize(caller, "submit", { tenant: r.tenant, application: r.application, environment });
+      return deps.releases.retry(r, { name: caller.name, id: caller.id }, id);
+    });
+    return c.json({ id: out.id, status: "running" as const, retry_of: r.id, from_stage: out.from_stage }, 202);
   });
 
   app.openapi(list, async (c) => {
