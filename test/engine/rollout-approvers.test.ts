@@ -4,6 +4,7 @@ import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import { Code, ManentError } from "../../src/core/errors.js";
+import { deployReaching } from "../support/deploy-wait.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
@@ -42,17 +43,8 @@ describe("approvers: separation of duties", () => {
     });
     return (await api(who, s).submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` })).id;
   };
-  const until = async (id: string, ok: (d: DeployRecord) => boolean, what: string, s = server): Promise<DeployRecord> => {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const d = await api("alice", s).deploy(id);
-      if (ok(d)) return d;
-      if (Date.now() > deadline || ["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status)) {
-        assert.fail(`deploy ${id} never reached: ${what} (status ${d.status}, ${JSON.stringify(d.rollout)})`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const until = (id: string, ok: (d: DeployRecord) => boolean, what: string, s = server) =>
+    deployReaching(api("alice", s), id, ok, what, 30_000);
   const approvedBy = (n: number) => (d: DeployRecord) =>
     d.rollout?.waiting?.kind === "approval" && (d.rollout.approvals ?? []).length === n;
   const refusal = async (p: Promise<unknown>): Promise<ManentError> => {

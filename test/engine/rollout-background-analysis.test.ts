@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
+import { deployReaching } from "../support/deploy-wait.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -50,16 +51,7 @@ describe("rollout background analysis", () => {
     });
   const submit = async (app: string, version = "2.0.0", api = server.api) =>
     (await api.submit({ descriptor: descriptor(app, "prod", artifact, version), descriptor_file: `${app}.yml` })).id;
-  const until = async (id: string, ok: (d: DeployRecord) => boolean, what: string, api = server.api): Promise<DeployRecord> => {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const d = await api.deploy(id);
-      if (ok(d)) return d;
-      if (Date.now() > deadline || ["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status))
-        assert.fail(`deploy ${id} never reached: ${what} (status ${d.status}, ${JSON.stringify(d.rollout)})`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const until = (id: string, ok: (d: DeployRecord) => boolean, what: string, api = server.api) => deployReaching(api, id, ok, what);
   const measured = (n: number) => (d: DeployRecord) => (d.rollout?.background?.checks[0]?.measured ?? 0) >= n;
   const events = async (id: string): Promise<DeployEvent[]> => {
     const out: DeployEvent[] = [];

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import pgDriver from "pg";
 import type { ApiClient } from "../../src/cli/api-client.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
-import { readJournal } from "../support/journal.js";
+import { deployCalls } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -69,10 +69,7 @@ describe("rollout crash and resume", () => {
         canary: { steps: [{ set_weight: 50 }, { pause: "1s" }, { analysis: { checks: ["health"] } }, { set_weight: 100 }] },
       },
     });
-  const calls = async (id: string) =>
-    (await readJournal(ws.path("journal")))
-      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
-      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+  const calls = (id: string) => deployCalls(ws.path("journal"), id);
   const state = (host: string, kind: string) => readFile(ws.path("state", `${host}.${kind}`), "utf8").catch(() => "");
 
   /** Approves the gate between the waves whenever the deploy waits at it, until the deploy ends or the server goes. */

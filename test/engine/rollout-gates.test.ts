@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
+import { deployReaching } from "../support/deploy-wait.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
-import { readJournal } from "../support/journal.js";
+import { deployCalls } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -14,10 +15,7 @@ describe("rollout gates and commands", () => {
   let server: ServerProcess;
   let artifact: string;
 
-  const journal = async (id: string) =>
-    (await readJournal(ws.path("journal")))
-      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
-      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+  const journal = (id: string) => deployCalls(ws.path("journal"), id);
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url, env: { MANENT_OUTPUT: "text" } });
   const start = async (app: string, rollout: Record<string, unknown>, targets = [{ host: `${app}-1` }]) => {
     await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
@@ -30,17 +28,7 @@ describe("rollout gates and commands", () => {
     return (await server.api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml` })).id;
   };
   /** Polls the API until the deploy satisfies `ok` (the server long-polls only for the end of a deploy). */
-  const until = async (id: string, ok: (d: DeployRecord) => boolean, what: string): Promise<DeployRecord> => {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const d = await server.api.deploy(id);
-      if (ok(d)) return d;
-      if (Date.now() > deadline || ["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status)) {
-        assert.fail(`deploy ${id} never reached: ${what} (status ${d.status}, ${JSON.stringify(d.rollout)})`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const until = (id: string, ok: (d: DeployRecord) => boolean, what: string) => deployReaching(server.api, id, ok, what, 30_000);
   const waitingFor = (kind: string) => (d: DeployRecord) => d.rollout?.waiting?.kind === kind;
 
   before(async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
-import { readJournal } from "../support/journal.js";
+import { deployCalls } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -18,10 +18,7 @@ describe("rollout canary: generated steps and abort_scale_down_delay", () => {
   let server: ServerProcess;
   let artifact: string;
 
-  const calls = async (id: string) =>
-    (await readJournal(ws.path("journal")))
-      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
-      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+  const calls = (id: string) => deployCalls(ws.path("journal"), id);
   const state = (host: string, kind: string) => readFile(ws.path("state", `${host}.${kind}`), "utf8").catch(() => "");
   const envconfig = (app: string, canary: Record<string, unknown>, params: Record<string, string> = {}) =>
     ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {

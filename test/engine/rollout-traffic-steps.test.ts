@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
-import { readJournal } from "../support/journal.js";
+import { deployCalls } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -18,10 +18,7 @@ describe("rollout canary: header routes, mirroring, session affinity", () => {
   let server: ServerProcess;
   let artifact: string;
 
-  const calls = async (id: string) =>
-    (await readJournal(ws.path("journal")))
-      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
-      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+  const calls = (id: string) => deployCalls(ws.path("journal"), id);
   const envconfig = (app: string, canary: Record<string, unknown>) =>
     ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
       plugin: "noop",

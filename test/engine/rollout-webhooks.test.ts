@@ -3,8 +3,9 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
+import { deployReaching } from "../support/deploy-wait.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
-import { readJournal } from "../support/journal.js";
+import { deployCalls } from "../support/journal.js";
 import { databaseText } from "../support/database-text.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -36,10 +37,7 @@ describe("rollout webhook gates and load-test hook", () => {
   const answers = new Map<string, number[]>();
   const waiters: (() => void)[] = [];
 
-  const journal = async (id: string) =>
-    (await readJournal(ws.path("journal")))
-      .filter((j) => j.deployment === id && j.call !== "candidate_weight")
-      .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+  const journal = (id: string) => deployCalls(ws.path("journal"), id);
   const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, server: server.url });
   const start = async (app: string, rollout: Record<string, unknown>, extra: Record<string, unknown> = {}, api = server.api) => {
     await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
@@ -64,16 +62,7 @@ describe("rollout webhook gates and load-test hook", () => {
   const endedBy = (step: DeployRecord["steps"][number]) => (JSON.parse(step.output!.result) as { ended_by: string }).ended_by;
   /** What the deploy shows but its `resolve` step, which records the envconfig as written (URLs included, as for analysis checks). */
   const shown = (d: DeployRecord) => JSON.stringify({ ...d, steps: d.steps.filter((s) => s.name !== "resolve") });
-  const until = async (id: string, ok: (d: DeployRecord) => boolean, what: string, api = server.api): Promise<DeployRecord> => {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const d = await api.deploy(id);
-      if (ok(d)) return d;
-      if (Date.now() > deadline || ["succeeded", "failed", "rolled_back", "cancelled"].includes(d.status))
-        assert.fail(`deploy ${id} never reached: ${what} (status ${d.status}, ${JSON.stringify(d.rollout)})`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const until = (id: string, ok: (d: DeployRecord) => boolean, what: string, api = server.api) => deployReaching(api, id, ok, what);
 
   before(async () => {
     pg = await TestPostgres.start();

@@ -20,3 +20,13 @@ export async function readJournal(file: string): Promise<JournalEntry[]> {
     .filter(Boolean)
     .map((line) => JSON.parse(line) as JournalEntry);
 }
+
+/**
+ * A deploy's calls as `call extra` lines, in order, without the candidate_weight lines (one a
+ * target): the sequence the rollout tests compare, read one way for all of them.
+ */
+export async function deployCalls(file: string, id: string): Promise<string[]> {
+  return (await readJournal(file))
+    .filter((j) => j.deployment === id && j.call !== "candidate_weight")
+    .map((j) => `${j.call}${j.extra ? ` ${j.extra}` : ""}`);
+}
