@@ -400,6 +400,70 @@ describe("web UI", () => {
     await page.close();
   });
 
+  it("retries a release that failed in staging from its page, after a confirmation naming where it restarts, linked both ways", async () => {
+    for (const env of ["dev", "staging", "prod"]) {
+      await ws.write(`envconfig/team-a/relay/relay/${env}.yml`, {
+        plugin: "noop",
+        targets: [{ host: `relay-${env}-1` }],
+        params: { state_dir: ws.path("relay-state") },
+        max_retries: 0,
+      });
+    }
+    await ws.write("envconfig/team-a/relay/pipeline.yml", {
+      stages: [{ environment: "dev" }, { environment: "staging" }, { environment: "prod" }],
+    });
+    // The noop plugin cannot write a release file that is a directory: staging fails until it is removed.
+    const broken = ws.path("relay-state", "relay-staging-1.release");
+    await mkdir(broken, { recursive: true });
+    const api = new ApiClient(server.url, teamA);
+    const { id: failed } = await api.startRelease({
+      descriptor: { ...descriptor("relay", "dev", artifact, "5.0.0"), tenant: "team-a" },
+      descriptor_file: "relay.yml",
+    });
+    await api.streamEvents(`/api/v1/releases/${failed}/events`, (e) => e.type === "release.status" && e.data.status !== "running", {
+      after: 0,
+    });
+    assert.equal((await api.release(failed)).status, "failed");
+    await rm(broken, { recursive: true });
+
+    // A viewer sees the failed release but no Retry button: it may not start one.
+    const viewer = await open(teamAViewer);
+    await viewer.goto(`${server.url}/#/releases/${failed}`);
+    await viewer.getByRole("heading", { name: "Release of relay 5.0.0" }).waitFor();
+    await viewer.locator("#release-status", { hasText: "failed" }).waitFor();
+    assert.equal(await viewer.getByRole("button", { name: /Retry/ }).count(), 0);
+    await viewer.close();
+
+    const dialogs: string[] = [];
+    const page = await open(teamA, dialogs);
+    await page.goto(`${server.url}/#/releases/${failed}`);
+    await page.getByRole("heading", { name: "Release of relay 5.0.0" }).waitFor();
+    await page.getByRole("button", { name: "Retry from staging" }).click();
+    await page.waitForURL((url) => /#\/releases\/[0-9a-f-]{36}$/.test(url.hash) && !url.hash.endsWith(failed));
+    assert.deepEqual(dialogs, [
+      "Retry the release of relay 5.0.0, with the same artifact? It restarts from staging (stage 2); dev is not deployed again.",
+    ]);
+    const retry = /#\/releases\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
+    await page.locator("#release-status", { hasText: "succeeded" }).waitFor();
+    const stage = (n: number) => page.locator(`.release-path li[data-stage="${n}"]`);
+    assert.match(await stage(1).innerText(), new RegExp(`Done by release ${failed.slice(0, 8)}`));
+    assert.doesNotMatch(await stage(2).innerText(), /Done by release/);
+    assert.equal(await page.getByRole("button", { name: /Retry/ }).count(), 0, "a succeeded release is not retried");
+    await page
+      .locator("dl.facts")
+      .getByRole("link", { name: failed.slice(0, 8) })
+      .click();
+    await page.waitForURL((url) => url.hash.endsWith(failed));
+    await page
+      .locator("dl.facts")
+      .getByRole("link", { name: retry.slice(0, 8) })
+      .waitFor();
+    assert.equal((await api.release(retry)).retry_of, failed);
+    const audit = (await new ApiClient(server.url, adminToken).audit({ application: "relay" })).entries;
+    assert.ok(audit.some((e) => e.action === "release_retry" && e.actor === "alice" && e.outcome === "ok"));
+    await page.close();
+  });
+
   it("retries a failed deploy from its page, after a confirmation naming what, and shows the new deploy linked to it", async () => {
     // The noop plugin cannot write a release file that is a directory: the deploy fails until it is removed.
     const release = ws.path("retry-state", "retry-1.release");

@@ -70,8 +70,11 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
   };
 
   // What retry.ts retries: a deploy that ended without its release in place; shown to who may submit it again.
+  // A release's deploy is retried with its release (retry.ts refuses it alone): the release's page has the button.
+  const ofRelease = (record.request as { release?: { id: string; stage: number } }).release;
   const retryable =
     d.kind === "deploy" &&
+    !ofRelease &&
     ["failed", "rolled_back", "cancelled"].includes(d.status) &&
     can(session.me, "submit", { tenant: d.tenant, application: d.application, environment: d.environment });
 
@@ -96,6 +99,17 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
           <dt>By</dt>
           <dd>{d.submitted_by ?? "—"}</dd>
         </div>
+        {ofRelease && (
+          <div>
+            <dt>Release</dt>
+            <dd>
+              <a href={`#/releases/${ofRelease.id}`} class="num">
+                {ofRelease.id.slice(0, 8)}
+              </a>{" "}
+              stage {ofRelease.stage}
+            </dd>
+          </div>
+        )}
         {d.retry_of && (
           <div>
             <dt>Retry of</dt>

@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { ReleaseRecord, StageState } from "../../../src/core/release/release-store.js";
 import { can } from "../../../src/core/identity/policy.js";
 import { Status, Time } from "../components/common.js";
-import { useEventStream, useLoad } from "../hooks.js";
+import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
 import { historyHref } from "./deploys.js";
 import { releasePosition } from "./releases.js";
@@ -40,7 +40,8 @@ function remaining(untilIso: string, now: number): string {
 /**
  * One release: its path through the environments, each stage's deploys (linked), status, soak with
  * its remaining time, analysis, approvals (who approved); cancel, approve and promote for a caller
- * whose role allows them where the release stands. Live from the release's event stream.
+ * whose role allows them where the release stands, and retry of one that failed or was cancelled
+ * (with the releases it retries or was retried by). Live from the release's event stream.
  */
 export function ReleasePage({ session, id }: { session: Session; id: string }) {
   const { value: loaded, error } = useLoad(
@@ -91,6 +92,31 @@ export function ReleasePage({ session, id }: { session: Session; id: string }) {
     }
   };
 
+  // What releases.ts retries: a release that ended failed or cancelled, for who may start it (submit in every environment).
+  const restartAt = r.stages.find((s) => s.status !== "succeeded");
+  const retryable =
+    (r.status === "failed" || r.status === "cancelled") &&
+    restartAt !== undefined &&
+    r.environments.every((e) => can(session.me, "submit", scope(e)));
+  const retry = async (): Promise<void> => {
+    const passed = r.stages.filter((s) => s.index < restartAt!.index).flatMap((s) => s.environments);
+    const question =
+      `Retry the release of ${r.application} ${r.version}, with the same artifact? ` +
+      `It restarts from ${restartAt!.environments.join(", ")} (stage ${restartAt!.index})` +
+      (passed.length ? `; ${passed.join(", ")} ${passed.length > 1 ? "are" : "is"} not deployed again.` : ".");
+    if (!confirm(question)) return;
+    setBusy(true);
+    setActionError(undefined);
+    try {
+      const out = await session.api.call<{ id: string }>("POST", `/api/v1/releases/${encodeURIComponent(r.id)}/retry`, {});
+      navigate("releases", out.id);
+    } catch (err) {
+      setActionError((err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  };
+
   return (
     <>
       <h1>
@@ -127,6 +153,31 @@ export function ReleasePage({ session, id }: { session: Session; id: string }) {
           <dt>sha256</dt>
           <dd class="hash">{r.sha256 ?? "—"}</dd>
         </div>
+        {r.retry_of && (
+          <div>
+            <dt>Retry of</dt>
+            <dd>
+              <a href={`#/releases/${r.retry_of}`} class="num">
+                {r.retry_of.slice(0, 8)}
+              </a>
+            </dd>
+          </div>
+        )}
+        {(r.retried_by ?? []).length > 0 && (
+          <div>
+            <dt>Retried by</dt>
+            <dd>
+              {r.retried_by.map((x, i) => (
+                <span key={x}>
+                  {i > 0 && ", "}
+                  <a href={`#/releases/${x}`} class="num">
+                    {x.slice(0, 8)}
+                  </a>
+                </span>
+              ))}
+            </dd>
+          </div>
+        )}
       </dl>
       {w && (
         <p class="waiting-note" role="status">
@@ -172,6 +223,11 @@ export function ReleasePage({ session, id }: { session: Session; id: string }) {
             Cancel release
           </button>
         )}
+        {retryable && (
+          <button class="primary" disabled={busy} onClick={() => void retry()}>
+            Retry from {restartAt.environments.join(", ")}
+          </button>
+        )}
         <span class="error" role="alert">
           {actionError ?? ""}
         </span>
@@ -196,6 +252,15 @@ function Stage({ r, s, now }: { r: ReleaseRecord; s: StageState; now: number }) 
       <h3>
         {s.index}. {s.environments.join(", ")} <Status status={stageClass[s.status]} label={s.status.replace(/_/g, " ")} />
       </h3>
+      {s.done_by && (
+        <p class="muted">
+          Done by release{" "}
+          <a href={`#/releases/${s.done_by}`} class="num">
+            {s.done_by.slice(0, 8)}
+          </a>
+          : not deployed again by this retry
+        </p>
+      )}
       {pipeline?.promotion === "manual" && (
         <p>
           Manual promotion:{" "}
