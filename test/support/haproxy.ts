@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { createServer, connect } from "node:net";
 import { join } from "node:path";
@@ -26,6 +26,38 @@ export interface SlotServer {
   port: number;
   /** Live at start: weight 100 in the main backend and ready in the tester backend. */
   live: boolean;
+}
+
+/**
+ * Two free ports a host, blue live and green idle: the targets' `slot_ports` labels and HAProxy's
+ * servers, laid out once for every slot test.
+ */
+export async function twoSlotHosts(
+  hosts: string[],
+): Promise<{ targets: { host: string; labels: Record<string, string> }[]; servers: SlotServer[] }> {
+  const targets: { host: string; labels: Record<string, string> }[] = [];
+  const servers: SlotServer[] = [];
+  for (const host of hosts) {
+    const blue = await freePort();
+    const green = await freePort();
+    targets.push({ host, labels: { slot_ports: `blue=${blue},green=${green}` } });
+    servers.push({ host, slot: "blue", port: blue, live: true }, { host, slot: "green", port: green, live: false });
+  }
+  return { targets, servers };
+}
+
+/** Kills the app processes slots left running, by the pid files in each host base's run/: a test must not leave them behind. */
+export async function killSlotProcesses(hostBases: string[]): Promise<void> {
+  for (const base of hostBases) {
+    const runDir = join(base, "run");
+    for (const f of (await readdir(runDir).catch(() => [] as string[])).filter((x) => x.endsWith(".pid"))) {
+      try {
+        process.kill(Number(await readFile(join(runDir, f), "utf8")), "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  }
 }
 
 export interface Haproxy {
