@@ -393,6 +393,20 @@ describe("releases through environments", () => {
     );
     assert.match(done.error!.message, /^cancelled by alice during the soak of stage 1 \(dev\)/);
     assert.equal(existsSync(hostDir("stop", "staging")), false);
+
+    // A cancelled release is retried from the stage it was cancelled at: nothing passed, nothing carried over.
+    const retried = await api("alice").retryRelease(id);
+    assert.equal(retried.from_stage, 1);
+    const soaking = await until(retried.id, (r) => r.waiting?.kind === "soak", "the retry's soak");
+    assert.equal(soaking.retry_of, id);
+    assert.equal(soaking.stages[0]!.done_by ?? null, null);
+    assert.notDeepEqual(soaking.stages[0]!.deploys, done.stages[0]!.deploys);
+    const running = await refusal(api("alice").retryRelease(retried.id));
+    assert.equal(running.code, 9);
+    assert.match(running.message, /is running: only a failed or cancelled release is retried \(wait for it to end, or cancel it\)/);
+    assert.equal((await cli("alice", "release", "cancel", retried.id)).code, 0);
+    assert.equal((await until(retried.id, ended, "the retry's end")).status, "cancelled");
+    assert.deepEqual((await api("alice").release(id)).retried_by, [retried.id]);
   });
 
   it("refuses a bad pipeline naming file, field and reason, and records nothing", async () => {
