@@ -5,7 +5,8 @@ import type { TargetDriftRecord } from "../core/drift/drift-record.js";
  * Drift as people read it, one line per target then one per change:
  *   web-1: drifted (runs 1.0.0, deployed 1.0.0)
  *     index.html sha256: 5f0c2a9e41b7… → 9d1e7c3b2a60…
- *     Deployment/hello spec.replicas: 3 → 5
+ *     ConfigMap/hello-config data.greeting: hello → edited by hand
+ *     ignored: Deployment/hello spec.replicas: 3 → 5 (HorizontalPodAutoscaler/hello)
  * A target whose plugin cannot tell is "drift unknown", with why.
  */
 export function driftLines(targets: TargetDriftRecord[]): string[] {
@@ -13,6 +14,8 @@ export function driftLines(targets: TargetDriftRecord[]): string[] {
   for (const t of targets) {
     lines.push(`${t.target}: ${stateText(t)}`);
     for (const c of t.changes) lines.push(`  ${changeText(c)}`);
+    // A server from before drift.ignore sends no `ignored`.
+    for (const c of t.ignored ?? []) lines.push(`  ignored: ${changeText(c)} (${c.reason})`);
   }
   return lines;
 }

@@ -11,6 +11,17 @@ export const driftChangeSchema = z
   })
   .openapi("DriftChange");
 
+export const ignoredChangeSchema = z
+  .object({
+    ...driftChangeSchema.shape,
+    reason: z
+      .string()
+      .describe(
+        "why it is not drift: `drift.ignore.0`, `manager kube-controller-manager (drift.ignore.1)`, `HorizontalPodAutoscaler/hello`",
+      ),
+  })
+  .openapi("IgnoredDriftChange");
+
 export const driftTargetSchema = z
   .object({
     tenant: z.string(),
@@ -26,6 +37,9 @@ export const driftTargetSchema = z
     expected_version: z.string().describe("the recorded release"),
     live_version: z.string().describe('the release the target runs now, as the plugin tells it ("" when unknown or none)'),
     changes: z.array(driftChangeSchema),
+    ignored: z
+      .array(ignoredChangeSchema)
+      .describe("differences found but not counted as drift: fields the envconfig's drift.ignore, or an autoscaler, leaves to others"),
     reason: z.string().nullable(),
     checked_at: z.string(),
     changed_at: z.string().describe("when the state or the changes last changed"),

@@ -23,6 +23,8 @@ export const driftStatements = [
      changed_at timestamptz not null default now(),
      primary key (tenant, application, artifact, environment, target)
    )`,
+  // The differences a check did not count (drift.ignore), each with why.
+  `alter table manent.drift_targets add column if not exists ignored jsonb not null default '[]'::jsonb`,
   // When the periodic check of a key is next due: claimed by one server per interval (claimCheck).
   `create table if not exists manent.drift_schedule (
      tenant text not null,
@@ -37,7 +39,7 @@ export const driftStatements = [
 /** The event a check that changed something appends (not a trigger's: the check writes it with its rows). */
 export const driftEvent = { type: "drift.changed", data: ["tenant", "application", "artifact", "environment", "targets"] } as const;
 
-const columns = `tenant, application, artifact, environment, target, state, deploy_id, plugin, expected_version, live_version, changes, reason,
+const columns = `tenant, application, artifact, environment, target, state, deploy_id, plugin, expected_version, live_version, changes, ignored, reason,
   to_char(checked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as checked_at,
   to_char(changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as changed_at`;
 
@@ -69,11 +71,12 @@ export class PgDriftStore implements DriftStore {
         const differs = !prev || prev.state !== t.state || JSON.stringify(prev.changes) !== JSON.stringify(t.changes);
         const row = await client.query<TargetDriftRecord>(
           `insert into manent.drift_targets (tenant, application, artifact, environment, target, state, deploy_id, plugin,
-             expected_version, live_version, changes, reason, checked_at, changed_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, now(), now())
+             expected_version, live_version, changes, ignored, reason, checked_at, changed_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $14::jsonb, $12, now(), now())
            on conflict (tenant, application, artifact, environment, target) do update set
              state = excluded.state, deploy_id = excluded.deploy_id, plugin = excluded.plugin,
              expected_version = excluded.expected_version, live_version = excluded.live_version, changes = excluded.changes,
+             ignored = excluded.ignored,
              reason = excluded.reason, checked_at = now(),
              changed_at = case when $13 then now() else manent.drift_targets.changed_at end
            returning ${columns}`,
@@ -88,6 +91,7 @@ export class PgDriftStore implements DriftStore {
             JSON.stringify(t.changes),
             t.reason,
             differs,
+            JSON.stringify(t.ignored),
           ],
         );
         if (differs) changed.push(row.rows[0]!);

@@ -8,7 +8,7 @@ import { KubeControlPlane, type ClusterAccess } from "../support/kube/control-pl
 import { toolsBin } from "../support/kube/processes.js";
 import { driftEvent } from "../support/drift-events.js";
 import { TestPostgres } from "../support/postgres.js";
-import { startServer, type ServerProcess } from "../support/server-process.js";
+import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
 const manifest = `${helloManifest}---
@@ -116,5 +116,65 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
     const heal = deploys.find((d) => d.submitted_by === "manent drift heal");
     assert.ok(heal, JSON.stringify(deploys));
     assert.deepEqual([heal.version, heal.status], ["1.0.0", "succeeded"]);
+  });
+
+  it("leaves out the fields drift.ignore lists: a Deployment scaled by hand is not drift, and the heal of another edit keeps the replicas", async () => {
+    await cp.namespace("scaled");
+    await ws.write("k8s/scaled-1.0.0.yaml", manifest);
+    await ws.write("envconfig/untenanted/scaled/scaled/prod.yml", {
+      plugin: "kubernetes",
+      targets: [{ host: cp.host, port: cp.port }],
+      params: { namespace: "scaled", token_secret: "kube-token", ca_secret: "kube-ca", "var.REPLICAS": "3", force_conflicts: "true" },
+      secrets: [
+        { name: "kube-token", ref: `file:${ws.path("k8s/token")}` },
+        { name: "kube-ca", ref: `file:${ws.path("k8s/ca.crt")}` },
+      ],
+      drift: { interval: "1s", heal: true, ignore: [{ kind: "Deployment", fields: ["spec.replicas"] }] },
+    });
+    const { id } = await server.api.submit({
+      descriptor: {
+        apiVersion: "manent/v1",
+        application: "scaled",
+        environment: "prod",
+        artifact: { type: "kubernetes", name: "scaled", version: "1.0.0", source: ws.path("k8s/scaled-1.0.0.yaml") },
+      },
+      descriptor_file: "scaled.yml",
+    });
+    const deployed = await server.api.deploy(id, 300);
+    assert.equal(deployed.status, "succeeded", JSON.stringify(deployed.error));
+    const first = await driftEvent(server.api, "scaled", (ts) => ts.length === 1 && ts[0]!.state === "in_sync");
+
+    // Scaled as an autoscaler would: not drift. The ConfigMap edited by hand after it: drift, healed.
+    await kubectl("-n", "scaled", "scale", "deployment", "hello", "--replicas=5");
+    await kubectl("-n", "scaled", "patch", "configmap", "hello-config", "--type=merge", "-p", '{"data":{"greeting":"edited by hand"}}');
+    const found = await driftEvent(server.api, "scaled", (ts) => ts[0]?.state === "drifted", first.id);
+    assert.deepEqual(found.targets[0]!.changes, [
+      { object: "ConfigMap/hello-config", field: "data.greeting", expected: "hello", live: "edited by hand" },
+    ]);
+    assert.deepEqual(found.targets[0]!.ignored, [
+      { object: "Deployment/hello", field: "spec.replicas", expected: "3", live: "5", reason: "drift.ignore.0" },
+    ]);
+    await driftEvent(server.api, "scaled", (ts) => ts[0]?.state === "in_sync", found.id);
+    assert.equal((await getObj(cp, "v1", "ConfigMap", "hello-config", "scaled"))!.data!.greeting, "hello");
+    assert.equal((await getObj(cp, "apps/v1", "Deployment", "hello", "scaled"))!.spec.replicas, 5);
+    const { deploys } = await server.api.list({ application: "scaled" });
+    const heal = deploys.find((d) => d.submitted_by === "manent drift heal");
+    assert.deepEqual([heal?.version, heal?.status], ["1.0.0", "succeeded"]);
+    // `manent diff` shows what it left out, and why.
+    const descriptor = {
+      apiVersion: "manent/v1",
+      application: "scaled",
+      environment: "prod",
+      artifact: { type: "kubernetes", name: "scaled", version: "1.0.0", source: ws.path("k8s/scaled-1.0.0.yaml") },
+    };
+    await ws.write("scaled.yml", descriptor);
+    const diff = await runCli(["diff", "-f", "scaled.yml", "-o", "text"], { cwd: ws.dir, server: server.url });
+    assert.equal(diff.code, 0, diff.stderr);
+    assert.match(diff.stdout, /: in sync \(runs 1\.0\.0\)\n {2}ignored: Deployment\/hello spec\.replicas: 3 → 5 \(drift\.ignore\.0\)\n$/);
+    const { targets } = await server.api.drift({ application: "scaled" });
+    assert.deepEqual(
+      targets.map((t) => [t.state, t.ignored.map((c) => `${c.object} ${c.field}: ${c.live}`)]),
+      [["in_sync", ["Deployment/hello spec.replicas: 5"]]],
+    );
   });
 });

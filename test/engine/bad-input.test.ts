@@ -141,6 +141,16 @@ describe("bad input", () => {
       { ...goodEnvconfig(), rollout: { canary: { steps: [{ approval: { approvers: { from_groups: ["rm", "rm"] } } }] } } },
       /test\.yml: rollout\.canary\.steps\.0\.approval\.approvers\.from_groups: lists a group twice/,
     ));
+  it("21d. a drift.ignore field that is not a field path", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), drift: { ignore: [{ kind: "Deployment", fields: ["spec.replicas", "spec..template"] }] } },
+      /test\.yml: drift\.ignore\.0\.fields\.1: "spec\.\.template" is not a field path: expected a name, found "\." at character 6/,
+    ));
+  it("21e. drift.ignore for a plugin that takes no ignore list", () =>
+    withEnvconfig(
+      { ...goodEnvconfig(), drift: { ignore: [{ kind: "Deployment", fields: ["spec.replicas"] }] } },
+      /test\.yml: drift\.ignore: plugin noop does not take an ignore list/,
+    ));
   it("21. --version override that is not a version", () => refused(shop(), /artifact\.version: must be letters/, ["--version", "../etc"]));
 
   it("22. a sha256 that is not the uploaded file's is refused before anything is recorded", async () => {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { driftIgnoreSchema } from "./drift-ignore.js";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
 import { analysisSectionSchema } from "../rollout/analysis/index.js";
@@ -176,8 +177,14 @@ export const envconfigSchema = z.strictObject({
         .describe(
           "When a periodic check finds drift, deploy the recorded release again (the same version and sha256), unless a deploy of it is queued or running or the last one failed",
         ),
+      ignore: z
+        .array(driftIgnoreSchema)
+        .default([])
+        .describe(
+          "Fields manent leaves to others (an autoscaler, a controller, a webhook): not drift, and not changed by a deploy on a live object (kubernetes only)",
+        ),
     })
-    .default({ heal: false })
+    .default({ heal: false, ignore: [] })
     .describe("Drift: whether the targets still run what manent deployed, checked periodically, and healed (off by default)"),
 });
 

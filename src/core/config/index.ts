@@ -15,3 +15,4 @@ export * from "./tls-config.js";
 export * from "./uploads-config.js";
 export * from "./format-bytes.js";
 export * from "./envconfig-cache.js";
+export * from "./drift-ignore.js";

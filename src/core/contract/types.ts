@@ -71,6 +71,26 @@ export interface Request {
   rollout?: RolloutPlan;
   /** Called as each target finishes (by forEachTarget/forAllTargets), for live progress. */
   progress?: (result: TargetResult) => void;
+  /**
+   * The envconfig's `drift.ignore`: fields manent leaves to others (an autoscaler, a controller, a
+   * webhook). Drift does not report them and a deploy does not change them on a live object.
+   * Only the kubernetes plugin is given it (the envconfig refuses it for another plugin).
+   */
+  ignore?: IgnoreRule[];
+}
+
+/** One entry of `drift.ignore`: which objects (kind, and optionally group, name, namespace) and which of their fields. */
+export interface IgnoreRule {
+  /** An object kind (`Deployment`), or `*` for every kind. */
+  kind: string;
+  /** The API group (`apps`; "" for the core group); absent: any. */
+  group?: string | undefined;
+  name?: string | undefined;
+  namespace?: string | undefined;
+  /** Field paths ({@link parseFieldPath}): the field and everything under it. */
+  fields: string[];
+  /** Field managers (`metadata.managedFields`): every field one of them owns on the live object. */
+  managers: string[];
 }
 
 /** What a canary will ask of the plugin: slots always, and these. */
@@ -163,5 +183,12 @@ export interface TargetDrift {
   /** The release the target runs now ("" when none). */
   version: string;
   changes: DriftChange[];
+  /** Differences found but not drift: fields the envconfig's `drift.ignore` (or an autoscaler) leaves to others. */
+  ignored?: IgnoredChange[];
   details?: Record<string, string>;
+}
+
+/** A difference drift does not count, and why (`drift.ignore.0`, `manager kube-controller-manager`, `HorizontalPodAutoscaler/hello`). */
+export interface IgnoredChange extends DriftChange {
+  reason: string;
 }

@@ -108,6 +108,7 @@ export class DriftChecker {
       expected_version: release.version,
       live_version: "",
       changes: [],
+      ignored: [],
       reason: null,
       checked_at: now,
       changed_at: now,
@@ -131,6 +132,7 @@ export class DriftChecker {
       artifact: r.artifact,
       targets: r.targets,
       params: r.params,
+      ...(r.drift?.ignore?.length && { ignore: r.drift.ignore }),
       secrets: secrets.accessor,
       parallelism: caps.includes("parallel_targets") ? r.parallel : 1,
       logger: this.opts.logger,
@@ -158,6 +160,7 @@ export class DriftChecker {
       return record(targetId(t), stateOf(d), {
         live_version: d.version,
         changes: d.changes.map(clean),
+        ignored: (d.ignored ?? []).map((c) => ({ ...clean(c), reason: String(c.reason ?? "") })),
         reason: d.details?.reason ?? null,
       });
     });

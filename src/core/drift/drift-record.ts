@@ -1,4 +1,4 @@
-import type { DriftChange } from "../contract/index.js";
+import type { DriftChange, IgnoredChange } from "../contract/index.js";
 import type { ScopePattern } from "../identity/index.js";
 import type { DeployKey } from "../engine/deploy-store.js";
 
@@ -21,6 +21,8 @@ export interface TargetDriftRecord extends DeployKey {
   /** What the target runs now, as the plugin tells it ("" when unknown or none). */
   live_version: string;
   changes: DriftChange[];
+  /** Differences that are not drift (the envconfig's `drift.ignore`, an autoscaler's replicas), each with why. */
+  ignored: IgnoredChange[];
   reason: string | null;
   checked_at: string;
   /** When the state or the changes last changed (the first check, a new drift, a heal). */

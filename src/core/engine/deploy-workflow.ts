@@ -431,6 +431,7 @@ export class DeployWorkflow {
       targets: scope?.targets ?? r.targets,
       ...(scope?.traffic && { traffic: scope.traffic }),
       ...(r.rollout?.canary && { rollout: rolloutPlan(r.rollout.canary) }),
+      ...(r.drift?.ignore?.length && { ignore: r.drift.ignore }),
       params: r.params,
       secrets: secrets?.accessor ?? (noSecrets(phase) satisfies SecretsAccessor),
       parallelism: caps.includes("parallel_targets") ? r.parallel : 1,

@@ -1,7 +1,7 @@
 import type { UploadStore } from "../artifacts/upload-store.js";
 import type { Network } from "../artifacts/network.js";
 import { z } from "zod";
-import type { Artifact, Target } from "../contract/index.js";
+import type { Artifact, IgnoreRule, Target } from "../contract/index.js";
 import {
   artifactSchema,
   checkSecretRef,
@@ -77,8 +77,11 @@ export interface ResolvedDeploy {
   /** The envconfig's analysis checks, for the rollout's analysis steps. */
   analysis?: AnalysisSection;
   /** The envconfig's drift settings (absent in deploys resolved before drift existed). */
-  drift?: { interval?: number | undefined; heal: boolean };
+  drift?: { interval?: number | undefined; heal: boolean; ignore?: IgnoreRule[] };
 }
+
+/** The plugins that take `drift.ignore` (its entries name Kubernetes objects and fields). */
+const ignoreListPlugins: ReadonlySet<string> = new Set(["kubernetes"]);
 
 const validateTimeoutMs = 30_000;
 const overridden = z.object({ artifact: artifactSchema });
@@ -154,6 +157,13 @@ export async function resolveSubmission(
     });
   }
   const plugin = await plugins.select(envconfig.plugin, artifact, where);
+  if (envconfig.drift.ignore.length > 0 && !ignoreListPlugins.has(plugin.name)) {
+    throw new ManentError(
+      Code.InvalidArgument,
+      `${where}: drift.ignore: plugin ${plugin.name} does not take an ignore list (its entries name Kubernetes objects and fields: only the kubernetes plugin does)`,
+      { details: { file: where, field: "drift.ignore" } },
+    );
+  }
   // The envconfig may be the server's cached, frozen one: what the deploy carries is copied from it.
   const rollout = s.kind === "rollback" || !envconfig.rollout ? undefined : structuredClone(envconfig.rollout);
   if (rollout) {
@@ -197,7 +207,7 @@ export async function resolveSubmission(
       rollback: policy("rollback"),
     },
     callbacks: structuredClone(envconfig.callbacks),
-    drift: { ...envconfig.drift },
+    drift: structuredClone(envconfig.drift),
     descriptorFile: s.descriptorFile,
     envconfigFile: file ?? null,
     ...(s.to !== undefined && { to: s.to }),

@@ -142,13 +142,13 @@ export async function deleteAll(client: ClusterClient, refs: ObjectRef[], signal
 }
 
 /** A `metadata.managedFields` entry, as the API server returns it. */
-interface ManagedFieldsEntry {
+export interface ManagedFieldsEntry {
   manager?: string;
   operation?: string;
   subresource?: string;
   fieldsV1?: FieldSet;
 }
-type FieldSet = { [key: string]: FieldSet };
+export type FieldSet = { [key: string]: FieldSet };
 
 /**
  * Applies an object without taking fields over: a field another manager owns stays theirs. A
@@ -168,17 +168,23 @@ export async function applyYielding(client: ClusterClient, obj: KubeObject, sign
   } catch (err) {
     throw objectError(client, refOf(obj), "get", err);
   }
-  const yielded = structuredClone(obj);
-  for (const entry of (live?.metadata.managedFields ?? []) as ManagedFieldsEntry[]) {
-    // Every other manager, also through a subresource: `kubectl scale` owns .spec.replicas via "scale".
-    if (entry.manager === fieldManager || !entry.fieldsV1) continue;
-    stripFields(yielded as unknown as Record<string, unknown>, entry.fieldsV1, true);
-  }
+  // Every other manager, also through a subresource: `kubectl scale` owns .spec.replicas via "scale".
+  const yielded = live ? withoutFieldsOf(obj, live, (manager) => manager !== fieldManager) : obj;
   try {
     return await client.apply(yielded, { manager: fieldManager, force: false, dryRun: false, signal });
   } catch (err) {
     throw objectError(client, refOf(obj), "patch", err);
   }
+}
+
+/** A copy of `obj` without the fields that the managers `pick` chooses own on the live object. */
+export function withoutFieldsOf(obj: KubeObject, live: KubeObject, pick: (manager: string | undefined) => boolean): KubeObject {
+  const out = structuredClone(obj);
+  for (const entry of (live.metadata.managedFields ?? []) as ManagedFieldsEntry[]) {
+    if (!pick(entry.manager) || !entry.fieldsV1) continue;
+    stripFields(out as unknown as Record<string, unknown>, entry.fieldsV1, true);
+  }
+  return out;
 }
 
 /**

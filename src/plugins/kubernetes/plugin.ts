@@ -143,7 +143,10 @@ export class KubernetesDeployer
     const found: TargetDrift[] = new Array<TargetDrift>(req.targets.length);
     const out = await forAllTargets(req, (t) =>
       withClient(req, params, t, async (client) => {
-        found[req.targets.indexOf(t)] = { host: targetId(t), ...(await driftOn(client, ctx, req.artifact.version, req.signal)) };
+        found[req.targets.indexOf(t)] = {
+          host: targetId(t),
+          ...(await driftOn(client, ctx, req.artifact.version, req.ignore ?? [], req.signal)),
+        };
         return {};
       }),
     );

@@ -21,6 +21,7 @@ import { parseParams, type KubernetesParams } from "./params.js";
 import { renderForCluster, type Rendered } from "./render.js";
 import { waitForCrds, waitForRollouts } from "./rollout.js";
 import { readRoute, writeRouteRules } from "./canary.js";
+import { keepIgnored } from "./ignore.js";
 
 /** What one call works with, prepared once for all its targets. */
 export interface Prepared {
@@ -42,7 +43,7 @@ export async function prepare(req: Request): Promise<Prepared> {
 
 export async function dryRunTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient): Promise<TargetOutcome> {
   const version = await client.version();
-  const r = await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version);
+  const r = await applied(client, await renderForCluster(client, prep.content, req, prep.params, prep.ctx, version), req);
   const index = await readIndex(client, prep.ctx, req.signal);
   const checkable = await checkOnServer(client, r, prep, index, req.signal, true);
   return {
@@ -61,7 +62,9 @@ export async function dryRunTarget(req: Request, prep: Prepared, t: Target, clie
 export async function deployTarget(req: Request, prep: Prepared, t: Target, client: ClusterClient, logger: Logger): Promise<TargetOutcome> {
   const { params, ctx } = prep;
   const version = await client.version();
-  const r = await renderForCluster(client, prep.content, req, params, ctx, version);
+  const release = await renderForCluster(client, prep.content, req, params, ctx, version);
+  // What is applied: the release, but with what drift.ignore (or an autoscaler) leaves to others as it is live.
+  const r = await applied(client, release, req);
   const index = await readIndex(client, ctx, req.signal);
   const refs = r.objects.map(refOf);
 
@@ -75,7 +78,7 @@ export async function deployTarget(req: Request, prep: Prepared, t: Target, clie
   if (!index.current && namespaces.length > 0) throwFirst(await applyAll(client, namespaces, applyOpts));
 
   // Record the release before touching anything else: a rollback must know what this one added.
-  const entry = await writeRelease(client, ctx, releaseName(ctx, r.objects), r.objects, refs, req.signal);
+  const entry = await writeRelease(client, ctx, releaseName(ctx, release.objects), release.objects, refs, req.signal);
   await writeIndex(client, ctx, { ...index, pending: entry }, { signal: req.signal });
 
   const crds = r.objects.filter((o) => o.kind === "CustomResourceDefinition");
@@ -113,6 +116,16 @@ export async function deployTarget(req: Request, prep: Prepared, t: Target, clie
       objects_skipped: String(r.skipped),
     },
   };
+}
+
+/** The rendered release as a deploy applies it: {@link keepIgnored} on its objects. */
+async function applied(client: ClusterClient, r: Rendered, req: Request): Promise<Rendered> {
+  // A CRD's custom resources cannot be read before the CRD is applied: nothing of theirs to keep yet.
+  const readable = (o: KubeObject): boolean => !r.pendingCrdKinds.has(`${o.apiVersion}|${o.kind}`);
+  if (!req.ignore?.length && !r.objects.some((o) => o.kind === "HorizontalPodAutoscaler")) return r;
+  const kept = await keepIgnored(client, r.objects.filter(readable), req.ignore ?? [], req.signal);
+  const byObject = new Map(r.objects.filter(readable).map((o, i) => [o, kept[i]!]));
+  return { ...r, objects: r.objects.map((o) => byObject.get(o) ?? o) };
 }
 
 /** Makes `entry` current, keeps `history_limit` releases and deletes the older ones. */

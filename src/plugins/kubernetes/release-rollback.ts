@@ -8,6 +8,7 @@ import {
   type TargetRelease,
 } from "../../core/contract/index.js";
 import { applyYielding, deleteOwned } from "./apply.js";
+import { keepIgnored } from "./ignore.js";
 import type { ClusterClient } from "./cluster-client.js";
 import { ownerLabels, withClient } from "./cluster-access.js";
 import { deleteRelease, readIndex, readRefs, readRelease, writeIndex, type HistoryIndex, type ReleaseEntry } from "./history.js";
@@ -65,7 +66,8 @@ export async function rollbackOn(
     // Without force: what the failed release changed of manent's fields goes back, and a field
     // another manager owns (a refused deploy's conflict, a `kubectl scale`) stays as it is.
     const objs: KubeObject[] = stored.objects;
-    for (const obj of objs) await applyYielding(client, obj, req.signal);
+    // And what drift.ignore (or an autoscaler) leaves to others stays as it is live, manent's own or not.
+    for (const obj of await keepIgnored(client, objs, req.ignore ?? [], req.signal)) await applyYielding(client, obj, req.signal);
     await waitForRollouts(client, objs, params.wait_timeout, req.signal);
   }
   let removed = 0;
