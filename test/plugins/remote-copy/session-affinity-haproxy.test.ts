@@ -95,7 +95,16 @@ describe(
       return { r, clients };
     }
 
-    it("clients stay on their version through weight changes; after the promote all reach 1.1.0, none failed", async (t) => {
+    /**
+     * Rolls out to 1.1.0 with sticky clients, then `end`s the rollout (promote or abort) under their
+     * load: not one request fails, and afterwards every client reaches `stays` and only `slot` runs.
+     * The two endings share all of this; only the calls and the version that stays differ.
+     */
+    async function rollOutAndEnd(
+      t: TestContext,
+      end: { during: string; after: string; stays: string; slot: string; message: string },
+      calls: (s: SlotSite, r: Awaited<ReturnType<typeof rollOut>>["r"]) => Promise<void>,
+    ): Promise<void> {
       site = await SlotSite.start(art, { sticky: true }, plan);
       const s = site;
       const load = backgroundTraffic(s.haproxy.port);
@@ -104,53 +113,49 @@ describe(
         const sticky = stickyLoad(s, clients);
         let during: { total: number; failed: string[] };
         try {
+          await calls(s, r);
+        } finally {
+          during = await sticky.stop();
+        }
+        t.diagnostic(`sticky requests during ${end.during}: ${during.total}, failed: ${during.failed.length}`);
+        assert.deepEqual(during.failed, []);
+        for (const c of clients) c.first = undefined;
+        await stay(t, s, clients, 5, end.after);
+        assert.ok(
+          clients.every((c) => c.first === end.stays),
+          end.message,
+        );
+        for (const host of ["web-1", "web-2"]) assert.deepEqual(await s.running(host), [`${end.slot}.pid`]);
+      } finally {
+        const tally = await load.stop();
+        assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
+      }
+    }
+
+    it("clients stay on their version through weight changes; after the promote all reach 1.1.0, none failed", (t) =>
+      rollOutAndEnd(
+        t,
+        {
+          during: "promote and retire",
+          after: "after the promote",
+          stays: "1.1.0",
+          slot: "green",
+          message: "every client, its old cookie included, is on 1.1.0",
+        },
+        async (s, r) => {
           await s.deployer.promoteCandidate(r);
           await s.deployer.retirePrevious(r);
-        } finally {
-          during = await sticky.stop();
-        }
-        t.diagnostic(`sticky requests during promote and retire: ${during.total}, failed: ${during.failed.length}`);
-        assert.deepEqual(during.failed, []);
-        for (const c of clients) c.first = undefined;
-        await stay(t, s, clients, 5, "after the promote");
-        assert.ok(
-          clients.every((c) => c.first === "1.1.0"),
-          "every client, its old cookie included, is on 1.1.0",
-        );
-        for (const host of ["web-1", "web-2"]) assert.deepEqual(await s.running(host), ["green.pid"]);
-      } finally {
-        const tally = await load.stop();
-        assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
-      }
-    });
+        },
+      ));
 
-    it("after an abort (weight 0, RevertCandidate) the candidate's clients are back on 1.0.0, none failed", async (t) => {
-      site = await SlotSite.start(art, { sticky: true }, plan);
-      const s = site;
-      const load = backgroundTraffic(s.haproxy.port);
-      try {
-        const { r, clients } = await rollOut(t, s);
-        const sticky = stickyLoad(s, clients);
-        let during: { total: number; failed: string[] };
-        try {
+    it("after an abort (weight 0, RevertCandidate) the candidate's clients are back on 1.0.0, none failed", (t) =>
+      rollOutAndEnd(
+        t,
+        { during: "the abort", after: "after the abort", stays: "1.0.0", slot: "blue", message: "every client is on 1.0.0" },
+        async (s, r) => {
           await s.deployer.setCandidateWeight(r, 0);
           await s.deployer.revertCandidate(r);
-        } finally {
-          during = await sticky.stop();
-        }
-        t.diagnostic(`sticky requests during the abort: ${during.total}, failed: ${during.failed.length}`);
-        assert.deepEqual(during.failed, []);
-        for (const c of clients) c.first = undefined;
-        await stay(t, s, clients, 5, "after the abort");
-        assert.ok(
-          clients.every((c) => c.first === "1.0.0"),
-          "every client is on 1.0.0",
-        );
-        for (const host of ["web-1", "web-2"]) assert.deepEqual(await s.running(host), ["blue.pid"]);
-      } finally {
-        const tally = await load.stop();
-        assert.equal(tally.failed, 0, `failed requests: ${tally.errors.join("; ")}`);
-      }
-    });
+        },
+      ));
   },
 );

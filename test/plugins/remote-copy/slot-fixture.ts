@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import type { Request, RolloutPlan, Target } from "../../../src/plugin.js";
 import { sha256File } from "../../../src/plugins/remote-copy/artifact-file.js";
 import { RemoteCopyDeployer } from "../../../src/plugins/remote-copy/index.js";
-import { freePort, startHaproxy, type Haproxy, type HaproxyOptions, type SlotServer } from "../../support/haproxy.js";
+import { killSlotProcesses, startHaproxy, twoSlotHosts, type Haproxy, type HaproxyOptions } from "../../support/haproxy.js";
 import { request, type TestArtifact } from "./helpers.js";
 
 const run = promisify(execFile);
@@ -40,13 +40,7 @@ export class SlotSite {
 
   static async start(art: Record<string, TestArtifact>, opts: HaproxyOptions, rollout: RolloutPlan): Promise<SlotSite> {
     const dir = await mkdtemp(join(tmpdir(), "manent-slots-"));
-    const servers: SlotServer[] = [];
-    const targets: Target[] = [];
-    for (const host of ["web-1", "web-2"]) {
-      const [blue, green] = [await freePort(), await freePort()];
-      targets.push({ host, labels: { slot_ports: `blue=${blue},green=${green}` } });
-      servers.push({ host, slot: "blue", port: blue, live: true }, { host, slot: "green", port: green, live: false });
-    }
+    const { targets, servers } = await twoSlotHosts(["web-1", "web-2"]);
     const haproxy = await startHaproxy(dir, servers, opts);
     const params: Record<string, string> = {
       transport: "local",
@@ -86,17 +80,7 @@ export class SlotSite {
   /** Stops HAProxy and whatever app process the test left running (by the slots' pid files). */
   async stop(): Promise<void> {
     await this.haproxy.stop();
-    for (const t of this.targets) {
-      const runDir = join(this.dir, "hosts", t.host, "run");
-      for (const f of await readdir(runDir).catch(() => [] as string[])) {
-        if (!f.endsWith(".pid")) continue;
-        try {
-          process.kill(Number(await readFile(join(runDir, f), "utf8")), "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
-    }
+    await killSlotProcesses(this.targets.map((t) => join(this.dir, "hosts", t.host)));
     await rm(this.dir, { recursive: true, force: true });
   }
 }

@@ -1,27 +1,23 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before, describe, it, type TestContext } from "node:test";
-import { promisify } from "node:util";
 import { Code, ManentError, type Request, type Target } from "../../../src/plugin.js";
-import { sha256File } from "../../../src/plugins/remote-copy/artifact-file.js";
 import { RemoteCopyDeployer } from "../../../src/plugins/remote-copy/index.js";
 import {
   backgroundTraffic,
-  freePort,
   haproxyBinary,
+  killSlotProcesses,
   sample,
   share,
   startHaproxy,
+  twoSlotHosts,
   type Haproxy,
-  type SlotServer,
 } from "../../support/haproxy.js";
+import { buildArtifacts } from "./slot-fixture.js";
 import { currentOf, request, rollbackRequest, type TestArtifact } from "./helpers.js";
 
-const run = promisify(execFile);
-const exampleDir = join(import.meta.dirname, "../../../examples/canary-quickstart");
 const tester = { "X-Canary": "always" };
 
 /**
@@ -32,35 +28,22 @@ const tester = { "X-Canary": "always" };
  */
 describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "haproxy not installed (scripts/ci/haproxy.sh)" }, () => {
   let dist: string;
-  const art: Record<string, TestArtifact> = {};
+  let art: Record<string, TestArtifact>;
   let dir: string;
   let haproxy: Haproxy;
   let targets: Target[];
   let params: Record<string, string>;
   let deployer: RemoteCopyDeployer;
 
-  before(async () => {
-    dist = await mkdtemp(join(tmpdir(), "manent-slots-dist-"));
-    await run("bash", [join(exampleDir, "build.sh"), dist]);
-    for (const v of ["1.0.0", "1.1.0"]) {
-      const path = join(dist, `hello-${v}.tar.gz`);
-      art[v] = { path, version: v, sha256: await sha256File(path) };
-    }
-  });
+  before(async () => ({ dist, art } = await buildArtifacts()));
   after(() => rm(dist, { recursive: true, force: true }));
 
   /** A fresh pair of hosts and HAProxy for each test, 1.0.0 deployed in slot blue. */
   async function setUp(initial = true): Promise<void> {
     dir = await mkdtemp(join(tmpdir(), "manent-slots-"));
-    const servers: SlotServer[] = [];
-    targets = [];
-    for (const host of ["web-1", "web-2"]) {
-      const blue = await freePort();
-      const green = await freePort();
-      targets.push({ host, labels: { slot_ports: `blue=${blue},green=${green}` } });
-      servers.push({ host, slot: "blue", port: blue, live: true }, { host, slot: "green", port: green, live: false });
-    }
-    haproxy = await startHaproxy(dir, servers);
+    const laid = await twoSlotHosts(["web-1", "web-2"]);
+    targets = laid.targets;
+    haproxy = await startHaproxy(dir, laid.servers);
     params = {
       transport: "local",
       base: join(dir, "hosts", "{host}"),
@@ -81,18 +64,7 @@ describe("remote-copy slots behind HAProxy", { skip: haproxyBinary ? false : "ha
   afterEach(async () => {
     await haproxy?.stop();
     // Stop whatever app process a test left running, by the pid files its slots wrote.
-    for (const t of targets ?? []) {
-      const runDir = join(dir, "hosts", t.host, "run");
-      for (const f of await readdir(runDir).catch(() => [] as string[])) {
-        if (!f.endsWith(".pid")) continue;
-        const pid = Number(await readFile(join(runDir, f), "utf8"));
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
-    }
+    await killSlotProcesses((targets ?? []).map((t) => join(dir, "hosts", t.host)));
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -1,29 +1,23 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import type { Target } from "../../../src/plugin.js";
-import { sha256File } from "../../../src/plugins/remote-copy/artifact-file.js";
 import { RemoteCopyDeployer } from "../../../src/plugins/remote-copy/index.js";
 import { startSshHosts, type SshHosts } from "../../support/sshd/index.js";
 import {
   backgroundTraffic,
-  freePort,
   haproxyBinary,
+  killSlotProcesses,
   sample,
   share,
   startHaproxy,
+  twoSlotHosts,
   type Haproxy,
-  type SlotServer,
 } from "../../support/haproxy.js";
+import { buildArtifacts } from "./slot-fixture.js";
 import { currentOf, request, type TestArtifact } from "./helpers.js";
 import { sshAccess } from "./ssh-fixture.js";
-
-const run = promisify(execFile);
-const exampleDir = join(import.meta.dirname, "../../../examples/canary-quickstart");
 
 /** The same slots and HAProxy calls as slots-haproxy.test.ts, with the hosts reached over a real sshd. */
 describe(
@@ -34,39 +28,20 @@ describe(
     let haproxy: Haproxy;
     let dist: string;
     let base: string;
-    const art: Record<string, TestArtifact> = {};
+    let art: Record<string, TestArtifact>;
     const targets: Target[] = [];
 
     before(async () => {
       hosts = await startSshHosts(2);
-      dist = await mkdtemp(join(tmpdir(), "manent-ssh-slots-dist-"));
-      await run("bash", [join(exampleDir, "build.sh"), dist]);
-      for (const v of ["1.0.0", "1.1.0"]) {
-        const path = join(dist, `hello-${v}.tar.gz`);
-        art[v] = { path, version: v, sha256: await sha256File(path) };
-      }
-      const servers: SlotServer[] = [];
-      for (const s of hosts.servers) {
-        const blue = await freePort();
-        const green = await freePort();
-        targets.push({ host: s.host, port: s.port, labels: { slot_ports: `blue=${blue},green=${green}` } });
-        servers.push({ host: s.host, slot: "blue", port: blue, live: true }, { host: s.host, slot: "green", port: green, live: false });
-      }
-      haproxy = await startHaproxy(dist, servers);
+      ({ dist, art } = await buildArtifacts());
+      const laid = await twoSlotHosts(hosts.servers.map((s) => s.host));
+      targets.push(...laid.targets.map((t, i) => ({ ...t, port: hosts.servers[i]!.port })));
+      haproxy = await startHaproxy(dist, laid.servers);
       base = join(await hosts.ownedDir("slots"), "{host}");
     });
     after(async () => {
       await haproxy?.stop();
-      for (const t of targets) {
-        const runDir = join(base.replace("{host}", t.host), "run");
-        for (const f of (await readdir(runDir).catch(() => [] as string[])).filter((x) => x.endsWith(".pid"))) {
-          try {
-            process.kill(Number(await readFile(join(runDir, f), "utf8")), "SIGKILL");
-          } catch {
-            // already gone
-          }
-        }
-      }
+      if (base) await killSlotProcesses(targets.map((t) => base.replace("{host}", t.host)));
       await hosts?.close();
       await rm(dist, { recursive: true, force: true });
     });
