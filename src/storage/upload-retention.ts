@@ -7,14 +7,20 @@ import { dbosSchema } from "./reconcile-deploys.js";
 /** A deploy that needs an upload, and why. */
 export interface UploadNeed {
   sha256: string;
+  /** The deploy (the release, for `release_in_progress`). */
   deploy: string;
   application: string;
   artifact: string;
+  /** The deploy's environment (the release's, comma-separated, for `release_in_progress`). */
   environment: string;
   version: string;
   status: string;
-  /** `in_progress`: a queued or running deploy may still fetch it; `release`: one of the last versions released there. */
-  reason: "in_progress" | "release";
+  /**
+   * `in_progress`: a queued or running deploy may still fetch it (also one submitted and not recorded
+   * yet); `release`: one of the last versions released there; `release_in_progress`: a running
+   * release deploys it at its next stages.
+   */
+  reason: "in_progress" | "release" | "release_in_progress";
 }
 
 /** What a sweep removed (or, in a dry run, would remove). */
@@ -40,6 +46,7 @@ const needsSql = `
       left join ${dbosSchema}.workflow_status w on w.workflow_uuid = c.id
      where c.tenant = $1 and ($3::text is null or c.sha256 = $3)
        and not exists (select 1 from manent.deploys d where d.id = c.id)
+       and not exists (select 1 from manent.releases r where r.id = c.id)
        and (w.status in ('ENQUEUED', 'PENDING', 'DELAYED')
             or (w.workflow_uuid is null and c.claimed_at > now() - make_interval(secs => $4::double precision / 1000)))
   ), named as (
@@ -65,6 +72,13 @@ const needsSql = `
      and (n.status in ('queued', 'running') or (n.kind = 'deploy' and r.n is not null))
   union all
   select sha256, deploy, application, artifact, environment, version, status, 'in_progress' from claimed
+  union all
+  select substring(r.source from '^upload:([0-9a-f]{64})/'), r.id, r.application, r.artifact,
+         array_to_string(r.environments, ','), r.version, r.status, 'release_in_progress'
+    from manent.releases r
+   where r.tenant = $1 and r.status = 'running'
+     and ($3::text is null or substring(r.source from '^upload:([0-9a-f]{64})/') = $3)
+     and substring(r.source from '^upload:([0-9a-f]{64})/') is not null
    order by reason, deploy`;
 
 /**
@@ -108,10 +122,16 @@ export class UploadRetention {
             ? "being submitted, not recorded yet: try again once it is"
             : first.reason === "in_progress"
               ? `${first.status}: it may still fetch it`
-              : `one of the last ${this.config.keep_releases} versions released there (uploads.retention.keep_releases): a rollback may return to it`;
+              : first.reason === "release_in_progress"
+                ? `${first.status}: its next stages deploy it`
+                : `one of the last ${this.config.keep_releases} versions released there (uploads.retention.keep_releases): a rollback may return to it`;
+        const by =
+          first.reason === "release_in_progress"
+            ? `release ${first.deploy} of ${first.application} (${first.environment})`
+            : `deploy ${first.deploy} of ${first.application}/${first.environment}`;
         throw new ManentError(
           Code.Aborted,
-          `upload ${sha256} is needed by deploy ${first.deploy} of ${first.application}/${first.environment} version ${first.version} (${why})${others}; it is not removed`,
+          `upload ${sha256} is needed by ${by} version ${first.version} (${why})${others}; it is not removed`,
           { details: { deploy: first.deploy, reason: first.reason } },
         );
       }
@@ -175,6 +195,7 @@ async function forgetSettledClaims(client: pg.PoolClient, tenant: string): Promi
     `delete from manent.upload_claims c
       where c.tenant = $1
         and (exists (select 1 from manent.deploys d where d.id = c.id)
+             or exists (select 1 from manent.releases r where r.id = c.id)
              or exists (select 1 from ${dbosSchema}.workflow_status w
                          where w.workflow_uuid = c.id and w.status not in ('ENQUEUED', 'PENDING', 'DELAYED'))
              or (not exists (select 1 from ${dbosSchema}.workflow_status w where w.workflow_uuid = c.id)

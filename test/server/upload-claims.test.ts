@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import pg from "pg";
 import { ApiClient } from "../../src/cli/api-client.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
@@ -23,6 +24,15 @@ async function waitingAtApproval(api: ApiClient, id: string): Promise<void> {
   }
 }
 
+/** The release once it has ended. */
+async function waitForRelease(api: ApiClient, id: string) {
+  for (;;) {
+    const r = await api.release(id);
+    if (r.status !== "running") return r;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /**
  * Issue 20 follow-up, on a real server and Postgres: an upload a submission has claimed is neither
  * deleted (`manent uploads rm`) nor swept before its deploy is recorded, whether the submission is
@@ -31,13 +41,13 @@ async function waitingAtApproval(api: ApiClient, id: string): Promise<void> {
  * would keep the upload: min_age 0, keep_releases 1.
  */
 describe("uploads claimed by a submission whose deploy is not recorded yet", () => {
-  let pg: TestPostgres;
+  let postgres: TestPostgres;
   let ws: Workspace;
 
   before(async () => {
-    pg = await TestPostgres.start();
+    postgres = await TestPostgres.start();
     ws = await createWorkspace();
-    for (const app of ["shop", "gated"]) {
+    for (const app of ["shop", "gated", "piped"]) {
       await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
         plugin: "noop",
         targets: ["eu-1", "us-1"].map((h) => ({ host: `${app}-${h}`, labels: { region: h.slice(0, 2) } })),
@@ -45,14 +55,22 @@ describe("uploads claimed by a submission whose deploy is not recorded yet", () 
         ...(app === "gated" && { rollout: { waves: { by: ["region"], between: [{ approval: {} }] } } }),
       });
     }
+    // A release that waits for its approval before its only stage deploys anything.
+    await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
   });
-  after(async () => pg?.stop());
+  after(async () => postgres?.stop());
 
-  const configFor = async (name: string) =>
-    ws.write(
+  const databases = new Map<string, string>();
+  const dbOf = (config: string) => databases.get(config)!;
+  const configFor = async (name: string) => {
+    const url = await postgres.createDatabase();
+    const file = await ws.write(
       `${name}.yml`,
-      manentYml(await pg.createDatabase(), { uploads: { retention: { keep_releases: 1, min_age: 0, sweep_interval: 0 } } }),
+      manentYml(url, { uploads: { retention: { keep_releases: 1, min_age: 0, sweep_interval: 0 } } }),
     );
+    databases.set(file, url);
+    return file;
+  };
   const upload = async (server: ServerProcess, name: string, content: string) => {
     const file = await ws.write(`files/${name}`, content);
     await server.api.upload("untenanted", sha(content), file, content.length);
@@ -111,6 +129,45 @@ describe("uploads claimed by a submission whose deploy is not recorded yet", () 
     }
   });
 
+  it("a deletion that comes while a submission queues its workflow waits for it, then finds the claim", async () => {
+    const config = await configFor("serialized");
+    const server = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "submit:claimed" } });
+    const db = new pg.Client(dbOf(config));
+    await db.connect();
+    try {
+      const content = "serialized payload\n";
+      const source = await upload(server, "serialized.txt", content);
+      const paused = server.logged(/fault point submit:claimed: paused/);
+      const submitted = server.api.submit({ descriptor: descriptor("shop", "prod", source, "4.0.0"), descriptor_file: "shop.yml" });
+      await paused;
+      // The submission holds the tenant's upload lock (shared) between its claim and its queueing:
+      // the deletion waits for it, seen as an advisory lock not granted.
+      let answered = false;
+      const rm = cli(server, "rm", sha(content)).finally(() => (answered = true));
+      for (;;) {
+        assert.equal(answered, false, "the deletion did not wait for the submission");
+        const waiting = await db.query("select 1 from pg_locks where locktype = 'advisory' and not granted");
+        if (waiting.rowCount) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      server.child.kill("SIGUSR2");
+      const { id } = await submitted;
+      const refused = await rm;
+      assert.equal(refused.code, 2, refused.stderr);
+      // Queued (or recorded, even released: the deploy runs on meanwhile) by then: not a submission still checking.
+      assert.match(
+        refused.stderr,
+        new RegExp(
+          `upload ${sha(content)} is needed by deploy ${id} of shop/prod version 4\\.0\\.0 \\(((queued|running): it may still fetch it|one of the last 1 versions released there)`,
+        ),
+      );
+      assert.equal((await server.api.deploy(id, 60)).status, "succeeded");
+    } finally {
+      await db.end();
+      await server.stop();
+    }
+  });
+
   it("a server killed between queueing the workflow and recording it: the unrecorded queued deploy keeps its upload until it runs", async () => {
     const config = await configFor("killed");
     const ahead = await ws.write("files/ahead.txt", "ahead\n");
@@ -159,6 +216,42 @@ describe("uploads claimed by a submission whose deploy is not recorded yet", () 
       await waitingAtApproval(server.api, behind.deploy);
       await server.api.rolloutCommand(behind.deploy, "approve");
       assert.equal((await server.api.deploy(behind.deploy, 60)).status, "succeeded");
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("a running release keeps its upload until its stages have deployed it", async () => {
+    const config = await configFor("release");
+    const server = await startServer(config, { cwd: ws.dir });
+    try {
+      const content = "release payload\n";
+      const source = await upload(server, "release.txt", content);
+      const { id } = await server.api.startRelease({
+        descriptor: descriptor("piped", "prod", source, "3.0.0"),
+        descriptor_file: "piped.yml",
+      });
+      for (;;) {
+        const r = await server.api.release(id);
+        if (r.waiting?.kind === "approval") break;
+        assert.equal(r.status, "running", `release ended (${r.status}) before its approval`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      // No deploy names the upload yet: only the release does.
+      const rm = await cli(server, "rm", sha(content));
+      assert.equal(rm.code, 2, rm.stderr);
+      assert.match(
+        rm.stderr,
+        new RegExp(
+          `upload ${sha(content)} is needed by release ${id} of piped \\(prod\\) version 3\\.0\\.0 \\(running: its next stages deploy it\\)`,
+        ),
+      );
+      const sweep = await cli(server, "sweep", "-o", "json");
+      assert.equal(sweep.code, 0, sweep.stderr);
+      assert.deepEqual((JSON.parse(sweep.stdout) as { removed: unknown[] }).removed, []);
+
+      await server.api.releaseCommand(id, "approve");
+      assert.equal((await waitForRelease(server.api, id)).status, "succeeded");
     } finally {
       await server.stop();
     }

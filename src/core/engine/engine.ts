@@ -168,6 +168,7 @@ export class Engine {
     // a server killed between the two leaves a queued workflow that records itself, never a record
     // without a workflow. Both writes are idempotent.
     const queue = async () => {
+      await faultPause("submit", "claimed");
       await DBOS.startWorkflow(deployWorkflow, {
         workflowID: id,
         queueName,

@@ -5,7 +5,7 @@ import type { Network } from "../artifacts/network.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { artifactSchema, descriptorSchema, findEnvconfig, validate, type LoadedConfig } from "../config/index.js";
 import type { Artifact, Logger } from "../contract/index.js";
-import { checkArtifactSource } from "../engine/artifact-fetch.js";
+import { checkArtifactSource, uploadOf } from "../engine/artifact-fetch.js";
 import { terminalStatuses } from "../engine/deploy-store.js";
 import type { Engine } from "../engine/engine.js";
 import type { PluginRegistry } from "../engine/plugin-registry.js";
@@ -238,9 +238,27 @@ export class Releases {
   /** A release's workflow first (it records itself), then its record. */
   private async launch(release: NewRelease): Promise<void> {
     const { id } = release;
-    try {
+    const queue = async () => {
       await DBOS.startWorkflow(releaseWorkflow, { workflowID: id })({ release });
+    };
+    const { uploads } = this.opts;
+    const upload = uploadOf(release.artifact);
+    const by = {
+      id,
+      application: release.application,
+      artifact: release.artifact.name,
+      environment: pipelineEnvironments(release.pipeline).join(","),
+      version: release.artifact.version,
+    };
+    try {
+      // Started with its upload claimed and no deletion running: the claim keeps it until the release's record does.
+      await (upload && uploads ? uploads.whileClaimed(release.tenant, upload, by, queue) : queue());
     } catch (err) {
+      if (err instanceof ManentError && err.code === Code.InvalidArgument) {
+        throw new ManentError(err.code, `${release.descriptor_file}: ${err.message}`, {
+          details: { file: release.descriptor_file, ...err.details },
+        });
+      }
       throw new ManentError(Code.Unavailable, `release ${id} could not be started: ${ManentError.from(err).message}`, { cause: err });
     }
     await this.opts.store.createRelease(release);

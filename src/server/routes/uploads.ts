@@ -78,15 +78,18 @@ const get = createRoute({
 
 const need = z
   .object({
-    deploy: z.string(),
+    deploy: z.string().describe("the deploy (the release, for release_in_progress)"),
     application: z.string(),
     artifact: z.string(),
     environment: z.string(),
     version: z.string(),
     status: z.string(),
     reason: z
-      .enum(["in_progress", "release"])
-      .describe("in_progress: a queued or running deploy may still fetch it; release: one of the last versions released there"),
+      .enum(["in_progress", "release", "release_in_progress"])
+      .describe(
+        "in_progress: a queued or running deploy may still fetch it (status submitting or queued: submitted, not recorded yet); " +
+          "release: one of the last versions released there; release_in_progress: a running release deploys it at its next stages",
+      ),
   })
   .openapi("UploadNeed");
 const listingSchema = z
@@ -123,7 +126,8 @@ const remove = createRoute({
   path: "/api/v1/uploads/{sha256}",
   summary: "Delete an upload no deploy needs. Audited as upload_delete",
   description:
-    "Refused (409, naming the deploy) while a queued or running deploy names it, or while it is the artifact of one of the last " +
+    "Refused (409, naming the deploy) while a queued or running deploy names it (also one submitted and not recorded yet), while a " +
+    "running release deploys it, or while it is the artifact of one of the last " +
     "uploads.retention.keep_releases versions released in an application/artifact/environment (a rollback may return there). " +
     "Needs submit or dry_run in the tenant; a tenant the caller may not read is not found.",
   tags: ["uploads"],
