@@ -3,8 +3,8 @@ import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { deployCalls } from "../support/journal.js";
-import { TestPostgres } from "../support/postgres.js";
-import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { ServerFixture } from "../support/server-fixture.js";
+import { descriptor, type Workspace } from "../support/workspace.js";
 
 /**
  * Generated canary steps (Flagger's step_weight, max_weight, interval) and abort_scale_down_delay,
@@ -12,7 +12,7 @@ import { createWorkspace, descriptor, manentYml, type Workspace } from "../suppo
  * with SIGKILL while the aborted candidate is kept.
  */
 describe("rollout canary: generated steps and abort_scale_down_delay", () => {
-  let pg: TestPostgres;
+  const fx = new ServerFixture();
   let ws: Workspace;
   let config: string;
   let server: ServerProcess;
@@ -34,20 +34,12 @@ describe("rollout canary: generated steps and abort_scale_down_delay", () => {
     api.submit({ descriptor: descriptor(app, "prod", artifact, version), descriptor_file: `${app}.yml` });
 
   before(async () => {
-    pg = await TestPostgres.start();
-    ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "generated\n");
     // Without the scale capability, a weight is one plugin call.
-    config = await ws.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), { plugins: { noop: { artifact_types: ["file"], without: ["scale"] } } }),
-    );
-    server = await startServer(config, { cwd: ws.dir });
+    ({ ws, server, config, artifact } = await fx.start("generated\n", {
+      plugins: { noop: { artifact_types: ["file"], without: ["scale"] } },
+    }));
   });
-  after(async () => {
-    await server?.stop();
-    await pg?.stop();
-  });
+  after(() => fx.stop());
 
   it("step_weight 30 up to max_weight 80 every interval: weights 30, 60, 80, each held, then the promote", async () => {
     await envconfig("gen", { step_weight: 30, max_weight: 80, interval: "20ms" });

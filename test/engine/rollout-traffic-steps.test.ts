@@ -3,8 +3,9 @@ import { after, before, describe, it } from "node:test";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { deployCalls } from "../support/journal.js";
-import { TestPostgres } from "../support/postgres.js";
-import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import type { TestPostgres } from "../support/postgres.js";
+import { ServerFixture } from "../support/server-fixture.js";
+import { descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
 /**
  * `set_header_route` and `set_mirror` steps and `session_affinity` (issue 22, items 9 and 10)
@@ -13,6 +14,7 @@ import { createWorkspace, descriptor, manentYml, type Workspace } from "../suppo
  * malformed step, naming the file and the field.
  */
 describe("rollout canary: header routes, mirroring, session affinity", () => {
+  const fx = new ServerFixture();
   let pg: TestPostgres;
   let ws: Workspace;
   let server: ServerProcess;
@@ -31,19 +33,9 @@ describe("rollout canary: header routes, mirroring, session affinity", () => {
     api.submit({ descriptor: descriptor(app, "prod", artifact, "2.0.0"), descriptor_file: `${app}.yml`, ...extra });
 
   before(async () => {
-    pg = await TestPostgres.start();
-    ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "traffic\n");
-    const config = await ws.write(
-      "manent.yml",
-      manentYml(await pg.createDatabase(), { plugins: { noop: { artifact_types: ["file"], without: ["scale"] } } }),
-    );
-    server = await startServer(config, { cwd: ws.dir });
+    ({ pg, ws, server, artifact } = await fx.start("traffic\n", { plugins: { noop: { artifact_types: ["file"], without: ["scale"] } } }));
   });
-  after(async () => {
-    await server?.stop();
-    await pg?.stop();
-  });
+  after(() => fx.stop());
 
   it("runs each step as its plugin call, in order, and tells the plugin about session affinity", async () => {
     await envconfig("shape", {

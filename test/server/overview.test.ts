@@ -44,7 +44,7 @@ describe("overview: what runs where", () => {
   let canary = "";
 
   before(async () => {
-    ({ ws, server, artifact } = await fx.start("overview\n", [
+    ({ ws, server, artifact } = await fx.startWithTokens("overview\n", [
       { name: "root", tenant: "*", token: tokens.admin },
       { name: "looker", tenant: "team-a", role: "viewer", token: tokens.teamA },
       { name: "bank-ci", tenant: "team-b", role: "deployer", token: tokens.teamB },

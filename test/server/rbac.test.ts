@@ -32,7 +32,7 @@ describe("roles and permissions", () => {
   let bankDeploy = "";
 
   before(async () => {
-    ({ ws, server, artifact } = await fx.start("rbac\n", [
+    ({ ws, server, artifact } = await fx.startWithTokens("rbac\n", [
       { name: "root", tenant: "*", token: tokens.admin },
       { name: "looker", tenant: "team-a", role: "viewer", token: tokens.viewer },
       { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev*", token: tokens.devDeployer },

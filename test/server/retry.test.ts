@@ -53,7 +53,7 @@ describe("manent retry", () => {
   };
 
   before(async () => {
-    ({ ws, server, artifact } = await fx.start("the first build\n", [
+    ({ ws, server, artifact } = await fx.startWithTokens("the first build\n", [
       { name: "root", tenant: "*", token: tokens.admin },
       { name: "looker", tenant: "team-a", role: "viewer", token: tokens.viewer },
       { name: "dev-ci", tenant: "team-a", role: "deployer", environment: "dev", token: tokens.deployer },

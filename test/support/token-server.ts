@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
 import { ApiClient } from "../../src/cli/api-client.js";
-import { TestPostgres } from "./postgres.js";
-import { startServer, type ServerProcess } from "./server-process.js";
-import { createWorkspace, manentYml, type Workspace } from "./workspace.js";
+import { ServerFixture, type StartedServer } from "./server-fixture.js";
+import type { ServerProcess } from "./server-process.js";
 
 /** An entry of manent.yml's auth.tokens with its secret in the clear: the test calls with it, manent.yml holds its sha256. */
 export interface TestToken {
@@ -24,28 +23,13 @@ export interface Answer {
  * A real manent-server on a fresh database with API tokens of given roles, and its workspace holding
  * one artifact (dist/app.txt): the set-up the RBAC, retry and overview tests share.
  */
-export class TokenServer {
-  pg: TestPostgres | undefined;
-  ws: Workspace | undefined;
-  server: ServerProcess | undefined;
-
-  /** For `before`: each part is kept as soon as it runs, so `stop` cleans up after a failed start too. */
-  async start(artifactText: string, tokens: TestToken[]): Promise<{ ws: Workspace; server: ServerProcess; artifact: string }> {
-    this.pg = await TestPostgres.start();
-    const ws = (this.ws = await createWorkspace());
-    const artifact = await ws.write("dist/app.txt", artifactText);
+export class TokenServer extends ServerFixture {
+  /** For `before`: `tokens` become manent.yml's auth.tokens, each secret stored as its sha256. */
+  async startWithTokens(artifactText: string, tokens: TestToken[]): Promise<StartedServer> {
     const auth = {
       tokens: tokens.map(({ token, ...entry }) => ({ ...entry, sha256: createHash("sha256").update(token).digest("hex") })),
     };
-    const config = await ws.write("manent.yml", manentYml(await this.pg.createDatabase(), { auth }));
-    const server = (this.server = await startServer(config, { cwd: ws.dir }));
-    return { ws, server, artifact };
-  }
-
-  /** For `after`. */
-  async stop(): Promise<void> {
-    await this.server?.stop();
-    await this.pg?.stop();
+    return this.start(artifactText, { auth });
   }
 
   /** The API client of `token`. */
