@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
-import { rm } from "node:fs/promises";
-import { after, afterEach, before, describe, it, type TestContext } from "node:test";
+import { describe, it, type TestContext } from "node:test";
 import { Code, ManentError } from "../../../src/plugin.js";
 import { HaproxyRuntime } from "../../../src/plugins/remote-copy/haproxy/runtime-api.js";
 import { backgroundTraffic, haproxyBinary, sample, share } from "../../support/haproxy.js";
-import type { TestArtifact } from "./helpers.js";
-import { buildArtifacts, SlotSite } from "./slot-fixture.js";
+import { slotSites, type SlotSite } from "./slot-fixture.js";
 
 const plan = { weights: true, testers: false, headerRoutes: true };
 
@@ -19,12 +17,7 @@ describe(
   "remote-copy header routes behind HAProxy",
   { skip: haproxyBinary ? false : "haproxy not installed (scripts/ci/haproxy.sh)" },
   () => {
-    let dist: string;
-    let art: Record<string, TestArtifact>;
-    let site: SlotSite | undefined;
-    before(async () => ({ dist, art } = await buildArtifacts()));
-    after(() => rm(dist, { recursive: true, force: true }));
-    afterEach(() => site?.stop());
+    const sites = slotSites();
 
     const aclPatterns = async (s: SlotSite): Promise<string[]> =>
       (await new HaproxyRuntime({ path: s.haproxy.socket }).command(`show acl ${s.haproxy.routeAcl}`))
@@ -41,8 +34,7 @@ describe(
     }
 
     it("a header then a cookie reach the candidate whatever the weight, others follow it; promote empties the ACL", async (t) => {
-      site = await SlotSite.start(art, { routeAcl: true }, plan);
-      const s = site;
+      const s = await sites.start({ routeAcl: true }, plan);
       const load = backgroundTraffic(s.haproxy.port);
       try {
         const r = s.req("1.1.0", await s.deployer.prepareSlots(s.req("1.1.0")));
@@ -84,8 +76,7 @@ describe(
     });
 
     it("an abort (weight 0, RevertCandidate) empties the ACL and sends the header's requests back to 1.0.0", async (t) => {
-      site = await SlotSite.start(art, { routeAcl: true }, plan);
-      const s = site;
+      const s = await sites.start({ routeAcl: true }, plan);
       const load = backgroundTraffic(s.haproxy.port);
       try {
         const r = s.req("1.1.0", await s.deployer.prepareSlots(s.req("1.1.0")));
@@ -105,8 +96,7 @@ describe(
     });
 
     it("validate and dry-run refuse a header route HAProxy cannot apply, naming the param", async () => {
-      site = await SlotSite.start(art, {}, plan);
-      const s = site;
+      const s = await sites.start({}, plan);
       const { haproxy_route_acl: _, ...withoutAcl } = s.params;
       await assert.rejects(
         s.deployer.validate({ ...s.req("1.1.0"), params: withoutAcl }),

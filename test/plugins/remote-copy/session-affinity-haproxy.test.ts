@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
-import { rm } from "node:fs/promises";
-import { after, afterEach, before, describe, it, type TestContext } from "node:test";
+import { describe, it, type TestContext } from "node:test";
 import { backgroundTraffic, get, haproxyBinary, sample, share } from "../../support/haproxy.js";
-import type { TestArtifact } from "./helpers.js";
-import { buildArtifacts, SlotSite } from "./slot-fixture.js";
+import { slotSites, type SlotSite } from "./slot-fixture.js";
 
 const plan = { weights: true, testers: false, sessionAffinity: true };
 
@@ -25,12 +23,7 @@ describe(
   "remote-copy session affinity behind HAProxy",
   { skip: haproxyBinary ? false : "haproxy not installed (scripts/ci/haproxy.sh)" },
   () => {
-    let dist: string;
-    let art: Record<string, TestArtifact>;
-    let site: SlotSite | undefined;
-    before(async () => ({ dist, art } = await buildArtifacts()));
-    after(() => rm(dist, { recursive: true, force: true }));
-    afterEach(() => site?.stop());
+    const sites = slotSites();
 
     /** One request of a client, its cookie kept; a failure is returned, not thrown, to be counted. */
     async function visit(s: SlotSite, c: Client): Promise<{ ok: boolean; version?: string; error?: string }> {
@@ -105,8 +98,7 @@ describe(
       end: { during: string; after: string; stays: string; slot: string; message: string },
       calls: (s: SlotSite, r: Awaited<ReturnType<typeof rollOut>>["r"]) => Promise<void>,
     ): Promise<void> {
-      site = await SlotSite.start(art, { sticky: true }, plan);
-      const s = site;
+      const s = await sites.start({ sticky: true }, plan);
       const load = backgroundTraffic(s.haproxy.port);
       try {
         const { r, clients } = await rollOut(t, s);

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { after, afterEach, before } from "node:test";
 import { promisify } from "node:util";
 import type { Request, RolloutPlan, Target } from "../../../src/plugin.js";
 import { sha256File } from "../../../src/plugins/remote-copy/artifact-file.js";
@@ -83,4 +84,18 @@ export class SlotSite {
     await killSlotProcesses(this.targets.map((t) => join(this.dir, "hosts", t.host)));
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The hooks every SlotSite test file had in its own copy: the example app built once before its
+ * tests (and removed after), and each test's site stopped after that test. Call it in a `describe`.
+ */
+export function slotSites(): { start(opts: HaproxyOptions, rollout: RolloutPlan): Promise<SlotSite> } {
+  let dist: string | undefined;
+  let art: Record<string, TestArtifact> = {};
+  let site: SlotSite | undefined;
+  before(async () => ({ dist, art } = await buildArtifacts()));
+  after(() => (dist ? rm(dist, { recursive: true, force: true }) : undefined));
+  afterEach(() => site?.stop());
+  return { start: async (opts, rollout) => (site = await SlotSite.start(art, opts, rollout)) };
 }
