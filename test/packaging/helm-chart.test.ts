@@ -84,4 +84,85 @@ describe("the Helm chart (packaging/helm/manent-server)", () => {
     );
     assert.doesNotMatch(rendered.out, /postgres:\/\//);
   });
+
+  it("refuses envconfig paths that are not tenant/application/artifact/environment.yml of plain names, and RBAC or anti-affinity values it cannot honour", async () => {
+    for (const path of [
+      "../etc/passwd.yml",
+      "team-a/hello/../../x.yml",
+      "team-a/hello/hello/.yml",
+      "team-a/hello/hello",
+      "a/b/c/d/e.yml",
+      "/abs/b/c/d.yml",
+    ]) {
+      const r = await helmRun([
+        "template",
+        "manent",
+        chart,
+        ...values,
+        "--set-string",
+        `envconfig.files.${path.replace(/\./g, "\\.")}=plugin: noop`,
+      ]);
+      assert.notEqual(r.code, 0, path);
+      assert.match(r.out, /envconfig: ".*" is not a path tenant\/application\/artifact\/environment\.yml of plain names/, path);
+    }
+    const item = await helmRun([
+      "template",
+      "manent",
+      chart,
+      ...values,
+      "--set",
+      "envconfig.existingConfigMap.name=cm",
+      "--set",
+      "envconfig.existingConfigMap.items[0].key=k",
+      "--set",
+      "envconfig.existingConfigMap.items[0].path=../../k.yml",
+    ]);
+    assert.notEqual(item.code, 0);
+    assert.match(item.out, /envconfig: "\.\.\/\.\.\/k\.yml" is not a path/);
+    const rbac = await helmRun(["template", "manent", chart, ...values, "--set", "rbac.create=true"]);
+    assert.notEqual(rbac.code, 0);
+    assert.match(rbac.out, /rbac\.namespaces: name the namespaces the kubernetes plugin deploys into/);
+    const spread = await helmRun(["template", "manent", chart, ...values, "--set", "podAntiAffinity=always"]);
+    assert.notEqual(spread.code, 0);
+    assert.match(spread.out, /podAntiAffinity: "always" is not soft, hard or ""/);
+  });
+
+  it("renders a manent.yml whose envconfig provider reads the files the chart mounts, unless config.envconfig names its own", async () => {
+    const rendered = await helmRun(["template", "manent", chart, ...values]);
+    assert.equal(rendered.code, 0, rendered.out);
+    const configMap = rendered.out
+      .split(/^---$/m)
+      .map((d) => parse(d) as KubeObj | null)
+      .find((o) => o?.kind === "ConfigMap")!;
+    const file = join(dir, "default.yml");
+    await writeFile(file, (configMap.data as Record<string, string>)["manent.yml"]!);
+    const config = await loadManentConfig(file);
+    assert.equal(config.envconfig.required, true);
+    assert.deepEqual(
+      config.envconfig.providers.map((p) => [p.type, p.file?.path]),
+      [["file", "/etc/manent/envconfig/{tenant}/{application}/{artifact}/{environment}.yml"]],
+    );
+    const own = await helmRun([
+      "template",
+      "manent",
+      chart,
+      ...values,
+      "--set",
+      "config.envconfig.providers[0].name=mine",
+      "--set",
+      "config.envconfig.providers[0].type=file",
+      "--set",
+      "config.envconfig.providers[0].file.path=/srv/{tenant}/{application}/{artifact}/{environment}.yml",
+    ]);
+    assert.equal(own.code, 0, own.out);
+    const ownConfig = own.out
+      .split(/^---$/m)
+      .map((d) => parse(d) as KubeObj | null)
+      .find((o) => o?.kind === "ConfigMap")!;
+    await writeFile(file, (ownConfig.data as Record<string, string>)["manent.yml"]!);
+    assert.deepEqual(
+      (await loadManentConfig(file)).envconfig.providers.map((p) => [p.name, p.file?.path]),
+      [["mine", "/srv/{tenant}/{application}/{artifact}/{environment}.yml"]],
+    );
+  });
 });
