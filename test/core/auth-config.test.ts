@@ -46,7 +46,7 @@ describe("auth configuration", () => {
     }
   });
 
-  it("grants a person the roles of their groups, e-mail (any case) or subject, and nothing else", async () => {
+  it("grants a person the roles of their groups, verified e-mail (any case) or subject, and nothing else", async () => {
     const config = await load({
       grants: [
         { role: "viewer", groups: ["engineering"] },
@@ -55,20 +55,29 @@ describe("auth configuration", () => {
       ],
     });
     const roles = (user: Parameters<typeof grantsForUser>[0]) => grantsForUser(user, config.auth).map((g) => g.role);
-    assert.deepEqual(roles({ subject: "s1", email: "bob@example.com", groups: ["engineering"] }), ["viewer"]);
-    assert.deepEqual(roles({ subject: "s2", email: "carol@example.com", groups: ["engineering", "release-managers"] }), [
-      "viewer",
-      "approver",
-    ]);
-    assert.deepEqual(roles({ subject: "s3", email: "alice@example.COM", groups: [] }), ["admin"]);
-    assert.deepEqual(roles({ subject: "sub-42", groups: [] }), ["admin"]);
-    assert.deepEqual(roles({ subject: "s4", email: "mallory@example.com", groups: ["Engineering"] }), [], "groups compare exactly");
+    assert.deepEqual(roles({ subject: "s1", email: "bob@example.com", emailVerified: true, groups: ["engineering"] }), ["viewer"]);
+    assert.deepEqual(
+      roles({ subject: "s2", email: "carol@example.com", emailVerified: true, groups: ["engineering", "release-managers"] }),
+      ["viewer", "approver"],
+    );
+    assert.deepEqual(roles({ subject: "s3", email: "alice@example.COM", emailVerified: true, groups: [] }), ["admin"]);
+    assert.deepEqual(roles({ subject: "sub-42", emailVerified: false, groups: [] }), ["admin"]);
+    assert.deepEqual(
+      roles({ subject: "s5", email: "alice@example.com", emailVerified: false, groups: [] }),
+      [],
+      "an address the provider does not vouch for grants nothing by e-mail",
+    );
+    assert.deepEqual(
+      roles({ subject: "s4", email: "mallory@example.com", emailVerified: true, groups: ["Engineering"] }),
+      [],
+      "groups compare exactly",
+    );
     const carol = {
       kind: "user" as const,
       id: "user:s2",
       name: "carol",
       groups: [],
-      grants: grantsForUser({ subject: "s2", groups: ["release-managers"] }, config.auth),
+      grants: grantsForUser({ subject: "s2", emailVerified: false, groups: ["release-managers"] }, config.auth),
     };
     assert.equal(can(carol, "approve", { tenant: "team-a", application: "shop", environment: "prod-eu" }), true);
     assert.equal(can(carol, "approve", { tenant: "team-a", application: "shop", environment: "staging" }), false);

@@ -5,7 +5,7 @@ import { ApiClient } from "../../src/cli/api-client.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { deviceFlowTokens, launchChromium } from "../support/browser.js";
 import { databaseText } from "../support/database-text.js";
-import { startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.js";
+import { defaultUsers, startOidcProvider, type RunningOidcProvider } from "../support/oidc-provider.js";
 import { TestPostgres } from "../support/postgres.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -26,6 +26,7 @@ describe("OpenID Connect ID tokens", () => {
   let chromium: Awaited<ReturnType<typeof launchChromium>>;
   let alice: { idToken: string; refreshToken?: string };
   let bob: { idToken: string };
+  let mallory: { idToken: string };
   let artifact: string;
 
   const as = (token: string) => new ApiClient(server.url, token);
@@ -54,7 +55,11 @@ describe("OpenID Connect ID tokens", () => {
       targets: [{ host: "shop-1" }],
       params: { state_dir: ws.path("state") },
     });
-    provider = await startOidcProvider({ client: { id: "manent", secret: clientSecret } });
+    // Mallory signed up at the provider with the boss's address, which the provider never verified.
+    provider = await startOidcProvider({
+      client: { id: "manent", secret: clientSecret },
+      users: [...defaultUsers, { login: "mallory", email: "Boss@example.com", emailVerified: false, name: "Mallory", groups: [] }],
+    });
     const config = await ws.write(
       "manent.yml",
       manentYml(databaseUrl, {
@@ -64,6 +69,8 @@ describe("OpenID Connect ID tokens", () => {
             { role: "deployer", groups: ["deployers"], tenant: "team-a" },
             { role: "viewer", groups: ["viewers"], tenant: "team-a" },
             { role: "viewer", users: ["erin@example.com"], tenant: "team-a" },
+            { role: "admin", users: ["boss@example.com"], tenant: "*" },
+            { role: "viewer", users: ["frank"], tenant: "team-a" },
           ],
           oidc: {
             issuer: provider.issuer,
@@ -79,6 +86,7 @@ describe("OpenID Connect ID tokens", () => {
     chromium = await launchChromium();
     alice = await deviceFlowTokens(chromium.browser, provider.issuer, "manent-cli", "alice");
     bob = await deviceFlowTokens(chromium.browser, provider.issuer, "manent-cli", "bob");
+    mallory = await deviceFlowTokens(chromium.browser, provider.issuer, "manent-cli", "mallory");
   });
   after(async () => {
     await chromium?.close();
@@ -103,6 +111,34 @@ describe("OpenID Connect ID tokens", () => {
     assert.ok(refused instanceof ManentError);
     assert.equal(refused.code, Code.PermissionDenied, refused.message);
     assert.match(refused.message, /bob@example\.com may not submit/);
+  });
+
+  it("grants by e-mail only an address the provider says is verified: an unverified one is refused saying why; grants by subject are unaffected", async () => {
+    // The provider's own token says email_verified: false for the address an admin grant names.
+    assert.equal(decodeJwt(mallory.idToken).email_verified, false);
+    const refused = await refusal(mallory.idToken);
+    assert.match(
+      refused.message,
+      /e-mail address Boss@example\.com of mallory is verified \(email_verified is not true\), and auth\.grants grants by e-mail need a verified address/,
+    );
+    // Neither a string "true" nor a missing claim is the provider's word.
+    const { email_verified: _verified, ...claims } = decodeJwt(mallory.idToken);
+    assert.match((await refusal(await forge({ ...claims, email_verified: "true" }))).message, /email_verified is not true/);
+    assert.match((await refusal(await forge(claims))).message, /email_verified is not true/);
+    // The control: the same token with the address verified is the boss's admin grant.
+    const verified = await as(await forge({ ...claims, email_verified: true })).call<{
+      id: string;
+      name: string;
+      grants: { role: string }[];
+    }>("GET", "/api/v1/whoami");
+    assert.deepEqual([verified.id, verified.name, verified.grants.map((g) => g.role)], ["user:mallory", "Boss@example.com", ["admin"]]);
+    // A grant by subject needs no address: frank, whose address is unverified, is a viewer, named by his subject.
+    const frank = await as(await forge({ ...claims, sub: "frank", email: "frank@example.com", email_verified: false })).call<{
+      name: string;
+      email?: string;
+      grants: { role: string }[];
+    }>("GET", "/api/v1/whoami");
+    assert.deepEqual([frank.name, frank.email, frank.grants.map((g) => g.role)], ["frank", undefined, ["viewer"]]);
   });
 
   it("refuses ID tokens expired, from another issuer, for another audience, unsigned, HMAC'd with the public key or re-signed with another key", async () => {

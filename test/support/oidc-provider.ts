@@ -16,6 +16,8 @@ export interface OidcUser {
   /** The login typed on the provider's page; also the `sub` claim. */
   login: string;
   email: string;
+  /** The provider's `email_verified` claim (default true). */
+  emailVerified?: boolean;
   name: string;
   groups: string[];
 }
@@ -113,7 +115,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
       if (!user) return undefined;
       return {
         accountId: id,
-        claims: () => ({ sub: id, email: user.email, email_verified: true, name: user.name, groups: user.groups }),
+        claims: () => ({ sub: id, email: user.email, email_verified: user.emailVerified ?? true, name: user.name, groups: user.groups }),
       };
     },
     // Both clients are the organisation's own: no consent page (as with most company providers).

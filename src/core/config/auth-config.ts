@@ -72,7 +72,10 @@ const grant = z
     users: z
       .array(z.string().min(1).max(256))
       .default([])
-      .meta({ description: "People with one of these e-mail addresses or subjects get the role", examples: [["alice@example.com"]] }),
+      .meta({
+        description: "People with one of these e-mail addresses (verified by the provider: email_verified true) or subjects get the role",
+        examples: [["alice@example.com"]],
+      }),
     tenant: pattern("tenant").default("*").describe("The tenants where the role applies"),
     application: pattern("application").default("*").describe("The applications where the role applies"),
     environment: pattern("environment")

@@ -2,21 +2,46 @@ import type { LoadedConfig } from "../../core/config/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { Principal } from "../../core/identity/index.js";
 import type { PgSessionStore, SessionIdentity } from "../../storage/pg-session-store.js";
-import { bearerToken, grantsForUser, type CredentialCheck } from "../identity/index.js";
+import { bearerToken, emailGrantsFor, grantsForUser, type CredentialCheck } from "../identity/index.js";
 import type { IdentityClaims } from "./id-token-verifier.js";
 import type { RelyingParty } from "./relying-party.js";
 import { sessionCookie } from "./session-cookies.js";
 
-/** A signed-in person as the policy sees them: `user:<sub>`, their e-mail, groups, and the grants manent.yml gives them now. */
+/**
+ * A signed-in person as the policy sees them: `user:<sub>`, their verified e-mail, groups, and the
+ * grants manent.yml gives them now. An address the provider does not vouch for is neither their
+ * name (the audit would show someone else's address) nor a key to e-mail grants.
+ */
 export function userPrincipal(identity: SessionIdentity, config: LoadedConfig): Principal {
+  const email = identity.emailVerified ? identity.email : undefined;
   return {
     kind: "user",
     id: `user:${identity.subject}`,
-    name: identity.email ?? identity.subject,
-    ...(identity.email !== undefined && { email: identity.email }),
+    name: email ?? identity.subject,
+    ...(email !== undefined && { email }),
     groups: identity.groups,
-    grants: grantsForUser({ subject: identity.subject, email: identity.email, groups: identity.groups }, config.auth),
+    grants: grantsForUser(identity, config.auth),
   };
+}
+
+/** The refusals of a verified ID token's claims, at sign-in and at each request made with one. */
+export function refuseUnusableClaims(identity: IdentityClaims, config: LoadedConfig): void {
+  refuseUnverifiedEmailGrant(identity, config);
+  refuseOmittedGroups(identity, config);
+}
+
+/**
+ * A person whose address an e-mail grant names, but whose provider does not vouch for it
+ * (`email_verified` not true), is refused saying so: granted nothing by it, they would meet 403s
+ * naming no cause, and the address may be someone else's.
+ */
+function refuseUnverifiedEmailGrant(identity: IdentityClaims, config: LoadedConfig): void {
+  if (identity.emailVerified || emailGrantsFor(identity.email, config.auth) === 0) return;
+  throw new ManentError(
+    Code.Unauthenticated,
+    `the provider does not say that the e-mail address ${identity.email} of ${identity.subject} is verified (email_verified is not true), ` +
+      `and auth.grants grants by e-mail need a verified address: verify the address at the provider, or grant this person by subject or group`,
+  );
 }
 
 /**
@@ -25,10 +50,10 @@ export function userPrincipal(identity: SessionIdentity, config: LoadedConfig): 
  * signed in with no groups they would only meet 403s that name no cause. One with grants of their
  * own signs in with those.
  */
-export function refuseOmittedGroups(identity: IdentityClaims, config: LoadedConfig): void {
+function refuseOmittedGroups(identity: IdentityClaims, config: LoadedConfig): void {
   if (!identity.groupsOmitted) return;
   const claim = config.auth.oidc?.groups_claim ?? "groups";
-  if (grantsForUser({ subject: identity.subject, email: identity.email, groups: [] }, config.auth).length > 0) return;
+  if (grantsForUser({ ...identity, groups: [] }, config.auth).length > 0) return;
   throw new ManentError(
     Code.Unauthenticated,
     `the provider left the "${claim}" claim out of the ID token of ${identity.email ?? identity.subject} (too many groups: it points to another source instead), ` +
@@ -60,7 +85,7 @@ export function idTokenCheck(relyingParty: RelyingParty, config: LoadedConfig): 
       if (token === undefined || !/^[\w-]+\.[\w-]*\.[\w-]*$/.test(token)) return undefined;
       const { verifier } = await relyingParty.provider();
       const claims = await verifier.verify(token);
-      refuseOmittedGroups(claims, config);
+      refuseUnusableClaims(claims, config);
       return userPrincipal(claims, config);
     },
   };

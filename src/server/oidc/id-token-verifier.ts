@@ -12,6 +12,11 @@ export const asymmetricAlgorithms = ["RS256", "RS384", "RS512", "PS256", "PS384"
 export interface IdentityClaims {
   subject: string;
   email?: string;
+  /**
+   * The provider vouches for `email` (`email_verified: true`). Anyone may type any address at a
+   * provider that lets people sign up, so only a verified address counts for an e-mail grant.
+   */
+  emailVerified: boolean;
   groups: string[];
   /** When the token expires (seconds since the epoch). */
   expiresAt: number;
@@ -103,6 +108,8 @@ export class IdTokenVerifier {
     return {
       subject: payload.sub!,
       ...(email !== undefined && { email }),
+      // The boolean true only (OIDC Core 5.1): a string "true" or an absent claim is not the provider's word.
+      emailVerified: email !== undefined && payload.email_verified === true,
       groups: groupsOf(payload[this.opts.groupsClaim]),
       expiresAt: payload.exp!,
       ...(groupsOmitted(payload, this.opts.groupsClaim) && { groupsOmitted: true as const }),

@@ -5,7 +5,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import { record } from "../audit.js";
 import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
-import { refuseOmittedGroups, userPrincipal } from "../oidc/credential-checks.js";
+import { refuseUnusableClaims, userPrincipal } from "../oidc/credential-checks.js";
 import { checksOf, loginTtlMs, newLogin, safeReturnPath } from "../oidc/login-state.js";
 import {
   clearLoginCookie,
@@ -136,7 +136,7 @@ export function oidcRoutes(app: ApiApp, deps: ApiDeps): void {
       const callbackUrl = new URL(redirectUri(c, oidc.relyingParty.config.redirect_url));
       callbackUrl.search = new URL(c.req.url).search;
       const identity = await oidc.relyingParty.finishSignIn(callbackUrl, checks);
-      refuseOmittedGroups(identity, oidc.config);
+      refuseUnusableClaims(identity, oidc.config);
       const session = await oidc.sessions.create(identity, oidc.relyingParty.config.session_ttl);
       c.set("caller", userPrincipal(identity, oidc.config));
       await record(c, "sign_in", { tenant: null }, "ok", `signed in to the web UI (groups: ${identity.groups.join(", ") || "none"})`);

@@ -18,7 +18,7 @@ const principalSchema = z
   .object({
     kind: z.enum(["user", "token", "anonymous"]),
     id: z.string().describe('unique: "user:<subject>", "token:<name>" or "anonymous"'),
-    name: z.string().describe("a person's e-mail (else subject), or a token's name"),
+    name: z.string().describe("a person's verified e-mail (else subject), or a token's name"),
     email: z.string().optional(),
     groups: z.array(z.string()).describe("a person's groups (empty for a token)"),
     grants: z.array(grantSchema).describe("the roles bound to the caller and where they apply"),
