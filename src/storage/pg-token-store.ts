@@ -53,13 +53,36 @@ export class PgTokenStore {
     return r.rows[0] ? toToken(r.rows[0] as Row) : undefined;
   }
 
-  /** The token whose value has this sha256, with the database's clock (expiry is judged by one clock for the whole fleet). */
-  async findBySecret(secretSha256: Buffer): Promise<{ token: ManagedToken; expired: boolean } | undefined> {
-    const r = await this.pool.query(`select ${columns}, expires_at <= now() as expired from manent.api_tokens where secret_sha256 = $1`, [
-      secretSha256,
-    ]);
-    const row = r.rows[0] as (Row & { expired: boolean }) | undefined;
-    return row ? { token: toToken(row), expired: row.expired } : undefined;
+  /**
+   * The token whose value has this sha256, with the database's clock (expiry is judged by one clock
+   * for the whole fleet), and whom it acts for: its creator, or, for a token created with another
+   * managed token, that token's creator, and so on up to the first creator that is no managed
+   * token (a person, a manent.yml token). Tokens created since a managed token acts for its creator
+   * record that root already; the walk covers those created before, and only follows tokens older
+   * than the one they made (a manent.yml token added later under an old managed token's name is not
+   * mistaken for it).
+   */
+  async findBySecret(
+    secretSha256: Buffer,
+  ): Promise<{ token: ManagedToken; expired: boolean; actsFor: Pick<Principal, "id" | "name"> } | undefined> {
+    const r = await this.pool.query(
+      `select ${columns}, expires_at <= now() as expired, root.acts_for_id, root.acts_for_name
+       from manent.api_tokens t
+       cross join lateral (
+         with recursive chain(depth, created_at, by_id, by_name) as (
+           select 0, t.created_at, t.created_by_id, t.created_by_name
+           union all
+           select c.depth + 1, p.created_at, p.created_by_id, p.created_by_name
+           from chain c join manent.api_tokens p on c.by_id = 'token:' || p.name and p.created_at < c.created_at
+           where c.depth < 32
+         )
+         select by_id as acts_for_id, by_name as acts_for_name from chain order by depth desc limit 1
+       ) root
+       where t.secret_sha256 = $1`,
+      [secretSha256],
+    );
+    const row = r.rows[0] as (Row & { expired: boolean; acts_for_id: string; acts_for_name: string }) | undefined;
+    return row ? { token: toToken(row), expired: row.expired, actsFor: { id: row.acts_for_id, name: row.acts_for_name } } : undefined;
   }
 
   async get(id: string): Promise<ManagedToken | undefined> {

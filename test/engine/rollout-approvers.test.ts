@@ -176,6 +176,70 @@ describe("approvers: separation of duties", () => {
     assert.match(audit.find((e) => e.actor === "dave")!.message!, /approvers\.from_groups/);
   });
 
+  it("counts a person once through every token: the submitter's managed tokens, one made with one of them, the CLI, and a deploy submitted with a managed token", async () => {
+    const twoPeople = { count: 2, allow_submitter: false };
+    const id = await start("alice", "own-tokens", { canary: { steps: [{ set_weight: 10 }, { approval: { approvers: twoPeople } }] } });
+    await until(id, approvedBy(0), "waiting for approval");
+    const make = async (client: ApiClient, name: string, role: string) =>
+      (await client.createToken({ name, role, tenant: "*", expires_in: "1d" })).token;
+    // Tokens alice made: through the API, one made with an admin token she made, one through the CLI.
+    const own = await make(api("alice"), "alice-approver", "approver");
+    const cased = await make(api("alice"), "alice-second", "approver");
+    const chained = await make(new ApiClient(server.url, await make(api("alice"), "alice-admin", "admin")), "alice-chained", "approver");
+    const made = await runCli(
+      ["token", "create", "--name", "alice-cli", "--role", "approver", "--tenant", "*", "--expires", "1d", "-o", "json"],
+      { cwd: ws.dir, server: server.url, token: people.alice },
+    );
+    assert.equal(made.code, 0, made.stderr);
+    const viaCli = (JSON.parse(made.stdout) as { token: string }).token;
+    for (const [name, token] of [
+      ["alice-approver", own],
+      ["alice-second", cased],
+      ["alice-chained", chained],
+    ] as const) {
+      const refused = await refusal(new ApiClient(server.url, token).rolloutCommand(id, "approve"));
+      assert.equal(refused.code, 7 /* permission_denied */, `${name}: ${refused.message}`);
+      assert.equal(refused.details?.requirement, "allow_submitter", name);
+    }
+    const cliRefused = await runCli(["approve", id], { cwd: ws.dir, server: server.url, token: viaCli, env: { MANENT_OUTPUT: "text" } });
+    assert.notEqual(cliRefused.code, 0);
+    assert.match(cliRefused.stderr, /refuses the submitter \(approvers\.allow_submitter: false\)/);
+    assert.equal((await api("alice").deploy(id)).rollout!.approvals?.length ?? 0, 0);
+    // The audit counts each refusal as alice's, through the token named.
+    const refusals = (await api("alice").audit({ deploy_id: id })).entries.filter((e) => e.action === "approve");
+    assert.deepEqual(refusals.map((e) => `${e.actor} ${e.actor_id} ${e.outcome}`).sort(), [
+      "alice-approver token:alice permission_denied",
+      "alice-chained token:alice permission_denied",
+      "alice-cli token:alice permission_denied",
+      "alice-second token:alice permission_denied",
+    ]);
+    // Two other people end the wait.
+    assert.equal((await cli("bob", "approve", id)).code, 0);
+    await until(id, approvedBy(1), "bob's approval");
+    assert.equal((await cli("carol", "approve", id)).code, 0);
+    assert.equal((await api("alice").deploy(id, 60)).status, "succeeded");
+
+    // A deploy submitted with alice's managed token is hers: she may not approve it with her own token, nor another of hers.
+    await ws.write("envconfig/untenanted/by-token/by-token/prod.yml", {
+      plugin: "noop",
+      targets: [{ host: "by-token-1" }],
+      params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+      rollout: { canary: { steps: [{ set_weight: 10 }, { approval: { approvers: twoPeople } }] } },
+    });
+    const deployerToken = await make(api("alice"), "alice-deployer", "deployer");
+    const submitted = await new ApiClient(server.url, deployerToken).submit({
+      descriptor: descriptor("by-token", "prod", artifact, "2.0.0"),
+      descriptor_file: "by-token.yml",
+    });
+    const record = await until(submitted.id, approvedBy(0), "waiting for approval");
+    assert.deepEqual([record.submitted_by, record.submitted_by_id], ["alice-deployer", "token:alice"]);
+    for (const token of [people.alice, own]) {
+      const refused = await refusal(new ApiClient(server.url, token).rolloutCommand(submitted.id, "approve"));
+      assert.equal(refused.details?.requirement, "allow_submitter");
+    }
+    await api("alice").cancel(submitted.id);
+  });
+
   it("stops a promote --full at an approval that names its approvers, then skips the rest once approved", async () => {
     const id = await start("alice", "full", {
       canary: {

@@ -10,9 +10,10 @@ export type PrincipalKind = "user" | "token" | "anonymous";
 export interface Principal {
   kind: PrincipalKind;
   /**
-   * One identity per person or token, never shared by two: `user:<sub>` for a person (the OIDC
-   * subject), `token:<name>` for an API token, `anonymous` on an open API. Separation of duties
-   * compares these, never display names.
+   * Whom the caller counts as: `user:<sub>` for a person (the OIDC subject), `token:<name>` for a
+   * manent.yml token, `anonymous` on an open API; a managed token counts as whom it acts for (its
+   * creator, through any tokens that created it), so one person with several tokens is still one.
+   * Separation of duties compares these, never display names.
    */
   id: string;
   /** Shown in messages, the audit log and on deploys: a person's e-mail (else the subject), a token's name. */

@@ -43,7 +43,7 @@ export class ManagedTokens {
       if (value === undefined || !isManagedTokenValue(value)) return undefined;
       const found = await this.store.findBySecret(secretSha256(value));
       if (!found) return undefined;
-      const { token, expired } = found;
+      const { token, expired, actsFor } = found;
       if (token.revoked_at !== null)
         throw new ManentError(
           Code.Unauthenticated,
@@ -56,7 +56,7 @@ export class ManagedTokens {
           `API token ${token.name}: manent.yml has a token of the same name, so this managed one is refused; revoke it and create it under another name`,
         );
       await this.touched(token.id);
-      return principalOf(token);
+      return principalOf(token, actsFor);
     },
   };
 
@@ -137,7 +137,12 @@ export class ManagedTokens {
   }
 }
 
-/** A managed token's principal: one grant, its role over its scope; the same id shape as manent.yml's tokens. */
-export function principalOf(token: ManagedToken): Principal {
-  return { kind: "token", id: `token:${token.name}`, name: token.name, groups: [], grants: [token.grant] };
+/**
+ * A managed token's principal: one grant, its role over its scope, and the identity of whom it acts
+ * for (its creator, see PgTokenStore.findBySecret). Separation of duties, the submitter of what it
+ * submits and the audit's actor id are that person's: a person who submitted may not approve with a
+ * token they made, nor give two approvals with two of them. Its name stays the token's.
+ */
+export function principalOf(token: ManagedToken, actsFor: Pick<Principal, "id">): Principal {
+  return { kind: "token", id: actsFor.id, name: token.name, groups: [], grants: [token.grant] };
 }
