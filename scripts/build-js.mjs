@@ -5,6 +5,7 @@
 // of the package's exports. A file is written only when its content changed (through a rename), so a
 // binary starting during a rebuild never reads half a file.
 // Usage: node scripts/build-js.mjs [--if-stale]
+import { execFileSync } from "node:child_process";
 import { build } from "esbuild";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -15,6 +16,32 @@ const src = join(root, "src");
 const dist = join(root, "dist");
 /** Touched at the end of every build: a source newer than it has not been compiled yet. */
 const stamp = join(dist, ".js-build-stamp");
+/** The build's application version, read by src/version.ts (see there). */
+const buildInfo = join(dist, "build-info.json");
+
+/**
+ * package.json's version plus the commit built ("0.1.0+3f2a9c1d0b4e"): each build its own DBOS
+ * application version. A checkout without git (or outside a repository) gets the package version alone.
+ */
+export function buildVersion() {
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version;
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: root, stdio: ["ignore", "pipe", "ignore"] })
+      .toString()
+      .trim();
+    return /^[0-9a-f]{7,40}$/.test(commit) ? `${pkg}+${commit}` : pkg;
+  } catch {
+    return pkg;
+  }
+}
+
+function builtVersion() {
+  try {
+    return JSON.parse(readFileSync(buildInfo, "utf8")).version;
+  } catch {
+    return undefined;
+  }
+}
 
 function sources() {
   return readdirSync(src, { recursive: true, withFileTypes: true })
@@ -31,6 +58,8 @@ export function distIsStale() {
     return true;
   }
   if (!["cli", "server"].every((bin) => existsSync(join(dist, bin, "main.js")))) return true;
+  // A new commit is a new application version even when no source changed since the last build.
+  if (builtVersion() !== buildVersion()) return true;
   // Directories too: a file renamed or deleted changes its directory's mtime.
   return readdirSync(src, { recursive: true, withFileTypes: true }).some((e) => statSync(join(e.parentPath, e.name)).mtimeMs > built);
 }
@@ -65,6 +94,9 @@ export async function buildDist() {
     renameSync(tmp, file.path);
     written++;
   }
+  const info = `${JSON.stringify({ version: buildVersion() })}\n`;
+  writeFileSync(`${buildInfo}.${process.pid}.tmp`, info);
+  renameSync(`${buildInfo}.${process.pid}.tmp`, buildInfo);
   writeFileSync(stamp, `${new Date().toISOString()}\n`);
   return written;
 }

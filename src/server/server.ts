@@ -1,4 +1,3 @@
-import { version as manentVersion } from "../version.js";
 import { PgUploadStore } from "../storage/pg-upload-store.js";
 import { createServer } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
@@ -156,7 +155,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       });
       engine = started; // shut down by cleanup if what follows fails
       await reconcileDeploys(db, logger);
-      await requeueOtherVersions(db, manentVersion, logger);
+      await requeueOtherVersions(db, started.applicationVersion, logger);
       return started;
     });
     const releaseStore = new PgReleaseStore(db);
@@ -169,13 +168,23 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       network,
       uploads,
     });
+    const executorId = config.dbos.executor_id ?? "local";
+    // What an older build left must not stop this one from starting: logged, and tried again at the next start.
+    await releases
+      .settleOtherVersions([executorId])
+      .catch((err: unknown) =>
+        logger.error("cannot settle the releases of another manent version", { error: ManentError.from(err).message }),
+      );
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {
       executorId: config.dbos.executor_id ?? "local",
       heartbeatMs: config.dbos.heartbeat_interval,
       deadAfterMs: config.dbos.dead_after,
-      recover: (executorId) => started.recoverExecutor(executorId),
+      recover: async (dead) => {
+        await releases.settleOtherVersions([dead]);
+        return started.recoverExecutor(dead);
+      },
     });
     await fleet.start();
     const retention = new UploadRetention(db, config.uploads.retention);

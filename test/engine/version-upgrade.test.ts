@@ -1,85 +1,136 @@
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
+import type { ReleaseRecord } from "../../src/core/release/release-store.js";
 import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
 /**
- * A server of another manent version stopped with a deploy running and one queued behind it. DBOS
- * resumes a workflow only under the version that started it, so without care the running one would
- * stay pending forever, holding its application's place, and the queued one would never start. What
- * an older server leaves is made here by stamping the workflows with another version while the
- * server is down, exactly as DBOS's table holds them.
+ * An upgrade with work in flight: a server of one build (application version "old") leaves a
+ * paused canary and a release waiting at a promotion; a server of another build ("new") starts on
+ * the same database. Neither is replayed by the new code: both end failed with a record naming the
+ * two versions, one warn line each, and a retry of the release goes on from the stage it stopped
+ * at, each stage deployed once.
  */
-describe("deploys left by another manent version", () => {
-  let testPg: TestPostgres;
+describe("upgrade: in-flight deploys and releases of another build", () => {
+  let pg: TestPostgres;
   let ws: Workspace;
   let config: string;
-  let databaseUrl: string;
   let artifact: string;
 
   before(async () => {
-    testPg = await TestPostgres.start();
+    pg = await TestPostgres.start();
     ws = await createWorkspace();
-    artifact = await ws.write("dist/app.txt", "payload\n");
-    databaseUrl = await testPg.createDatabase();
-    config = await ws.write("manent.yml", manentYml(databaseUrl));
-    await ws.write("envconfig/untenanted/shop/shop/prod.yml", {
-      plugin: "noop",
-      targets: Array.from({ length: 6 }, (_, i) => ({ host: `shop-${i}` })),
-      params: { state_dir: ws.path("state"), journal: ws.path("journal"), journal_targets: "true", delay: "400ms" },
-    });
+    artifact = await ws.write("dist/app.txt", "upgrade\n");
+    config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
   });
-  after(async () => testPg?.stop());
+  after(async () => pg?.stop());
 
-  it("the started one ends failed saying so, and the queued one runs under the new version", async () => {
-    let server: ServerProcess = await startServer(config, { cwd: ws.dir });
-    const running = await server.api.submit({ descriptor: descriptor("shop", "prod", artifact, "1.0.0"), descriptor_file: "shop.yml" });
-    const queued = await server.api.submit({ descriptor: descriptor("shop", "prod", artifact, "2.0.0"), descriptor_file: "shop.yml" });
+  const until = async <T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> => {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const v = await read();
+      if (ok(v)) return v;
+      assert.ok(Date.now() < deadline, `${what}: ${JSON.stringify(v)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  it("settles a paused canary and a waiting release with a clear record; the release's retry deploys each stage once", async () => {
+    const env = (app: string, e: string, extra: Record<string, unknown> = {}) =>
+      ws.write(`envconfig/untenanted/${app}/${app}/${e}.yml`, {
+        plugin: "noop",
+        targets: [{ host: `${app}-${e}-1` }],
+        params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+        ...extra,
+      });
+    await env("canaried", "prod", { rollout: { canary: { steps: [{ set_weight: 25 }, { pause: {} }, { set_weight: 100 }] } } });
+    for (const e of ["dev", "staging"]) await env("cart", e);
+    await ws.write("envconfig/untenanted/cart/pipeline.yml", {
+      stages: [{ environment: "dev" }, { environment: "staging", promotion: "manual" }],
+    });
+
+    let server: ServerProcess = await startServer(config, { cwd: ws.dir, env: { MANENT_APPLICATION_VERSION: "old" } });
+    let deployId: string;
+    let releaseId: string;
     try {
-      // The first deploy has changed a target: it is under way when the server dies.
-      const deadline = Date.now() + 60_000;
-      while (!(await readJournal(ws.path("journal"))).some((j) => j.deployment === running.id && j.call === "deploy_target")) {
-        if (Date.now() > deadline) throw new Error(`the deploy did not start: ${server.logs().slice(-2000)}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      assert.equal((await server.api.deploy(queued.id)).status, "queued");
-      await server.kill();
-
-      const db = new pg.Client({ connectionString: databaseUrl });
-      await db.connect();
-      try {
-        const stamped = await db.query(
-          "update dbos.workflow_status set application_version = '0.0.9-older' where workflow_uuid = any($1::text[]) returning status",
-          [[running.id, queued.id]],
-        );
-        assert.deepEqual(stamped.rows.map((r: { status: string }) => r.status).sort(), ["ENQUEUED", "PENDING"]);
-      } finally {
-        await db.end();
-      }
-
-      server = await startServer(config, { cwd: ws.dir });
-      const ended = async (id: string) => {
-        const until = Date.now() + 90_000;
-        let d = await server.api.deploy(id, 30);
-        while (d.status === "queued" || d.status === "running") {
-          if (Date.now() > until) throw new Error(`deploy ${id} is still ${d.status}: ${server.logs().slice(-2000)}`);
-          d = await server.api.deploy(id, 30);
-        }
-        return d;
-      };
-      const first = await ended(running.id);
-      assert.equal(first.status, "failed");
-      assert.match(first.error?.message ?? "", /upgraded from 0\.0\.9-older to .* while this deploy ran.*partly deployed/);
-
-      const second = await ended(queued.id);
-      assert.equal(second.status, "succeeded", JSON.stringify(second.error));
-      const calls = (await readJournal(ws.path("journal"))).filter((j) => j.deployment === running.id && j.call === "deploy");
-      assert.equal(calls.length, 1, "the started deploy was not replayed by the new version");
+      ({ id: deployId } = await server.api.submit({
+        descriptor: descriptor("canaried", "prod", artifact, "2.0.0"),
+        descriptor_file: "canaried.yml",
+      }));
+      ({ id: releaseId } = await server.api.startRelease({
+        descriptor: descriptor("cart", "dev", artifact, "3.0.0"),
+        descriptor_file: "cart.yml",
+      }));
+      const api = server.api;
+      await until(
+        () => api.deploy(deployId),
+        (d) => (d.rollout?.waiting ?? null) !== null || (d.status !== "running" && d.status !== "queued"),
+        "the canary pauses",
+      );
+      await until(
+        () => api.release(releaseId),
+        (r: ReleaseRecord) => r.waiting?.kind === "promotion" || r.status !== "running",
+        "the release waits",
+      );
     } finally {
       await server.stop();
     }
+
+    server = await startServer(config, { cwd: ws.dir, env: { MANENT_APPLICATION_VERSION: "new" } });
+    try {
+      const d = await server.api.deploy(deployId, 60);
+      assert.equal(d.status, "failed");
+      assert.equal(d.error?.code, "aborted");
+      assert.match(d.error!.message, /upgraded from old to new while this deploy ran/);
+
+      const r = await until(
+        () => server.api.release(releaseId),
+        (x: ReleaseRecord) => x.status !== "running",
+        "the release ends",
+      );
+      assert.equal(r.status, "failed");
+      assert.equal(r.error?.code, "aborted");
+      assert.match(r.error!.message, new RegExp(`upgraded from old to new while this release ran.*manent release retry ${releaseId}`));
+      assert.deepEqual(
+        r.stages.map((s) => [s.environments.join(","), s.status]),
+        [
+          ["dev", "succeeded"],
+          ["staging", "failed"],
+        ],
+      );
+      assert.equal(r.waiting, null);
+      const warns = server
+        .logs()
+        .split("\n")
+        .filter((l: string) => /another manent version ended/.test(l));
+      assert.equal(warns.length, 2, warns.join("\n"));
+      for (const l of warns) assert.match(l, /"level":40,/, "at warn level (pino 40), not an error");
+      assert.doesNotMatch(server.logs(), /manent_json is not available/);
+
+      const retry = await server.api.retryRelease(releaseId);
+      assert.equal(retry.from_stage, 2);
+      await until(
+        () => server.api.release(retry.id),
+        (x: ReleaseRecord) => x.waiting?.kind === "promotion" || x.status !== "running",
+        "the retry waits",
+      );
+      await server.api.releaseCommand(retry.id, "promote", "staging");
+      const done = await until(
+        () => server.api.release(retry.id),
+        (x: ReleaseRecord) => x.status !== "running",
+        "the retry ends",
+      );
+      assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    } finally {
+      await server.stop();
+    }
+    const deploys = (await readJournal(ws.path("journal"))).filter(
+      (j) => j.call === "deploy" && j.hosts.some((h) => h.startsWith("cart-")),
+    );
+    assert.deepEqual(deploys.map((j) => j.hosts).sort(), [["cart-dev-1"], ["cart-staging-1"]], "each stage deployed once");
+    assert.equal(await readFile(ws.path("state", "cart-staging-1.release"), "utf8"), "3.0.0");
   });
 });

@@ -21,7 +21,7 @@ import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
-import { version as manentVersion } from "../../version.js";
+import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
 
 export interface EngineOptions {
@@ -73,6 +73,8 @@ const deployWorkflow = DBOS.registerWorkflow(
  */
 export class Engine {
   private readonly queues: QueueWake;
+  /** This build's DBOS application version (version.ts), read once: every workflow it starts carries it. */
+  readonly applicationVersion: string = applicationVersion();
 
   private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits }) {
     this.queues = new QueueWake(opts.logger);
@@ -95,7 +97,7 @@ export class Engine {
     DBOS.setConfig({
       name: "manent",
       systemDatabaseUrl: withIdleTransactionTimeout(opts.databaseUrl),
-      applicationVersion: manentVersion,
+      applicationVersion: engine.applicationVersion,
       executorID: opts.config.dbos.executor_id ?? "local",
       logger: dbosLogger(opts.logger),
       serializer: checkpointSerializer,
@@ -336,7 +338,7 @@ export class Engine {
   /** Started deploys of another manent version on `executorIds` end honestly (see version-upgrade.ts). */
   private async settleOtherVersions(executorIds: string[]): Promise<void> {
     await settleOtherVersions({
-      version: manentVersion,
+      version: this.applicationVersion,
       workflowName: deployWorkflowName,
       executorIds,
       store: this.opts.store,

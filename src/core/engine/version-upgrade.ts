@@ -22,9 +22,9 @@ export async function settleOtherVersions(o: {
   store: DeployStore;
   logger: Logger;
 }): Promise<void> {
-  const others = (await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds })).filter(
-    (w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version,
-  );
+  const others = (
+    await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds, loadInput: false })
+  ).filter((w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version);
   for (const w of others) {
     // The record first: a crash before the cancel leaves the workflow pending, so the next start does both again.
     await o.store.setStatus(w.workflowID, "failed", {

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
+import { settleOtherVersionReleases } from "./release-upgrade.js";
 import { z } from "zod";
 import type { Network } from "../artifacts/network.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
@@ -56,9 +57,10 @@ let whenAttached: Promise<ReleaseWorkflow> | undefined;
 let attach: ((w: ReleaseWorkflow) => void) | undefined;
 const workflowReady = (): Promise<ReleaseWorkflow> =>
   attached ? Promise.resolve(attached) : (whenAttached ??= new Promise<ReleaseWorkflow>((r) => (attach = r)));
+const releaseWorkflowName = "manent.release";
 const releaseWorkflow = DBOS.registerWorkflow(
   async (input: ReleaseWorkflowInput): Promise<ReleaseOutcome> => (await workflowReady()).run(input),
-  { name: "manent.release", maxRecoveryAttempts: 1000 },
+  { name: releaseWorkflowName, maxRecoveryAttempts: 1000 },
 );
 
 const overridden = z.object({ artifact: artifactSchema });
@@ -72,6 +74,17 @@ export class Releases {
     attached = new ReleaseWorkflow(opts);
     attach?.(attached);
     return new Releases(opts);
+  }
+
+  /** Running releases of another manent build on `executorIds` end with a clear record (see release-upgrade.ts). */
+  async settleOtherVersions(executorIds: string[]): Promise<void> {
+    await settleOtherVersionReleases({
+      version: this.opts.engine.applicationVersion,
+      workflowName: releaseWorkflowName,
+      executorIds,
+      store: this.opts.store,
+      logger: this.opts.logger,
+    });
   }
 
   /** Forgets this process's releases (the engine has shut down). */
