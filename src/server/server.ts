@@ -215,6 +215,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     startup.ready(
       createApiHandler({
         engine,
+        gitEnvconfig: gitRepositories,
         releases,
         releaseStore,
         store,

@@ -1,38 +1,11 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { findEnvconfig, gitProvider, type LoadedConfig } from "../../src/core/config/index.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { GitEnvconfigRepository } from "../../src/net/git-envconfig-source.js";
-
-/** A real repository: a work tree pushed to a bare one, which the provider fetches over file:// or as a local path. */
-async function upstream() {
-  const root = await mkdtemp(join(tmpdir(), "manent-git-env-"));
-  const work = join(root, "work");
-  const bare = join(root, "origin.git");
-  const git = (...args: string[]) =>
-    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", ...args], {
-      cwd: work,
-      encoding: "utf8",
-    }).trim();
-  await mkdir(work);
-  git("init", "--quiet");
-  execFileSync("git", ["init", "--bare", "--quiet", bare]);
-  const commit = async (files: Record<string, string>, message: string) => {
-    for (const [p, text] of Object.entries(files)) {
-      await mkdir(join(work, p, ".."), { recursive: true });
-      await writeFile(join(work, p), text);
-    }
-    git("add", "-A");
-    git("commit", "--quiet", "-m", message);
-    git("push", "--quiet", "--force", bare, "HEAD:refs/heads/main");
-    return git("rev-parse", "HEAD");
-  };
-  return { root, work, bare, git, commit };
-}
+import { upstream } from "../support/git-upstream.js";
 
 function spec(repository: string, extra: Record<string, unknown> = {}) {
   return gitProvider.parse({
