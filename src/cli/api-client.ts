@@ -106,6 +106,11 @@ export class ApiClient {
     return this.request("POST", `/api/v1/plugins/${encodeURIComponent(name)}/restart`);
   }
 
+  /** Fetches every git envconfig provider now (admin); per provider the commit before and after, and why it failed. */
+  refreshEnvconfig(): Promise<{ providers: { provider: string; before: string | null; after: string | null; error: string | null }[] }> {
+    return this.request("POST", "/api/v1/envconfig/refresh");
+  }
+
   /** Whether this tenant's upload of these bytes is on the server already (its size), or undefined. */
   async uploaded(tenant: string, sha256: string): Promise<number | undefined> {
     try {

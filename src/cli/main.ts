@@ -291,6 +291,24 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   program
+    .command("envconfig")
+    .description("the server's envconfig providers; `envconfig refresh` fetches the git ones now")
+    .command("refresh")
+    .description(
+      "fetch every git envconfig provider's repository now (a fetch already running is joined) and show each commit before and after; " +
+        "a failed fetch keeps the last good commit and exits non-zero. Needs the admin role for all tenants",
+    )
+    .addOption(output())
+    .action(async (o: { output?: Output }) => {
+      const { providers } = await (await client()).refreshEnvconfig();
+      if (!(await printedAsDocument(providers, o.output))) {
+        if (providers.length === 0) out("no git envconfig provider is configured");
+        for (const p of providers) out(`${p.provider}	${p.before ?? "-"} -> ${p.after ?? "-"}${p.error ? `	failed: ${p.error}` : ""}`);
+      }
+      if (providers.some((p) => p.error)) process.exitCode = 1;
+    });
+
+  program
     .command("audit")
     .description(
       "show the audit log, newest first: who submitted, retried, rolled back, cancelled, approved, promoted or aborted what, restarted which plugin, and refused sign-ins",

@@ -1,3 +1,4 @@
+import type { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -53,6 +54,8 @@ export interface ApiDeps {
   /** The event log's live feed (LISTEN/NOTIFY) and reader. */
   events: PgEventHub;
   audit: PgAuditLog;
+  /** The git envconfig providers, refreshed on demand (routes/envconfig.ts). */
+  gitEnvconfig?: readonly GitEnvconfigRepository[];
   /** Drift records and on-demand checks. */
   drift: { store: DriftStore; checker: DriftChecker };
   /** Sign-in with OpenID Connect (auth.oidc), when configured. */

@@ -36,6 +36,7 @@ import { ManagedTokens } from "./tokens/managed-tokens.js";
 import { PgTokenStore } from "../storage/pg-token-store.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
+import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
 import { isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
@@ -66,8 +67,15 @@ export interface ServeOptions {
 export async function serve(configFile: string, opts: ServeOptions): Promise<RunningServer> {
   const { logger } = opts;
   const loaded = await loadManentConfig(configFile);
+  // Each git envconfig provider is fetched before the server answers: a deploy never reads a repository not yet fetched.
+  // A failed first fetch keeps the last good commit of a previous run (kept in the workdir) and is logged.
+  const gitRepositories = loaded.envconfig.providers.flatMap((p) =>
+    p.type === "git" ? [new GitEnvconfigRepository(p.name, p.git, loaded.workdirPath, (m) => logger.warn(m))] : [],
+  );
+  for (const repository of gitRepositories) await repository.start();
   const config: LoadedConfig = {
     ...loaded,
+    gitEnvconfig: new Map(gitRepositories.map((r) => [r.name, r])),
     ...(opts.listen && { listen: opts.listen }),
     ...(opts.executorId && { dbos: { ...loaded.dbos, executor_id: opts.executorId } }),
   };
@@ -108,6 +116,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let sweeper: UploadSweeper | undefined;
   let driftChecks: DriftScheduler | undefined;
   const cleanup = async (): Promise<void> => {
+    for (const repository of gitRepositories) repository.stop();
     health?.stop();
     await sweeper?.stop();
     await driftChecks?.stop();
@@ -215,6 +224,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     startup.ready(
       createApiHandler({
         engine,
+        gitEnvconfig: gitRepositories,
         releases,
         releaseStore,
         store,

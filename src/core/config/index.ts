@@ -16,3 +16,5 @@ export * from "./uploads-config.js";
 export * from "./format-bytes.js";
 export * from "./envconfig-cache.js";
 export * from "./drift-ignore.js";
+export * from "./git-envconfig-source.js";
+export * from "./git-provider-config.js";

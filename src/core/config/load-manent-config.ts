@@ -1,3 +1,4 @@
+import type { GitEnvconfigSource } from "./git-envconfig-source.js";
 import { resolve } from "node:path";
 import { builtinPlugins } from "../../plugins/builtin.js";
 import { Code, ManentError } from "../errors.js";
@@ -15,6 +16,8 @@ export interface LoadedConfig extends ManentConfig {
   baseDir: string;
   /** Envconfigs parsed by this server, by file and text (absent: every read parses). */
   envconfigCache?: EnvconfigCache;
+  /** The git envconfig providers' fetched repositories, by provider name (set by the server). */
+  gitEnvconfig?: ReadonlyMap<string, GitEnvconfigSource>;
 }
 
 /** Loads and validates manent.yml. Throws `invalid_argument`/`not_found` naming file, field and reason. */

@@ -3,6 +3,7 @@ import { artifactsConfigSchema } from "./artifacts-config.js";
 import { authConfigSchema } from "./auth-config.js";
 import { databaseUrlSchema } from "./database-url.js";
 import { durationMs } from "./duration.js";
+import { gitProvider } from "./git-provider-config.js";
 import { tlsConfigSchema } from "./tls-config.js";
 import { uploadsConfigSchema } from "./uploads-config.js";
 
@@ -141,7 +142,10 @@ export const manentConfigSchema = z.strictObject({
         .boolean()
         .default(true)
         .describe("Refuse a deploy whose envconfig no provider has (false: deploy with an empty envconfig)"),
-      providers: z.array(fileProvider).default([]).describe("Where envconfigs are looked up, in order; the first that has one wins"),
+      providers: z
+        .array(z.discriminatedUnion("type", [fileProvider, gitProvider]))
+        .default([])
+        .describe("Where envconfigs are looked up, in order; the first that has one wins"),
     })
     .default({ required: true, providers: [] })
     .describe("Where each deploy's envconfig comes from"),

@@ -13,6 +13,7 @@ export const auditActions = [
   "promote",
   "abort",
   "plugin_restart",
+  "envconfig_refresh",
   "token_create",
   "token_revoke",
   "sign_in",

@@ -12,6 +12,7 @@ export const actions = [
   "promote",
   "abort",
   "plugin_restart",
+  "envconfig_refresh",
   "audit_read",
   "token_admin",
 ] as const;

@@ -119,6 +119,8 @@ export function describeStage(s: Stage): string {
  */
 export function pipelinePaths(config: LoadedConfig, tenant: string, application: string): string[] {
   return config.envconfig.providers.flatMap((provider) => {
+    // Pipelines are read from file providers only (a git provider's pipeline.yml is not read yet).
+    if (provider.type !== "file") return [];
     const pattern = provider.file.path;
     const cut = pattern.search(/\{(artifact|environment)\}/);
     const head = cut < 0 ? pattern.slice(0, pattern.lastIndexOf("/") + 1) : pattern.slice(0, cut);

@@ -34,6 +34,7 @@ import { openApiRoute, openApiPath } from "./openapi.js";
 import { overviewRoutes } from "./overview.js";
 import { oidcRoutes } from "./oidc.js";
 import { pluginRoutes } from "./plugins.js";
+import { envconfigRoutes } from "./envconfig.js";
 import { uploadRoutes } from "./uploads.js";
 import { rolloutRoutes } from "./rollouts.js";
 import { releaseRoutes } from "./releases.js";
@@ -58,6 +59,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventS
   driftRoutes(app, deps);
   releaseRoutes(app, deps, streams);
   pluginRoutes(app, deps);
+  envconfigRoutes(app, deps);
   uploadRoutes(app, deps);
   eventRoutes(app, deps, streams);
   auditRoutes(app, deps);

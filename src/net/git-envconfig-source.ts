@@ -1,0 +1,298 @@
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { isAbsolute, join } from "node:path";
+import { Code, ManentError } from "../core/errors.js";
+import type { GitEnvconfigFile, GitEnvconfigSource, GitProviderSpec } from "../core/config/index.js";
+import { readSecretRef } from "../core/config/index.js";
+
+type Spec = GitProviderSpec["git"];
+
+interface TreeEntry {
+  mode: string;
+  oid: string;
+  size: number;
+}
+
+/** The outcome of one refresh, as the API reports it. */
+export interface GitRefreshResult {
+  provider: string;
+  before?: string;
+  after?: string;
+  error?: string;
+}
+
+/** The URL without userinfo (user:token@), for messages and the recorded origin. */
+export function scrubUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/)[^/@]*@/i, "$1");
+}
+
+const commitPattern = /^[0-9a-f]{40}$/;
+// The name under which the last good commit is kept: updated atomically (update-ref) only after every check passed,
+// so a server killed during a fetch restarts on the previous good commit and never on a half-fetched one.
+const goodRef = "refs/manent/good";
+
+/**
+ * One git envconfig provider's repository, fetched with the real git CLI into a bare repository under
+ * the workdir (no work tree: nothing is checked out, files are read with cat-file at one commit).
+ */
+export class GitEnvconfigRepository implements GitEnvconfigSource {
+  readonly dir: string;
+  private commit: string | undefined;
+  private tree: Map<string, TreeEntry> | undefined;
+  private inflight: Promise<GitRefreshResult> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly spec: Spec,
+    workdirPath: string,
+    private readonly log: (message: string) => void = () => undefined,
+  ) {
+    this.dir = join(workdirPath, "envconfig-git", createHash("sha256").update(spec.repository).digest("hex").slice(0, 16));
+  }
+
+  /** Opens (or creates) the bare repository, recovers the last good commit and fetches once. */
+  async start(): Promise<GitRefreshResult> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await this.git(["init", "--bare", "--quiet"]);
+    const good = await this.git(["rev-parse", "--verify", "--quiet", `${goodRef}^{commit}`]).catch(() => "");
+    if (commitPattern.test(good.trim())) await this.use(good.trim());
+    const result = await this.refresh();
+    this.timer = setInterval(() => void this.refresh(), this.spec.interval);
+    this.timer.unref();
+    return result;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  get current(): string | undefined {
+    return this.commit;
+  }
+
+  get error(): string | undefined {
+    return this.lastError;
+  }
+
+  /** Fetches the ref; a fetch asked for while one runs joins it. A failure keeps the last good commit. */
+  refresh(): Promise<GitRefreshResult> {
+    this.inflight ??= this.fetchOnce().finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  async read(path: string): Promise<GitEnvconfigFile | undefined> {
+    const commit = this.commit;
+    const tree = this.tree;
+    if (!commit || !tree) {
+      throw new ManentError(
+        Code.Unavailable,
+        `envconfig provider ${this.name}: ${scrubUrl(this.spec.repository)} has not been fetched yet${this.lastError ? `: ${this.lastError}` : ""}`,
+      );
+    }
+    const parts = path.split("/");
+    for (let i = 1; i <= parts.length; i++) {
+      const prefix = parts.slice(0, i).join("/");
+      const entry = tree.get(prefix);
+      if (!entry) return undefined;
+      if (entry.mode === "120000") throw this.hostile(path, prefix, "is a symbolic link");
+      if (entry.mode === "160000") throw this.hostile(path, prefix, "is a submodule");
+      if (i === parts.length) {
+        if (entry.mode === "040000") throw this.hostile(path, prefix, "is a directory");
+        if (entry.size > this.spec.max_file_size) {
+          throw this.hostile(path, prefix, `is ${entry.size} bytes, more than git.max_file_size (${this.spec.max_file_size})`);
+        }
+        const text = await this.git(["cat-file", "blob", entry.oid], this.spec.max_file_size);
+        return { text, commit, repository: scrubUrl(this.spec.repository), ref: this.spec.ref };
+      }
+    }
+    return undefined;
+  }
+
+  private hostile(file: string, field: string, reason: string): ManentError {
+    return new ManentError(Code.InvalidArgument, `envconfig provider ${this.name}: ${file}: ${field} ${reason} (at ${this.commit})`, {
+      details: { file, field },
+    });
+  }
+
+  private async fetchOnce(): Promise<GitRefreshResult> {
+    const before = this.commit;
+    try {
+      const after = await this.fetchAndCheck(before);
+      this.lastError = undefined;
+      return { provider: this.name, before, after };
+    } catch (err) {
+      const message = this.scrub(err instanceof Error ? err.message : String(err));
+      this.lastError = message;
+      this.log(
+        `envconfig provider ${this.name}: refresh of ${scrubUrl(this.spec.repository)} failed, keeping ${before ?? "no commit"}: ${message}`,
+      );
+      return { provider: this.name, before, after: before, error: message };
+    }
+  }
+
+  private async fetchAndCheck(before: string | undefined): Promise<string> {
+    await this.git(
+      ["fetch", "--quiet", "--depth=1", "--no-tags", "--no-recurse-submodules", "--", this.spec.repository, this.spec.ref],
+      undefined,
+      true,
+    );
+    const fetched = (await this.git(["rev-parse", "--verify", "FETCH_HEAD^{commit}"])).trim();
+    if (before && fetched !== before) {
+      const pinned = commitPattern.test(this.spec.ref) || (await this.isTag());
+      if (pinned)
+        throw new ManentError(
+          Code.FailedPrecondition,
+          `git.ref ${this.spec.ref} is pinned but now names ${fetched}, not ${before}: refused`,
+        );
+      // The shallow fetch has no history: deepen (bounded) to see whether the old head is an ancestor.
+      await this.git(
+        ["fetch", "--quiet", "--deepen=1000", "--no-tags", "--no-recurse-submodules", "--", this.spec.repository, this.spec.ref],
+        undefined,
+        true,
+      ).catch(() => "");
+      const descends = await this.git(["merge-base", "--is-ancestor", before, fetched]).then(
+        () => true,
+        () => false,
+      );
+      if (!descends) {
+        this.log(`envconfig provider ${this.name}: branch ${this.spec.ref} was force-pushed: ${fetched} does not descend from ${before}`);
+        if (!this.spec.allow_force_push) {
+          throw new ManentError(
+            Code.FailedPrecondition,
+            `branch ${this.spec.ref} was force-pushed (${fetched} does not descend from ${before}); set git.allow_force_push to follow it`,
+          );
+        }
+      }
+    }
+    const tree = await this.readTree(fetched);
+    for (const [p, e] of tree) {
+      if (e.mode === "160000" || p === ".gitmodules" || p.endsWith("/.gitmodules")) {
+        throw new ManentError(Code.InvalidArgument, `${p}: submodules are refused in an envconfig repository (commit ${fetched})`, {
+          details: { file: p, field: "mode" },
+        });
+      }
+    }
+    const size = await this.checkoutSize();
+    if (size > this.spec.max_checkout_size) {
+      throw new ManentError(
+        Code.InvalidArgument,
+        `the fetch is ${size} bytes, more than git.max_checkout_size (${this.spec.max_checkout_size})`,
+        {
+          details: { field: "git.max_checkout_size" },
+        },
+      );
+    }
+    await this.git(["update-ref", goodRef, fetched]);
+    this.commit = fetched;
+    this.tree = tree;
+    return fetched;
+  }
+
+  private async use(commit: string): Promise<void> {
+    this.tree = await this.readTree(commit);
+    this.commit = commit;
+  }
+
+  private async isTag(): Promise<boolean> {
+    if (this.spec.ref.startsWith("refs/tags/")) return true;
+    const out = await this.git(["ls-remote", "--tags", "--", this.spec.repository, this.spec.ref], undefined, true).catch(() => "");
+    return out.trim() !== "";
+  }
+
+  private async readTree(commit: string): Promise<Map<string, TreeEntry>> {
+    const out = await this.git(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", commit]);
+    const tree = new Map<string, TreeEntry>();
+    for (const line of out.split("\0")) {
+      if (!line) continue;
+      const tab = line.indexOf("\t");
+      const [mode, , oid, size] = line.slice(0, tab).split(/\s+/);
+      tree.set(line.slice(tab + 1), { mode: mode!, oid: oid!, size: size === "-" ? 0 : Number(size) });
+    }
+    return tree;
+  }
+
+  private async checkoutSize(): Promise<number> {
+    const out = await this.git(["count-objects", "-v"]);
+    const kib = (k: string) => Number(new RegExp(`^${k}: (\\d+)`, "m").exec(out)?.[1] ?? 0);
+    return (kib("size") + kib("size-pack")) * 1024;
+  }
+
+  private scrub(text: string): string {
+    let s = text.split(this.spec.repository).join(scrubUrl(this.spec.repository));
+    s = s.replace(/([a-z]+:\/\/)[^/@\s]*@/gi, "$1");
+    if (this.secretValue) s = s.split(this.secretValue).join("[secret]");
+    return s;
+  }
+
+  private secretValue: string | undefined;
+
+  /** Runs git with an argument array (no shell), a minimal environment and only the configured transport. */
+  private async git(args: string[], maxBuffer = 64 << 20, remote = false): Promise<string> {
+    const scheme = this.spec.repository.startsWith("ssh://") ? "ssh" : this.spec.repository.startsWith("https://") ? "https" : "file";
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: this.dir,
+      GIT_TERMINAL_PROMPT: "0",
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_DIR: this.dir,
+    };
+    const config = [
+      "protocol.allow=never",
+      `protocol.${scheme}.allow=always`,
+      "core.hooksPath=/dev/null",
+      "core.symlinks=false",
+      "submodule.recurse=false",
+      "fetch.recurseSubmodules=false",
+    ];
+    let temp: string | undefined;
+    try {
+      if (remote && scheme === "https" && this.spec.token) {
+        this.secretValue = await readSecretRef(`${this.name} git.token`, this.spec.token);
+        // Through the environment, not argv: another user's ps never shows it.
+        env.GIT_CONFIG_COUNT = "1";
+        env.GIT_CONFIG_KEY_0 = "http.extraHeader";
+        env.GIT_CONFIG_VALUE_0 = `Authorization: Bearer ${this.secretValue}`;
+      }
+      if (remote && scheme === "ssh") {
+        temp = await mkdtemp(join(tmpdir(), "manent-git-ssh-"));
+        let knownHosts = this.spec.known_hosts!;
+        if (!isAbsolute(knownHosts) || knownHosts.includes("\n") || knownHosts.includes(" ")) {
+          await writeFile(join(temp, "known_hosts"), knownHosts.endsWith("\n") ? knownHosts : `${knownHosts}\n`, { mode: 0o600 });
+          knownHosts = join(temp, "known_hosts");
+        }
+        const ssh = [
+          "ssh",
+          "-F",
+          "/dev/null",
+          "-o",
+          "BatchMode=yes",
+          "-o",
+          "IdentitiesOnly=yes",
+          "-o",
+          `UserKnownHostsFile=${knownHosts}`,
+          "-o",
+          "StrictHostKeyChecking=yes",
+        ];
+        if (this.spec.ssh_key) {
+          const key = await readSecretRef(`${this.name} git.ssh_key`, this.spec.ssh_key);
+          await writeFile(join(temp, "key"), `${key}\n`, { mode: 0o600 });
+          ssh.push("-i", join(temp, "key"));
+        }
+        env.GIT_SSH_COMMAND = ssh.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
+      }
+      return await new Promise<string>((resolve, reject) => {
+        execFile("git", [...config.flatMap((c) => ["-c", c]), ...args], { env, maxBuffer, encoding: "utf8" }, (err, stdout, stderr) => {
+          if (err) reject(new Error(`git ${args[0]} failed: ${this.scrub(stderr.trim() || err.message)}`));
+          else resolve(stdout);
+        });
+      });
+    } finally {
+      if (temp) await rm(temp, { recursive: true, force: true });
+    }
+  }
+}

@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import { mkdir, symlink } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { findEnvconfig, gitProvider, type LoadedConfig } from "../../src/core/config/index.js";
+import { Code, ManentError } from "../../src/core/errors.js";
+import { GitEnvconfigRepository } from "../../src/net/git-envconfig-source.js";
+import { upstream } from "../support/git-upstream.js";
+
+function spec(repository: string, extra: Record<string, unknown> = {}) {
+  return gitProvider.parse({
+    name: "gitops",
+    type: "git",
+    git: { repository, path: "{tenant}/{application}/{artifact}/{environment}.yml", ...extra },
+  }).git;
+}
+
+const key = { tenant: "t", application: "app", artifact: "app", environment: "prod" };
+const file = "t/app/app/prod.yml";
+
+function configWith(repo: GitEnvconfigRepository, s: ReturnType<typeof spec>): LoadedConfig {
+  return {
+    envconfig: { required: true, providers: [{ name: "gitops", type: "git", git: s }] },
+    gitEnvconfig: new Map([["gitops", repo]]),
+    file: "manent.yml",
+  } as unknown as LoadedConfig;
+}
+
+function refused(field: RegExp | string) {
+  return (err: unknown) => {
+    assert.ok(err instanceof ManentError && err.code === Code.InvalidArgument, String(err));
+    assert.match(String(err.details?.field), typeof field === "string" ? new RegExp(field) : field);
+    return true;
+  };
+}
+
+describe("git envconfig provider", () => {
+  it("reads envconfig at the fetched commit, refreshes (joined), and records the origin", async () => {
+    const up = await upstream();
+    const c1 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: a}]\n" }, "one");
+    const s = spec(`file://${up.bare}`);
+    const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "workdir"));
+    assert.deepEqual(await repo.start(), { provider: "gitops", before: undefined, after: c1 });
+    repo.stop();
+    const found = await findEnvconfig(configWith(repo, s), key);
+    assert.deepEqual(found.envconfig.targets, [{ host: "a", labels: {} }]);
+    assert.equal(found.origin?.commit, c1);
+    assert.equal(found.origin?.provider, "git");
+
+    const c2 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: b}]\n" }, "two");
+    // Not read from a work tree: until refreshed, readers see c1.
+    assert.equal((await findEnvconfig(configWith(repo, s), key)).origin?.commit, c1);
+    const [r1, r2] = [repo.refresh(), repo.refresh()];
+    assert.equal(r1, r2, "a refresh asked for while one runs joins it");
+    assert.deepEqual(await r1, { provider: "gitops", before: c1, after: c2 });
+    assert.deepEqual((await findEnvconfig(configWith(repo, s), key)).envconfig.targets, [{ host: "b", labels: {} }]);
+
+    // A new process on the same workdir starts on the last good commit even when the repository is gone.
+    const again = new GitEnvconfigRepository("gitops", spec(`file://${up.root}/missing.git`), join(up.root, "workdir"));
+    Object.assign(again, { dir: repo.dir });
+    const result = await again.start();
+    again.stop();
+    assert.equal(result.after, c2);
+    assert.ok(result.error, "the failed fetch is reported");
+  });
+
+  it("reads a local path repository; refuses a key that is not a plain name", async () => {
+    const up = await upstream();
+    await up.commit({ [file]: "plugin: noop\n" }, "one");
+    const s = spec(up.bare);
+    const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "workdir"));
+    await repo.start();
+    repo.stop();
+    assert.equal((await findEnvconfig(configWith(repo, s), key)).envconfig.plugin, "noop");
+    await assert.rejects(findEnvconfig(configWith(repo, s), { ...key, environment: "../../x" }), refused("environment"));
+  });
+
+  it("refuses symlinks, oversized files and submodules, naming file and field", async () => {
+    const up = await upstream();
+    await up.commit({ "real/prod.yml": "plugin: noop\n", "t/app/big/prod.yml": "x".repeat(2000) }, "one");
+    await mkdir(join(up.work, "t/app/app"), { recursive: true });
+    await symlink("../../../real/prod.yml", join(up.work, file));
+    await symlink("../../real", join(up.work, "t/app/dir"));
+    await up.commit({}, "links");
+    const s = spec(`file://${up.bare}`, { max_file_size: 1000 });
+    const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "workdir"));
+    await repo.start();
+    repo.stop();
+    await assert.rejects(repo.read(file), refused(file));
+    await assert.rejects(repo.read("t/app/dir/prod.yml"), refused("t/app/dir"));
+    await assert.rejects(repo.read("t/app/big/prod.yml"), refused("t/app/big/prod.yml"));
+
+    await up.commit({ ".gitmodules": '[submodule "x"]\n\tpath = x\n\turl = /nowhere\n' }, "submodule");
+    const before = repo.current;
+    const result = await repo.refresh();
+    assert.equal(result.after, before, "a refused commit keeps the last good one");
+    assert.match(result.error ?? "", /submodules are refused/);
+  });
+
+  it("reports a force-pushed branch and keeps the last commit unless allow_force_push; a moved tag is refused", async () => {
+    const up = await upstream();
+    const c1 = await up.commit({ [file]: "plugin: one\n" }, "one");
+    const s = spec(`file://${up.bare}`);
+    const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "w1"));
+    const follow = new GitEnvconfigRepository("gitops", spec(`file://${up.bare}`, { allow_force_push: true }), join(up.root, "w2"));
+    await repo.start();
+    await follow.start();
+    repo.stop();
+    follow.stop();
+    up.git("checkout", "--quiet", "--orphan", "other");
+    const c2 = await up.commit({ [file]: "plugin: two\n" }, "rewritten");
+    const kept = await repo.refresh();
+    assert.equal(kept.after, c1);
+    assert.match(kept.error ?? "", /force-pushed/);
+    assert.equal((await follow.refresh()).after, c2);
+
+    up.git("tag", "v1", c1);
+    up.git("push", "--quiet", up.bare, "refs/tags/v1");
+    const tagged = new GitEnvconfigRepository("gitops", spec(`file://${up.bare}`, { ref: "v1" }), join(up.root, "w3"));
+    assert.equal((await tagged.start()).after, c1);
+    tagged.stop();
+    up.git("push", "--quiet", "--force", up.bare, `${c2}:refs/tags/v1`);
+    const moved = await tagged.refresh();
+    assert.equal(moved.after, c1);
+    assert.match(moved.error ?? "", /pinned/);
+  });
+
+  it("keeps credentials out of errors", async () => {
+    const up = await upstream();
+    const repo = new GitEnvconfigRepository(
+      "gitops",
+      spec(`ssh://deploy:hunter2@127.0.0.1:1/x.git`, { known_hosts: "127.0.0.1 ssh-ed25519 AAAA" }),
+      join(up.root, "w"),
+    );
+    const result = await repo.start();
+    repo.stop();
+    assert.ok(result.error);
+    assert.doesNotMatch(result.error, /hunter2/);
+  });
+});
