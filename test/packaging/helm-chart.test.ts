@@ -139,7 +139,7 @@ describe("the Helm chart (packaging/helm/manent-server)", () => {
     const config = await loadManentConfig(file);
     assert.equal(config.envconfig.required, true);
     assert.deepEqual(
-      config.envconfig.providers.map((p) => [p.type, p.file?.path]),
+      config.envconfig.providers.map((p) => [p.type, "file" in p ? p.file.path : p.git.path]),
       [["file", "/etc/manent/envconfig/{tenant}/{application}/{artifact}/{environment}.yml"]],
     );
     const own = await helmRun([
@@ -161,7 +161,7 @@ describe("the Helm chart (packaging/helm/manent-server)", () => {
       .find((o) => o?.kind === "ConfigMap")!;
     await writeFile(file, (ownConfig.data as Record<string, string>)["manent.yml"]!);
     assert.deepEqual(
-      (await loadManentConfig(file)).envconfig.providers.map((p) => [p.name, p.file?.path]),
+      (await loadManentConfig(file)).envconfig.providers.map((p) => [p.name, "file" in p ? p.file.path : p.git.path]),
       [["mine", "/srv/{tenant}/{application}/{artifact}/{environment}.yml"]],
     );
   });
