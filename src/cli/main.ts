@@ -1,3 +1,4 @@
+import { envconfigOrigin } from "./envconfig-origin.js";
 import { open } from "node:fs/promises";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { Command, CommanderError, Option } from "commander";
@@ -230,7 +231,7 @@ export async function main(argv: string[]): Promise<void> {
         const wide = outputOf(o.output) === "wide";
         out(
           ["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"]
-            .concat(wide ? ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ERROR"] : [])
+            .concat(wide ? ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ENVCONFIG", "ERROR"] : [])
             .join("\t"),
         );
         for (const d of deploys) {
@@ -243,6 +244,7 @@ export async function main(argv: string[]): Promise<void> {
               d.submitted_by ?? "-",
               d.started_at ?? "-",
               d.finished_at ?? "-",
+              d.envconfig ? envconfigOrigin(d.envconfig) : "-",
               d.error?.message ?? "",
             );
           out(row.join("\t"));

@@ -68,6 +68,18 @@ export const deploySummarySchema = z
         'the submitter\'s identity: "user:<subject>", "token:<name>" or "anonymous" (null for deploys recorded before it was kept)',
       ),
     retry_of: z.string().nullable().describe("the deploy this one retries (`manent retry`); null when it is not a retry"),
+    envconfig: z
+      .object({
+        provider: z.enum(["file", "git"]),
+        path: z.string().describe("the envconfig's path (for git: in the repository)"),
+        sha256: z.string().describe("of the exact bytes the deploy runs"),
+        repository: z.string().optional().describe("git: the repository, without credentials"),
+        ref: z.string().optional().describe("git: the ref tracked"),
+        commit: z.string().optional().describe("git: the commit the envconfig was read at"),
+      })
+      .nullable()
+      .describe("where the envconfig this deploy runs came from, resolved once at submission; null when none was found")
+      .openapi("EnvconfigOrigin"),
     created_at: z.string(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),

@@ -110,7 +110,7 @@ export const eventStatements = [
        perform manent.append_event(new.tenant, new.id, 'deploy.created', jsonb_build_object(
          'id', new.id, 'kind', new.kind, 'tenant', new.tenant, 'application', new.application, 'artifact', new.artifact,
          'environment', new.environment, 'version', new.version, 'plugin', new.plugin, 'status', new.status,
-         'error', new.error, 'submitted_by', new.submitted_by, 'submitted_by_id', new.submitted_by_id, 'retry_of', new.retry_of, 'created_at', new.created_at,
+         'error', new.error, 'submitted_by', new.submitted_by, 'submitted_by_id', new.submitted_by_id, 'retry_of', new.retry_of, 'envconfig', new.envconfig, 'created_at', new.created_at,
          'started_at', new.started_at, 'finished_at', new.finished_at));
        return new;
      end if;

@@ -13,21 +13,22 @@ import {
   type StepStatus,
   type TargetProgress,
 } from "../core/engine/deploy-store.js";
+import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
 import { scopeCondition } from "./scope-sql.js";
 import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
-  submitted_by, submitted_by_id, retry_of, created_at, started_at, finished_at`;
+  submitted_by, submitted_by_id, retry_of, envconfig, created_at, started_at, finished_at`;
 
 export class PgDeployStore implements DeployStore, OverviewSource {
   constructor(private readonly pool: pg.Pool) {}
 
   async createDeploy(d: NewDeploy): Promise<void> {
     await this.pool.query(
-      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of)
-       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11) on conflict (id) do nothing`,
+      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig)
+       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12) on conflict (id) do nothing`,
       newDeployValues(d),
     );
   }
@@ -129,8 +130,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   async startRun(id: string, d?: NewDeploy): Promise<DeployStatus | undefined> {
     const started = d
       ? await this.pool.query<{ status: DeployStatus }>(
-          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, started_at)
-           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, now())
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now())
            on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
              where manent.deploys.status in ('queued', 'running')
            returning status`,
@@ -371,13 +372,14 @@ function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "tar
     submitted_by: (r.submitted_by as string | null) ?? null,
     submitted_by_id: (r.submitted_by_id as string | null) ?? null,
     retry_of: (r.retry_of as string | null) ?? null,
+    envconfig: (r.envconfig as EnvconfigOrigin | null) ?? null,
     created_at: iso(r.created_at)!,
     started_at: iso(r.started_at),
     finished_at: iso(r.finished_at),
   };
 }
 
-/** $1..$11 of an insert into manent.deploys (id … retry_of), in its column order: one list for both inserts. */
+/** $1..$12 of an insert into manent.deploys (id … envconfig), in its column order: one list for both inserts. */
 function newDeployValues(d: NewDeploy): unknown[] {
   return [
     d.id,
@@ -391,6 +393,7 @@ function newDeployValues(d: NewDeploy): unknown[] {
     d.submittedBy ?? null,
     d.submittedById ?? null,
     d.retryOf ?? null,
+    d.envconfig ? JSON.stringify(d.envconfig) : null,
   ];
 }
 

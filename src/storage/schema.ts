@@ -83,6 +83,8 @@ export const schemaStatements = [
   // A retry (manent retry) names the deploy it retries; the retried one lists its retries by this index.
   `alter table manent.deploys add column if not exists retry_of text`,
   `create index if not exists deploys_retry_of on manent.deploys (retry_of) where retry_of is not null`,
+  // Where the envconfig a deploy runs came from (provider, path, sha256, git commit), resolved once at submission.
+  `alter table manent.deploys add column if not exists envconfig jsonb`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

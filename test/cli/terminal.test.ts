@@ -250,7 +250,7 @@ describe("manent at a terminal and in a pipe", () => {
     assert.deepEqual(text[0]!.split("\t"), ["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"]);
     const header = wide[0]!.split("\t");
     assert.deepEqual(header.slice(0, 7), text[0]!.split("\t"));
-    assert.deepEqual(header.slice(7), ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ERROR"]);
+    assert.deepEqual(header.slice(7), ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ENVCONFIG", "ERROR"]);
     const row = Object.fromEntries(header.map((h, i) => [h, wide[1]!.split("\t")[i]]));
     assert.equal(row.ID, deployed.id);
     assert.equal(row.PLUGIN, "noop");

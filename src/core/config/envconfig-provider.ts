@@ -86,7 +86,12 @@ export async function findEnvconfig(config: LoadedConfig, key: EnvconfigKey): Pr
     try {
       const text = await readYamlText(file, path);
       const parse = (t: string) => parseYaml(t, path, envconfigSchema);
-      return { envconfig: config.envconfigCache ? config.envconfigCache.get(file, text, parse) : parse(text), file: path };
+      return {
+        envconfig: config.envconfigCache ? config.envconfigCache.get(file, text, parse) : parse(text),
+        file: path,
+        text,
+        origin: { provider: "file", path, sha256: createHash("sha256").update(text).digest("hex") },
+      };
     } catch (err) {
       if (err instanceof ManentError && err.code === Code.NotFound) {
         tried.push(path);

@@ -1,4 +1,5 @@
 import type { Capability, TargetResult } from "../contract/index.js";
+import type { EnvconfigOrigin } from "../config/index.js";
 import type { ErrorJSON } from "../errors.js";
 import type { ScopePattern } from "../identity/index.js";
 import type { CommandRecord, RolloutState, RolloutView } from "../rollout/rollout-state.js";
@@ -26,6 +27,8 @@ export interface NewDeploy extends DeployKey {
   submittedById?: string;
   /** The deploy this one retries (`manent retry`). */
   retryOf?: string;
+  /** Where the envconfig it runs came from (resolved once, at submission). */
+  envconfig?: EnvconfigOrigin;
 }
 
 export interface StepRecord {
@@ -61,6 +64,8 @@ export interface DeployRecord extends DeployKey {
   submitted_by_id: string | null;
   /** The deploy this one retries (`manent retry`), if it is a retry. */
   retry_of: string | null;
+  /** Where the envconfig it runs came from; null when none was found, or for deploys recorded before it was kept. */
+  envconfig: EnvconfigOrigin | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;

@@ -11,7 +11,7 @@ import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { terminalStatuses, type DeployKey, type DeployStatus, type DeployStore, type NewDeploy } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
-import { resolveSubmission, type ResolvedDeploy, type Submission } from "./resolve.js";
+import { recordedSettings, resolveSubmission, type ResolvedDeploy, type Submission } from "./resolve.js";
 import { cachedArtifact, uploadOf } from "./artifact-fetch.js";
 import { faultPause, faultPoint } from "./fault-points.js";
 import { checkpointSerializer } from "./checkpoint-serializer.js";
@@ -165,7 +165,10 @@ export class Engine {
       request: { ...submission },
       ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
       ...(submission.retry && { retryOf: submission.retry.of }),
+      ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
     };
+    // The workflow runs what was validated now (see Submission.resolved); the record keeps what was submitted.
+    const pinned: Submission = { ...submission, resolved: recordedSettings(r) };
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record
     // without a workflow. Both writes are idempotent.
@@ -175,7 +178,7 @@ export class Engine {
         workflowID: id,
         queueName,
         ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: partitionKey(key) } }),
-      })({ id, submission, record });
+      })({ id, submission: pinned, record });
     };
     const claimed = this.claimedUpload(r, submission);
     try {
@@ -235,8 +238,9 @@ export class Engine {
           version: r.artifact.version,
           request: { ...submission },
           ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
+          ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
         };
-        return { id, record, partition: partitionKey(key) };
+        return { id, record, partition: partitionKey(key), resolved: recordedSettings(r) };
       },
       { name: `${step}:resolve` },
     );
@@ -245,7 +249,7 @@ export class Engine {
       workflowID: id,
       queueName: deployQueue,
       enqueueOptions: { queuePartitionKey: prepared.partition },
-    })({ id, submission, record });
+    })({ id, submission: { ...submission, resolved: prepared.resolved }, record });
     await DBOS.runStep(() => store.createDeploy(record), { name: `${step}:record` });
     void this.queues.wake(deployQueue);
     return id;

@@ -12,6 +12,7 @@ import {
   validate,
   versionSchema,
   type Callback,
+  type EnvconfigOrigin,
   type LoadedConfig,
   type RetryableStep,
 } from "../config/index.js";
@@ -39,6 +40,12 @@ export interface Submission {
    * from its envconfig at the time (absent when it ended before resolving: today's envconfig is read).
    */
   retry?: { of: string; settings?: RecordedSettings };
+  /**
+   * What the envconfig said when the submission was validated, set by the server that took it: the
+   * workflow, wherever and whenever it runs (a queue, another server of the fleet, a resume after a
+   * crash), runs exactly these and never reads the envconfig again.
+   */
+  resolved?: RecordedSettings;
 }
 
 /** What a deploy took from its envconfig (and manent.yml) when it was resolved: kept so a retry runs with the same. */
@@ -70,6 +77,8 @@ export interface ResolvedDeploy {
   callbacks: Callback[];
   descriptorFile: string;
   envconfigFile: string | null;
+  /** Where the envconfig came from: provider, path, content sha256 and, from git, the commit (absent: none found, or resolved before it was recorded). */
+  envconfigOrigin?: EnvconfigOrigin;
   /** Rollback only: the version to return to, when the client named one. */
   to?: string;
   /** Waves and canary steps, when the envconfig has a `rollout` section (never for a user's rollback). */
@@ -78,6 +87,12 @@ export interface ResolvedDeploy {
   analysis?: AnalysisSection;
   /** The envconfig's drift settings (absent in deploys resolved before drift existed). */
   drift?: { interval?: number | undefined; heal: boolean; ignore?: IgnoreRule[] };
+}
+
+/** What of a resolved deploy came from its envconfig (and manent.yml): what a pinned submission or a retry carries. */
+export function recordedSettings(r: ResolvedDeploy): RecordedSettings {
+  const { kind: _kind, tenant: _t, application: _a, environment: _e, artifact: _art, descriptorFile: _f, to: _to, ...settings } = r;
+  return settings;
 }
 
 /** The plugins that take `drift.ignore` (its entries name Kubernetes objects and fields). */
@@ -127,17 +142,19 @@ export async function resolveSubmission(
   if (s.retry) await checkRetriedArtifact(artifact, artifactCtx, s.retry.of);
   else if (s.kind !== "rollback")
     await checkArtifactSource(artifact, artifactCtx).catch((err: unknown) => rethrowIn(s.descriptorFile, err));
-  if (s.retry?.settings) {
-    const recorded = s.retry.settings;
+  const recorded = s.resolved ?? s.retry?.settings;
+  if (recorded) {
+    const as = s.resolved ? "as resolved at submission" : "as recorded by the retried deploy";
     return {
       ...recorded,
-      ...(await checkRecordedSettings(recorded, plugins, artifact, config.file)),
+      ...(await checkRecordedSettings(recorded, plugins, artifact, config.file, as)),
       kind: s.kind,
       tenant: descriptor.tenant,
       application: descriptor.application,
       environment: descriptor.environment,
       artifact,
       descriptorFile: s.descriptorFile,
+      ...(s.to !== undefined && { to: s.to }),
     };
   }
 
@@ -147,7 +164,7 @@ export async function resolveSubmission(
     artifact: artifact.name,
     environment: descriptor.environment,
   };
-  const { envconfig, file } = await findEnvconfig(config, key);
+  const { envconfig, file, origin } = await findEnvconfig(config, key);
   const where = file ?? config.file;
   for (const [i, secret] of envconfig.secrets.entries()) {
     await checkSecretRef(secret.name, secret.ref).catch((err: unknown) => {
@@ -210,6 +227,7 @@ export async function resolveSubmission(
     drift: structuredClone(envconfig.drift),
     descriptorFile: s.descriptorFile,
     envconfigFile: file ?? null,
+    ...(origin && { envconfigOrigin: origin }),
     ...(s.to !== undefined && { to: s.to }),
     ...(rollout && { rollout }),
     ...(rollout && envconfig.analysis && { analysis: structuredClone(envconfig.analysis) }),
@@ -242,8 +260,9 @@ async function checkRecordedSettings(
   plugins: PluginRegistry,
   artifact: Artifact,
   configFile: string,
+  as: string,
 ): Promise<Pick<ResolvedDeploy, "plugin">> {
-  const where = `${recorded.envconfigFile ?? configFile} (as recorded by the retried deploy)`;
+  const where = `${recorded.envconfigFile ?? configFile} (${as})`;
   for (const [i, secret] of recorded.secrets.entries()) {
     await checkSecretRef(secret.name, secretRefSchema.parse(secret.ref)).catch((err: unknown) => {
       throw new ManentError(Code.InvalidArgument, `${where}: secrets.${i}.ref: ${ManentError.from(err).message}`, {

@@ -1,6 +1,6 @@
 import { Code, ManentError } from "../errors.js";
 import type { DeployRecord, DeployStatus } from "./deploy-store.js";
-import type { RecordedSettings, ResolvedDeploy, Submission } from "./resolve.js";
+import { recordedSettings, type ResolvedDeploy, type Submission } from "./resolve.js";
 
 /** The statuses a deploy is retried from: it ended without its release in place. */
 export const retryableStatuses: ReadonlySet<DeployStatus> = new Set(["failed", "rolled_back", "cancelled"]);
@@ -64,11 +64,6 @@ export function retrySubmission(d: DeployRecord): Submission {
     },
     retry: { of: d.id, ...(resolved && { settings: recordedSettings(resolved) }) },
   };
-}
-
-function recordedSettings(r: ResolvedDeploy): RecordedSettings {
-  const { kind: _kind, tenant: _t, application: _a, environment: _e, artifact: _art, descriptorFile: _f, to: _to, ...settings } = r;
-  return settings;
 }
 
 /** What a succeeded step of the deploy returned (its checkpointed output), if it ran. */

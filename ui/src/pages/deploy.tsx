@@ -3,6 +3,7 @@ import { applyEvent, type DeployEvent, type DeployView } from "../../../src/core
 import { terminalStatuses, type DeployRecord } from "../../../src/core/engine/deploy-store.js";
 import type { ApprovalRecord, WaitingState } from "../../../src/core/rollout/rollout-state.js";
 import { can } from "../../../src/core/identity/policy.js";
+import { envconfigOrigin } from "../../../src/cli/envconfig-origin.js";
 import { Approvals } from "../components/approvals.js";
 import { Duration, Status, Time } from "../components/common.js";
 import { ScrollBox } from "../components/data-table.js";
@@ -107,6 +108,14 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
                 {ofRelease.id.slice(0, 8)}
               </a>{" "}
               stage {ofRelease.stage}
+            </dd>
+          </div>
+        )}
+        {d.envconfig && (
+          <div>
+            <dt>Envconfig</dt>
+            <dd class="num" title={`sha256 ${d.envconfig.sha256}`}>
+              {envconfigOrigin(d.envconfig)}
             </dd>
           </div>
         )}
