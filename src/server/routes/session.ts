@@ -49,7 +49,9 @@ const canI = createRoute({
     query: z.object({
       action: z
         .enum(actions)
-        .describe("read, submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, envconfig_refresh, audit_read, token_admin"),
+        .describe(
+          "read, submit, dry_run, rollback, cancel, approve, promote, abort, plugin_restart, envconfig_refresh, audit_read, token_admin",
+        ),
       tenant: scopeValue.default("untenanted").describe("the tenant (default untenanted, as a descriptor's)"),
       application: scopeValue.optional(),
       environment: scopeValue.optional(),
