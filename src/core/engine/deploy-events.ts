@@ -40,6 +40,7 @@ export const deployEventTypes = {
       "submitted_by",
       "submitted_by_id",
       "retry_of",
+      "envconfig",
       "created_at",
       "started_at",
       "finished_at",
@@ -145,6 +146,7 @@ export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployVie
       d ?? {
         ...(data as unknown as DeployView),
         retry_of: (data.retry_of as string | null | undefined) ?? null,
+        envconfig: (data.envconfig as DeployView["envconfig"] | undefined) ?? null,
         retried_by: [],
         steps: [],
         targets: [],
