@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
-import { mkdir, symlink } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { findEnvconfig, gitProvider, type LoadedConfig } from "../../src/core/config/index.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { GitEnvconfigRepository } from "../../src/net/git-envconfig-source.js";
 import { upstream } from "../support/git-upstream.js";
+import { generateKey, startSshHosts } from "../support/sshd/index.js";
 
 function spec(repository: string, extra: Record<string, unknown> = {}) {
   return gitProvider.parse({
@@ -136,5 +138,47 @@ describe("git envconfig provider", () => {
     repo.stop();
     assert.ok(result.error);
     assert.doesNotMatch(result.error, /hunter2/);
+  });
+
+  it("fetches over ssh:// through a real sshd with the pinned host key and a key from a secret reference; another host key is refused", async () => {
+    const hosts = await startSshHosts(1);
+    try {
+      const up = await upstream();
+      const c1 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: over-ssh}]\n" }, "one");
+      // The bare repository where the deploy user reads it, as a git server's account would.
+      const served = join(await hosts.ownedDir("repos"), "envconfig.git");
+      execFileSync("git", ["clone", "--quiet", "--bare", up.bare, served]);
+      execFileSync("chown", ["-R", `${hosts.user.uid}:${hosts.user.gid}`, served]);
+      const keyFile = join(hosts.dir, "deploy-key");
+      await writeFile(keyFile, hosts.userKey.privateKey, { mode: 0o600 });
+      const server = hosts.servers[0]!;
+      const url = `ssh://${hosts.user.name}@${server.host}:${server.port}${served}`;
+
+      const s = spec(url, { known_hosts: hosts.knownHosts, ssh_key: `file:${keyFile}` });
+      const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "workdir"));
+      const started = await repo.start();
+      repo.stop();
+      assert.deepEqual(started, { provider: "gitops", before: undefined, after: c1 });
+      const found = await findEnvconfig(configWith(repo, s), key);
+      assert.deepEqual(found.envconfig.targets, [{ host: "over-ssh", labels: {} }]);
+      // Recorded without its user info (a user name and, were one given, a password are never kept).
+      assert.deepEqual([found.origin?.repository, found.origin?.commit], [`ssh://${server.host}:${server.port}${served}`, c1]);
+
+      // The same server under a host key that is not the pinned one: nothing is fetched.
+      const otherKey = await generateKey(join(hosts.dir, "other_host_key"));
+      const [type, blob] = otherKey.publicKey.split(" ");
+      const wrong = new GitEnvconfigRepository(
+        "gitops",
+        spec(url, { known_hosts: `[${server.host}]:${server.port} ${type} ${blob}`, ssh_key: `file:${keyFile}` }),
+        join(up.root, "workdir-wrong"),
+      );
+      const refusedFetch = await wrong.start();
+      wrong.stop();
+      assert.equal(refusedFetch.after, undefined);
+      assert.match(refusedFetch.error ?? "", /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED/);
+      assert.doesNotMatch(refusedFetch.error ?? "", /BEGIN OPENSSH PRIVATE KEY/);
+    } finally {
+      await hosts.close();
+    }
   });
 });
