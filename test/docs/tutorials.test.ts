@@ -80,3 +80,6 @@ testPage("docs/operations/backup-and-restore.md", async () => ({ ...(await baseS
 
 // The quickstart's files through three environments, copied to the session's home.
 testPage("docs/tutorials/release-through-environments.md", async () => baseSetup(repoRoot));
+
+// The quickstart's envconfig moved into a git repository on this machine, read by the git provider.
+testPage("docs/tutorials/configuration-from-git.md", async () => baseSetup(repoRoot));
