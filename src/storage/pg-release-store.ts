@@ -52,6 +52,9 @@ export const releaseStatements = [
   `alter table manent.releases add column if not exists retry_of text`,
   `alter table manent.releases add column if not exists artifact_spec jsonb`,
   `create index if not exists releases_retry_of on manent.releases (retry_of) where retry_of is not null`,
+  // A release has at most one retry: claimed here (the primary key decides between concurrent requests)
+  // before the retry's workflow starts, since that workflow writes the release record itself.
+  `create table if not exists manent.release_retries (retry_of text primary key, id text not null, created_at timestamptz not null default now())`,
   `create index if not exists events_release on manent.events (release_id, id) where release_id is not null`,
   `create or replace function manent.append_release_event(p_release manent.releases, p_type text, p_data jsonb) returns void
    language plpgsql as $$
@@ -116,6 +119,17 @@ export class PgReleaseStore implements ReleaseStore {
         JSON.stringify(r.artifact),
       ],
     );
+  }
+
+  async claimRetry(of: string, id: string): Promise<string> {
+    const claimed = await this.pool.query(
+      `insert into manent.release_retries (retry_of, id) values ($1, $2) on conflict (retry_of) do nothing`,
+      [of, id],
+    );
+    if (claimed.rowCount === 1) return id;
+    // Lost to a claim committed before ours: its row is visible to this new statement.
+    const held = await this.pool.query<{ id: string }>(`select id from manent.release_retries where retry_of = $1`, [of]);
+    return held.rows[0]!.id;
   }
 
   async saveProgress(id: string, p: ReleaseProgress, revision: number): Promise<void> {

@@ -88,6 +88,18 @@ describe("post-promotion analysis", () => {
       "it had been promoted",
     );
     assert.ok(bad.steps.some((s) => s.name === "rollback" && s.status === "succeeded"));
+    // The failing round is recorded as failed, holding the measurement that failed it.
+    const round = bad.steps.find((s) => s.name === "post-promotion:analysis:1");
+    assert.ok(round, JSON.stringify(bad.steps.map((s) => s.name)));
+    assert.equal(round.status, "failed");
+    const recorded = JSON.parse((round.output as { result: string }).result) as {
+      measurements: { check: string; value: number; verdict: string }[];
+    };
+    assert.deepEqual(
+      recorded.measurements.map((m) => `${m.check} ${m.value} ${m.verdict}`),
+      ["health 0.3 failed"],
+    );
+    assert.match(round.error!.message, /^post-promotion analysis failed: health: error_rate = 0\.3/);
     for (const host of ["ppa-1", "ppa-2"]) assert.equal(await state(host), "1.0.0", `${host} runs the previous release again`);
   });
 

@@ -395,7 +395,15 @@ describe("releases through environments", () => {
     assert.equal(existsSync(hostDir("stop", "staging")), false);
 
     // A cancelled release is retried from the stage it was cancelled at: nothing passed, nothing carried over.
-    const retried = await api("alice").retryRelease(id);
+    // Sent together, the retries start one release; the others are refused naming it.
+    const attempts = await Promise.allSettled([1, 2, 3, 4].map(() => api("alice").retryRelease(id)));
+    const started = attempts.flatMap((a) => (a.status === "fulfilled" ? [a.value] : []));
+    assert.equal(started.length, 1, JSON.stringify(attempts));
+    const retried = started[0]!;
+    for (const a of attempts.flatMap((x) => (x.status === "rejected" ? [x.reason as ManentError] : []))) {
+      assert.equal(a.code, 9);
+      assert.match(a.message, new RegExp(`^release ${id} was already retried by release ${retried.id}: a release is retried once`));
+    }
     assert.equal(retried.from_stage, 1);
     const soaking = await until(retried.id, (r) => r.waiting?.kind === "soak", "the retry's soak");
     assert.equal(soaking.retry_of, id);
@@ -407,6 +415,16 @@ describe("releases through environments", () => {
     assert.equal((await cli("alice", "release", "cancel", retried.id)).code, 0);
     assert.equal((await until(retried.id, ended, "the retry's end")).status, "cancelled");
     assert.deepEqual((await api("alice").release(id)).retried_by, [retried.id]);
+    // Dev was deployed once by the release and once by its one retry.
+    assert.equal((await api("alice").list({ application: "stop", environment: "dev" })).deploys.length, 2);
+    // A later retry is refused too, the CLI naming the retry; the retry's own retry is the way on.
+    const later = await cli("alice", "release", "retry", id);
+    assert.equal(later.code, 2, later.stdout + later.stderr);
+    assert.match(later.stderr, new RegExp(`release ${id} was already retried by release ${retried.id}`));
+    const onward = await api("alice").retryRelease(retried.id);
+    assert.equal((await api("alice").release(onward.id)).retry_of, retried.id);
+    assert.equal((await cli("alice", "release", "cancel", onward.id)).code, 0);
+    assert.equal((await until(onward.id, ended, "the retry's retry's end")).status, "cancelled");
   });
 
   it("refuses a bad pipeline naming file, field and reason, and records nothing", async () => {

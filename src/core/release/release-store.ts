@@ -136,6 +136,11 @@ export interface ReleaseProgress {
 /** Where releases live. Every write is idempotent: a step may run again after a crash. */
 export interface ReleaseStore {
   createRelease(r: NewRelease): Promise<void>;
+  /**
+   * Claims the one retry of release `of` for `id` (atomically: of concurrent claims one wins);
+   * returns the retry that holds it, `id` or the one claimed before.
+   */
+  claimRetry(of: string, id: string): Promise<string>;
   /** Replaces the release's progress unless a later `revision` is stored (a resumed workflow replays its writes with the same revisions). */
   saveProgress(id: string, p: ReleaseProgress, revision: number): Promise<void>;
   /** Records a cancel request (who), unless the release has ended; false when it has. */

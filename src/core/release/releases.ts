@@ -184,6 +184,8 @@ export class Releases {
     submitter: { name: string; id: string },
     id: string = randomUUID(),
   ): Promise<{ id: string; from_stage: number }> {
+    // The one retry of a release is the way on: its own retry when it fails too.
+    if (r.retried_by.length > 0) throw alreadyRetried(r.id, r.retried_by[0]!);
     if (r.status !== "failed" && r.status !== "cancelled") {
       const what = r.status === "running" ? "wait for it to end, or cancel it" : "start a new release to deploy again";
       throw new ManentError(
@@ -216,6 +218,8 @@ export class Releases {
     const descriptor = { apiVersion: "manent/v1", tenant: r.tenant, application: r.application, artifact };
     const remaining = r.pipeline.stages.slice(from).flatMap((s) => s.environments);
     await this.checkEnvironments(descriptor, submitted.descriptor_file, r.pipeline, r.pipeline_file, remaining);
+    const holder = await this.opts.store.claimRetry(r.id, id);
+    if (holder !== id) throw alreadyRetried(r.id, holder);
     await this.launch({
       id,
       tenant: r.tenant,
@@ -344,4 +348,12 @@ export class Releases {
     await DBOS.send(id, m, releaseTopic);
     wakeLocalReceiver(id, releaseTopic);
   }
+}
+
+function alreadyRetried(release: string, retry: string): ManentError {
+  return new ManentError(
+    Code.FailedPrecondition,
+    `release ${release} was already retried by release ${retry}: a release is retried once (retry ${retry} if it failed)`,
+    { details: { release, retried_by: retry } },
+  );
 }

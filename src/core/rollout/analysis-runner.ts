@@ -41,7 +41,8 @@ export async function runAnalysis(
     if (inbox.aborted) throw abortedBy(inbox.aborted, label);
     if (inbox.promotedFull) return;
     const due = [...running].filter((n) => next.get(n)! <= now);
-    const out = await host.step(`${name}:${round}`, { maxRetries: 0, intervalMs: 0 }, async (ctx) => ({
+    const step = `${name}:${round}`;
+    const out = await host.step(step, { maxRetries: 0, intervalMs: 0 }, async (ctx) => ({
       measurements: await Promise.all(due.map((n) => measure(n, checks.get(n)!, vars, ctx.signal, host.outbound))),
       at: Date.now(),
     }));
@@ -54,7 +55,13 @@ export async function runAnalysis(
     await rec.save();
     for (const n of due) {
       const j = judge(checks.get(n)!, taken.get(n)!);
-      if (j.state === "failed") throw new RolloutStopped(Code.Aborted, `${label} failed: ${j.reason ?? `check ${n} failed`}`);
+      if (j.state === "failed") {
+        const stopped = new RolloutStopped(Code.Aborted, `${label} failed: ${j.reason ?? `check ${n} failed`}`);
+        // The round's step returned its measurements (its checkpoint, replayed on a resume) before they
+        // were judged, so its record said succeeded: it is the round that failed, with what it measured.
+        await host.store.stepFinished(host.id, step, "failed", out, stopped.toJSON());
+        throw stopped;
+      }
       if (j.state === "successful") running.delete(n);
     }
     if (running.size === 0) return;
