@@ -71,6 +71,9 @@ describe("web UI sign-in with OpenID Connect", () => {
   });
 
   it("signs in through the provider's login page and keeps an HttpOnly, SameSite session cookie", async () => {
+    // Session fixation: a session id planted before sign-in must not be the one signed in.
+    const planted = "planted-by-an-attacker";
+    await page.context().addCookies([{ name: "manent_session", value: planted, url: server.url }]);
     await page.goto(server.url);
     await page.getByRole("link", { name: "Sign in with Acme SSO" }).waitFor();
     // The provider first; an API token only when asked for.
@@ -86,6 +89,7 @@ describe("web UI sign-in with OpenID Connect", () => {
 
     const { session, csrf } = await sessionCookies();
     assert.ok(session && csrf);
+    assert.notEqual(session.value, planted, "the session id planted before sign-in was kept");
     assert.equal(session.httpOnly, true);
     assert.equal(session.sameSite, "Lax");
     // Plain http on loopback: not Secure (the browser would not send it back); Secure everywhere else (docs/operations/security.md).

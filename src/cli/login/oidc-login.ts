@@ -1,3 +1,4 @@
+import { isLoopbackHttpUrl } from "../../core/net/loopback.js";
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -44,18 +45,13 @@ export async function providerOf(server: string, send: typeof fetch = fetch): Pr
   return { issuer: body.issuer, client_id: body.client_id, scopes: Array.isArray(body.scopes) ? body.scopes : ["openid"] };
 }
 
-function loopbackHttp(url: string): boolean {
-  const u = new URL(url);
-  return u.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname);
-}
-
 async function discover(issuer: string, clientId: string, send: typeof fetch | undefined): Promise<client.Configuration> {
   try {
     // The configuration keeps `send` for every later request to the provider (token, device, revocation).
     return await client.discovery(new URL(issuer), clientId, undefined, client.None(), {
       timeout: 10,
       ...(send && { [client.customFetch]: send }),
-      ...(loopbackHttp(issuer) && { execute: [client.allowInsecureRequests] }),
+      ...(isLoopbackHttpUrl(issuer) && { execute: [client.allowInsecureRequests] }),
     });
   } catch (err) {
     throw new ManentError(Code.Unavailable, `cannot reach the OpenID provider ${issuer}: ${describe(err)}`);

@@ -1,8 +1,7 @@
 import { z } from "zod";
+import { isLoopbackHttpUrl } from "../net/loopback.js";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
-
-const loopbackHosts = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 /** An http(s) URL; plain http only on a loopback host (a provider on the same machine, as in tests). */
 const httpsUrl = (what: string) =>
@@ -19,7 +18,7 @@ const httpsUrl = (what: string) =>
       }
       if (url.search || url.hash || url.username || url.password) {
         ctx.addIssue({ code: "custom", message: `must be the ${what} URL without query, fragment or credentials` });
-      } else if (url.protocol !== "https:" && !(url.protocol === "http:" && loopbackHosts.has(url.hostname))) {
+      } else if (url.protocol !== "https:" && !isLoopbackHttpUrl(url)) {
         ctx.addIssue({ code: "custom", message: `must be an https URL (plain http is allowed on a loopback host only): ${s}` });
       }
     });

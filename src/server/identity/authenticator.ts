@@ -1,5 +1,6 @@
 import type { LoadedConfig } from "../../core/config/index.js";
 import { Code, ManentError } from "../../core/errors.js";
+import { isLoopbackHost } from "../../core/net/loopback.js";
 import { everywhere, type Principal } from "../../core/identity/index.js";
 import type { CredentialCheck, CredentialRequest } from "./credential-check.js";
 
@@ -39,8 +40,7 @@ export function createAuthenticator(checks: readonly CredentialCheck[], opts: { 
 /** An open API (no credential configured) is refused anywhere but on a loopback address. */
 export function assertOpenOnLoopbackOnly(config: LoadedConfig, open: boolean): void {
   if (!open) return;
-  const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
-  if (!["127.0.0.1", "localhost", "::1", "[::1]"].includes(host)) {
+  if (!isLoopbackHost(config.listen.slice(0, config.listen.lastIndexOf(":")))) {
     throw new ManentError(
       Code.InvalidArgument,
       `${config.file}: auth.tokens: no API token is configured, so the API may only listen on a loopback address (listen is ${config.listen})`,

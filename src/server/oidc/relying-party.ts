@@ -1,3 +1,4 @@
+import { isLoopbackHttpUrl } from "../../core/net/loopback.js";
 import * as client from "openid-client";
 import { readSecretRef, type OidcConfig } from "../../core/config/index.js";
 import { Code, ManentError } from "../../core/errors.js";
@@ -9,12 +10,6 @@ export interface DiscoveredProvider {
   client: client.Configuration;
   verifier: IdTokenVerifier;
   endSessionEndpoint?: string;
-}
-
-/** True for a loopback http URL (a provider on this machine, as in the tests): openid-client then needs to be told. */
-export function isLoopbackHttp(url: string): boolean {
-  const u = new URL(url);
-  return u.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname);
 }
 
 /**
@@ -66,7 +61,7 @@ export class RelyingParty {
         client.ClientSecretBasic(this.clientSecret),
         {
           timeout: 10,
-          ...(isLoopbackHttp(issuer) && { execute: [client.allowInsecureRequests] }),
+          ...(isLoopbackHttpUrl(issuer) && { execute: [client.allowInsecureRequests] }),
           // Kept by the configuration for every later request to the provider (the code exchange).
           ...(this.send && { [client.customFetch]: this.send }),
         },

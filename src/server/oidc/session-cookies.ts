@@ -1,3 +1,4 @@
+import { isLoopbackHttpUrl } from "../../core/net/loopback.js";
 import { createHmac } from "node:crypto";
 import type { Context } from "hono";
 import { deleteCookie, setCookie } from "hono/cookie";
@@ -22,8 +23,7 @@ export function csrfTokenFor(sessionId: string): string {
  * proxy's), and the cookies never travel in clear.
  */
 export function secureCookies(c: Context): boolean {
-  const url = new URL(c.req.url);
-  return !(url.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname));
+  return !isLoopbackHttpUrl(c.req.url);
 }
 
 export function setSessionCookies(c: Context, sessionId: string, expiresAt: Date): void {

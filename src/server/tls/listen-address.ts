@@ -1,17 +1,11 @@
-import ipaddr from "ipaddr.js";
 import type { LoadedConfig } from "../../core/config/index.js";
 import { Code, ManentError } from "../../core/errors.js";
+import { isLoopbackHost } from "../../core/net/loopback.js";
 
 /** `listen` split into what `server.listen` takes; an empty host is every interface. */
 export function parseListen(listen: string): { host: string; port: number } {
   const i = listen.lastIndexOf(":");
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0", port: Number(listen.slice(i + 1)) };
-}
-
-/** 127.0.0.0/8, ::1 (and ::ffff:127.x) or `localhost`: reachable from this machine only. */
-export function isLoopback(host: string): boolean {
-  if (host === "localhost") return true;
-  return ipaddr.isValid(host) && ipaddr.process(host).range() === "loopback";
 }
 
 /**
@@ -20,7 +14,7 @@ export function isLoopback(host: string): boolean {
  */
 export function refusePlaintextOnNetwork(config: LoadedConfig, listenFromFlag: boolean): void {
   if (config.tls?.cert_file !== undefined || config.tls?.behind_proxy === true) return;
-  if (isLoopback(parseListen(config.listen).host)) return;
+  if (isLoopbackHost(parseListen(config.listen).host)) return;
   const where = listenFromFlag ? `--listen ${config.listen}` : `listen: ${config.listen}`;
   throw new ManentError(
     Code.InvalidArgument,
