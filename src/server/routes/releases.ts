@@ -116,7 +116,8 @@ const retry = createRoute({
     "The stage where it stopped and the later ones run as in any release (manual promotion, approval, deploy, soak, analysis), each " +
     "environment with its envconfig as it is then. The new release names the retried one (`retry_of`); the retried one lists it " +
     "(`retried_by`). Needs the submit permission in every environment of the pipeline, as a start does; a release that is running or " +
-    "succeeded is refused (412), and so is an artifact that can no longer be fetched.",
+    "succeeded is refused (412), and so is an artifact that can no longer be fetched. A release is retried once: a second retry, " +
+    "concurrent ones included, is refused 412 naming the retry that exists (`details.retried_by`); retry that one to go on.",
   tags: ["releases"],
   request: { params: releaseIdParams },
   responses: {
