@@ -157,6 +157,48 @@ describe("web UI sign-in with OpenID Connect", () => {
     assert.equal((await sessionCookies()).session, undefined);
   });
 
+  it("refuses a replayed callback, and a callback whose state is another browser's sign-in (login CSRF), setting no session", async () => {
+    // A second browser of alice's signs in; the callback URL the provider sent it to is kept.
+    const other = await chromium.browser.newContext();
+    const attacker = await chromium.browser.newContext();
+    try {
+      const otherPage = await other.newPage();
+      let callback = "";
+      otherPage.on("request", (r) => {
+        if (r.url().startsWith(`${server.url}/auth/callback`) && callback === "") callback = r.url();
+      });
+      await otherPage.goto(server.url);
+      await otherPage.getByRole("link", { name: "Sign in with Acme SSO" }).click();
+      await otherPage.waitForURL(`${provider.issuer}/**`);
+      await signInAtProvider(otherPage, "alice");
+      await otherPage.getByRole("heading", { name: "Overview" }).waitFor();
+      assert.match(callback, /[?&]state=[^&]+/);
+      const signedIn = (await other.cookies(server.url)).find((c) => c.name === "manent_session")!.value;
+
+      // Replayed in the same browser: its sign-in is over, so the callback is refused and the session stays the one it had.
+      const replay = await otherPage.goto(callback);
+      assert.equal(replay?.status(), 401);
+      assert.match(await replay!.text(), /sign-in refused: no sign-in in progress/);
+      assert.equal((await other.cookies(server.url)).find((c) => c.name === "manent_session")?.value, signedIn);
+
+      // A browser with a sign-in of its own in progress, sent that callback (another sign-in's state and code): refused, no session.
+      const attackerPage = await attacker.newPage();
+      await attackerPage.goto(server.url);
+      await attackerPage.getByRole("link", { name: "Sign in with Acme SSO" }).click();
+      await attackerPage.waitForURL(`${provider.issuer}/**`);
+      const swapped = await attackerPage.goto(callback);
+      assert.equal(swapped?.status(), 401);
+      assert.match(await swapped!.text(), /state/i);
+      assert.equal(
+        (await attacker.cookies(server.url)).find((c) => c.name === "manent_session"),
+        undefined,
+      );
+    } finally {
+      await other.close();
+      await attacker.close();
+    }
+  });
+
   it("writes no session id nor client secret to its log or its database, and audits the sign-in and sign-out", async () => {
     const db = await databaseText(databaseUrl);
     assert.match(db, /alice@example\.com.*sign_in.*ok/);
