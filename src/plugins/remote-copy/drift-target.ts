@@ -1,6 +1,6 @@
 import { DriftStatus, type DriftChange, type TargetDrift } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
-import type { TargetSite } from "./release-steps.js";
+import { siteLabel, type TargetSite } from "./release-steps.js";
 import { checksumsDir, driftScript, parseKeyValues } from "./remote-scripts.js";
 import { tail } from "./shell.js";
 import type { ExecResult } from "./transport.js";
@@ -27,7 +27,7 @@ export async function releaseIntact(site: TargetSite, version: string): Promise<
 
 function parseDrift(site: TargetSite, expected: string, r: ExecResult): Omit<TargetDrift, "host"> {
   if (r.code !== 0) {
-    throw new ManentError(Code.Internal, `${site.host}: reading ${site.base} for drift (exit code ${r.code}): ${tail(r.stderr, 5)}`, {
+    throw new ManentError(Code.Internal, `${siteLabel(site)}: reading ${site.base} for drift (exit code ${r.code}): ${tail(r.stderr, 5)}`, {
       details: { host: site.host, path: site.base },
     });
   }

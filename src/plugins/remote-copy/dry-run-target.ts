@@ -2,7 +2,7 @@ import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { ArtifactFile } from "./artifact-file.js";
 import * as steps from "./release-steps.js";
-import type { TargetSite } from "./release-steps.js";
+import { siteLabel, type TargetSite } from "./release-steps.js";
 import { dryRunScript, parseKeyValues } from "./remote-scripts.js";
 import type { CallContext } from "./site.js";
 
@@ -24,12 +24,12 @@ export async function dryRunTarget(call: CallContext, site: TargetSite, file: Ar
   };
   if (before.current === version && before.exists) return { status: TargetStatus.Unchanged, details };
   if (missing.length > 0) {
-    throw new ManentError(Code.FailedPrecondition, `${site.host}: missing commands on the host: ${missing.join(", ")}`, {
+    throw new ManentError(Code.FailedPrecondition, `${siteLabel(site)}: missing commands on the host: ${missing.join(", ")}`, {
       details: { host: site.host },
     });
   }
   if (kv.get("writable")?.[0] !== "1") {
-    throw new ManentError(Code.Aborted, `${site.host}: ${checked} is not writable by the deploy user (base ${site.base})`, {
+    throw new ManentError(Code.Aborted, `${siteLabel(site)}: ${checked} is not writable by the deploy user (base ${site.base})`, {
       details: { host: site.host, path: checked },
     });
   }
@@ -37,7 +37,7 @@ export async function dryRunTarget(call: CallContext, site: TargetSite, file: Ar
   if (!before.exists && Number.isFinite(availKb) && availKb * 1024 < file.size) {
     throw new ManentError(
       Code.Aborted,
-      `${site.host}: no space left on device for ${checked}: ${file.size} bytes needed, ${availKb * 1024} available`,
+      `${siteLabel(site)}: no space left on device for ${checked}: ${file.size} bytes needed, ${availKb * 1024} available`,
       { details: { host: site.host, path: checked } },
     );
   }

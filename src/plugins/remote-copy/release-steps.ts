@@ -31,6 +31,14 @@ export interface TargetSite {
   slots?: Slots | undefined;
 }
 
+/**
+ * How errors name a site: the target's envconfig name with its host, because several targets can
+ * share one host and an error naming only the host would not say which of them failed.
+ */
+export function siteLabel(site: Pick<TargetSite, "host" | "name">): string {
+  return site.name === site.host ? site.host : `${site.name} (${site.host})`;
+}
+
 export interface Probe {
   /** The version `current` points to; "" when there is none. */
   current: string;
@@ -85,7 +93,7 @@ export async function install(site: TargetSite, version: string, fileName: strin
   if (r.code === 0) return;
   if (r.code === EXIT_CHECKSUM_MISMATCH) {
     // Bytes changed on the way: a new upload may well succeed, so not permanent.
-    throw new ManentError(Code.DataLoss, `${site.host}: uploaded artifact does not match sha256 ${sha256} (${tail(r.stderr, 1)})`, {
+    throw new ManentError(Code.DataLoss, `${siteLabel(site)}: uploaded artifact does not match sha256 ${sha256} (${tail(r.stderr, 1)})`, {
       details: { host: site.host },
     });
   }
@@ -132,7 +140,7 @@ export async function activate(
   const stderr = tail(r.stderr);
   throw new ManentError(
     Code.Aborted,
-    `${site.host}: ${what} of release ${env.MANENT_VERSION}${env.MANENT_SLOT ? ` in slot ${env.MANENT_SLOT}` : ""} ${how}${stderr ? `; stderr: ${stderr}` : "; no stderr"}`,
+    `${siteLabel(site)}: ${what} of release ${env.MANENT_VERSION}${env.MANENT_SLOT ? ` in slot ${env.MANENT_SLOT}` : ""} ${how}${stderr ? `; stderr: ${stderr}` : "; no stderr"}`,
     {
       details: { host: site.host, exit_code: String(r.code ?? r.signal ?? "") },
     },
@@ -171,7 +179,7 @@ function remoteFailure(site: TargetSite, path: string, doing: string, r: ExecRes
   if (/Permission denied|Read-only file system|Operation not permitted/i.test(r.stderr)) {
     return permanentAt(site, path, `${doing}: ${stderr}`);
   }
-  return new ManentError(Code.Internal, `${site.host}: ${doing} in ${path} (exit code ${r.code}): ${stderr}`, {
+  return new ManentError(Code.Internal, `${siteLabel(site)}: ${doing} in ${path} (exit code ${r.code}): ${stderr}`, {
     details: { host: site.host, path },
   });
 }
@@ -185,13 +193,13 @@ async function isFull(site: TargetSite): Promise<boolean> {
 }
 
 function diskFull(site: TargetSite, path: string, why: string): ManentError {
-  return new ManentError(Code.Aborted, `${site.host}: no space left on device for ${path} (${why}); current left untouched`, {
+  return new ManentError(Code.Aborted, `${siteLabel(site)}: no space left on device for ${path} (${why}); current left untouched`, {
     details: { host: site.host, path },
   });
 }
 
 function permanentAt(site: TargetSite, path: string, why: string, cause?: unknown): ManentError {
-  return new ManentError(Code.Aborted, `${site.host}: ${path} is not writable (${why}); current left untouched`, {
+  return new ManentError(Code.Aborted, `${siteLabel(site)}: ${path} is not writable (${why}); current left untouched`, {
     ...(cause !== undefined ? { cause } : {}),
     details: { host: site.host, path },
   });

@@ -1,7 +1,7 @@
 import { TargetStatus, type TargetOutcome } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import * as steps from "./release-steps.js";
-import type { TargetSite } from "./release-steps.js";
+import { siteLabel, type TargetSite } from "./release-steps.js";
 import type { CallContext } from "./site.js";
 import { activateLive } from "./slot-steps.js";
 
@@ -34,7 +34,7 @@ export async function restoreTarget(call: CallContext, site: TargetSite, version
   if (!before.exists) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `${site.host}: release ${version} is no longer in ${site.base}/releases; cannot roll back`,
+      `${siteLabel(site)}: release ${version} is no longer in ${site.base}/releases; cannot roll back`,
       {
         details: { host: site.host, path: `${site.base}/releases/${version}` },
       },

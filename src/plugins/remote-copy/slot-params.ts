@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Target } from "../../core/contract/index.js";
+import { targetId, type Target } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 
 /** A host's two slots, in the order given: the first is live on a host that has never had one. */
@@ -45,14 +45,14 @@ export function slotsFor(paramSlots: Slots | undefined, target: Target): Slots |
   if (label === undefined) return paramSlots;
   const slots = parseSlotPorts(label);
   if (typeof slots === "string") {
-    throw new ManentError(Code.InvalidArgument, `remote-copy: target ${target.host}: label slot_ports: ${slots}`, {
+    throw new ManentError(Code.InvalidArgument, `remote-copy: target ${targetId(target)}: label slot_ports: ${slots}`, {
       details: { plugin: "remote-copy", host: target.host, label: "slot_ports" },
     });
   }
   if (paramSlots && slots.names.join() !== paramSlots.names.join()) {
     throw new ManentError(
       Code.InvalidArgument,
-      `remote-copy: target ${target.host}: label slot_ports names slots ${slots.names.join(", ")} but param slot_ports names ${paramSlots.names.join(", ")}`,
+      `remote-copy: target ${targetId(target)}: label slot_ports names slots ${slots.names.join(", ")} but param slot_ports names ${paramSlots.names.join(", ")}`,
       { details: { plugin: "remote-copy", host: target.host, label: "slot_ports" } },
     );
   }

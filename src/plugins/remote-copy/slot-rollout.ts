@@ -3,7 +3,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import type { ArtifactFile } from "./artifact-file.js";
 import { SlotTraffic, type SlotPair } from "./haproxy/slot-traffic.js";
 import * as steps from "./release-steps.js";
-import type { TargetSite } from "./release-steps.js";
+import { siteLabel, type TargetSite } from "./release-steps.js";
 import { activateRelease, deactivateSlot, type CallContext } from "./site.js";
 import { otherSlot, type Slots } from "./slot-params.js";
 import { linkSlot, probeSlots, setLiveSlot } from "./slot-steps.js";
@@ -46,7 +46,7 @@ export function needSlots(site: TargetSite): Slots {
   if (site.slots) return site.slots;
   throw new ManentError(
     Code.FailedPrecondition,
-    `remote-copy: target ${site.host} has no slots: set param slot_ports (e.g. blue=8081,green=8082) for a percentage rollout`,
+    `remote-copy: target ${siteLabel(site)} has no slots: set param slot_ports (e.g. blue=8081,green=8082) for a percentage rollout`,
     { details: { plugin: "remote-copy", param: "slot_ports", host: site.host } },
   );
 }
@@ -108,7 +108,7 @@ export async function deployCandidateTarget(
   if (probe.live && probe.live !== pair.live) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `${site.host}: live slot is ${probe.live}, the rollout's state says ${pair.live}: another deploy changed the host since PrepareSlots`,
+      `${siteLabel(site)}: live slot is ${probe.live}, the rollout's state says ${pair.live}: another deploy changed the host since PrepareSlots`,
       { details: { host: site.host } },
     );
   }
@@ -143,7 +143,7 @@ export async function promoteTarget(call: CallContext, site: TargetSite, pair: S
   const probe = await probeSlots(site, slots);
   const version = probe.versions[pair.candidate] ?? "";
   if (!version) {
-    throw new ManentError(Code.FailedPrecondition, `${site.host}: slot ${pair.candidate} holds no release: nothing to promote`, {
+    throw new ManentError(Code.FailedPrecondition, `${siteLabel(site)}: slot ${pair.candidate} holds no release: nothing to promote`, {
       details: { host: site.host },
     });
   }
@@ -160,7 +160,7 @@ export async function checkPromoted(site: TargetSite, pair: SlotPair): Promise<s
   if (probe.live !== pair.candidate) {
     throw new ManentError(
       Code.FailedPrecondition,
-      `${site.host}: live slot is still ${probe.live || "(none)"}: promote the candidate (slot ${pair.candidate}) before retiring the previous slot`,
+      `${siteLabel(site)}: live slot is still ${probe.live || "(none)"}: promote the candidate (slot ${pair.candidate}) before retiring the previous slot`,
       { details: { host: site.host } },
     );
   }
@@ -185,7 +185,7 @@ export async function restoreLiveTarget(call: CallContext, site: TargetSite, pai
   const version = probe.versions[pair.live] ?? "";
   if (probe.live === pair.live || probe.live === "") return { status: TargetStatus.Unchanged, details: { slot: pair.live, version } };
   if (!version) {
-    throw new ManentError(Code.FailedPrecondition, `${site.host}: slot ${pair.live} holds no release: cannot make it live again`, {
+    throw new ManentError(Code.FailedPrecondition, `${siteLabel(site)}: slot ${pair.live} holds no release: cannot make it live again`, {
       details: { host: site.host },
     });
   }

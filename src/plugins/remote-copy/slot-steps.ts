@@ -1,7 +1,7 @@
 import { basename } from "node:path";
 import { Code, ManentError } from "../../core/errors.js";
 import { parseKeyValues } from "./remote-scripts.js";
-import type { TargetSite } from "./release-steps.js";
+import { siteLabel, type TargetSite } from "./release-steps.js";
 import { sq, tail } from "./shell.js";
 import type { Slots } from "./slot-params.js";
 import { activateRelease, type CallContext } from "./site.js";
@@ -72,7 +72,7 @@ function hostFailure(site: TargetSite, doing: string, stderr: string, code: numb
   const permission = /Permission denied|Read-only file system|Operation not permitted/i.test(stderr);
   return new ManentError(
     permission ? Code.Aborted : Code.Internal,
-    `${site.host}: ${doing} in ${site.base} (exit code ${code}): ${tail(stderr, 5)}`,
+    `${siteLabel(site)}: ${doing} in ${site.base} (exit code ${code}): ${tail(stderr, 5)}`,
     {
       details: { host: site.host, path: site.base },
     },

@@ -277,6 +277,22 @@ describe("remote-copy over SSH (real sshd): failures", () => {
     }
   });
 
+  it("names the failing target, not only the host, when two targets share one sshd", async () => {
+    const base = join(await hosts.ownedDir("shared-host"), "{name}");
+    const { params, secrets } = sshAccess(hosts, base);
+    const server = hosts.servers[0]!;
+    const targets = ["web-a", "web-b"].map((name) => ({ name, host: server.host, port: server.port, labels: {} }));
+    // Only web-b's activation fails; its release dir is under its own base.
+    const activate = 'case "$MANENT_RELEASE_DIR" in */web-b/*) echo "port taken" >&2; exit 3;; esac';
+    const d = await sshPlugin();
+    const err = await failure(d.deploy(request({ artifact: small, targets, params: { ...params, activate }, secrets })));
+    const failed = err.result.targets.filter((t) => t.error);
+    assert.equal(failed.length, 1, JSON.stringify(err.result.targets));
+    const message = failed[0]!.error!;
+    assert.ok(message.includes(`web-b (${server.host}): activate of release 1.0.0`), message);
+    assert.ok(!message.includes("web-a"), message);
+  });
+
   it("names a missing secret and its param", async () => {
     const { params } = sshAccess(hosts, "/srv/app");
     const d = await sshPlugin();
