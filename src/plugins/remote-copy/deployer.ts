@@ -26,6 +26,8 @@ import {
   type TargetRelease,
   type TargetsOutcome,
 } from "../../core/contract/index.js";
+import { lookup } from "node:dns/promises";
+import ipaddr from "ipaddr.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { artifactFile } from "./artifact-file.js";
 import { readSshSecrets } from "./connect.js";
@@ -105,21 +107,32 @@ export class RemoteCopyDeployer
         { details: { plugin: pluginName, param: "base" } },
       );
     }
-    // Two targets on one machine (local, or one host and port) with one dir, or with one HAProxy server name, would overwrite each other.
-    const machine = (t: Target): string => (params.transport === "local" ? "local" : `${t.host}:${t.port ?? 22}`);
+    // Two targets on one machine (local, or one address and port) with one dir, or with one HAProxy server name, would
+    // overwrite each other, the second reported unchanged. A machine is what is reached, not how it is named:
+    // 127.0.0.1 and localhost, or two names of one host, are one machine.
+    const reached = await reachedAddresses(params.transport === "local" ? [] : req.targets);
+    const machines = (t: Target): string[] =>
+      params.transport === "local" ? ["local"] : (reached.get(t.host) ?? [t.host]).map((a) => `${a}:${t.port ?? 22}`);
     const dirs = new Map<string, Target>();
     const servers = new Map<string, Target>();
     for (const t of req.targets) {
-      const dir = `${machine(t)} ${baseFor(params, t)}`;
-      const other = dirs.get(dir);
-      if (other) {
-        throw new ManentError(
-          Code.InvalidArgument,
-          `remote-copy: param base: targets ${targetId(other)} and ${targetId(t)} would share ${baseFor(params, t)} on one machine: put {name} in base`,
-          { details: { plugin: pluginName, param: "base" } },
-        );
+      for (const machine of machines(t)) {
+        const dir = `${machine} ${baseFor(params, t)}`;
+        const other = dirs.get(dir);
+        if (other) {
+          const where =
+            params.transport === "local"
+              ? "this machine"
+              : `${machine}${other.host !== t.host ? ` (${other.host} and ${t.host} are one address)` : ""}`;
+          throw new ManentError(
+            Code.InvalidArgument,
+            `remote-copy: param base: targets ${targetId(other)} and ${targetId(t)} reach the same place, ${baseFor(params, t)} on ${where}: ` +
+              `they would be one target, deployed once; remove one, or put {name} in base`,
+            { details: { plugin: pluginName, param: "base", targets: `${targetId(other)},${targetId(t)}` } },
+          );
+        }
+        dirs.set(dir, t);
       }
-      dirs.set(dir, t);
       if (params.haproxy_socket) {
         const server = params.haproxy_server.replaceAll("{host}", t.host).replaceAll("{name}", targetId(t));
         const same = servers.get(server);
@@ -469,4 +482,23 @@ export class RemoteCopyDeployer
   private result(req: Request, outcome: TargetsOutcome): Result {
     return resultOrThrow({ plugin: pluginName, targets: outcome.targets }, callFailure(req, outcome.error));
   }
+}
+
+/**
+ * The addresses each target host resolves to (all of them, as the SSH client may use any). A name that does not
+ * resolve keeps its name: its deploy fails when it connects, which says why.
+ */
+async function reachedAddresses(targets: readonly Target[]): Promise<Map<string, string[]>> {
+  const hosts = [...new Set(targets.map((t) => t.host))];
+  const found = await Promise.all(
+    hosts.map(async (host) => {
+      const addresses = await lookup(host, { all: true }).then(
+        // ::ffff:127.0.0.1 is 127.0.0.1: compared as the address it is.
+        (all) => all.map((a) => (ipaddr.isValid(a.address) ? ipaddr.process(a.address).toString() : a.address)),
+        () => [host],
+      );
+      return [host, [...new Set(addresses)]] as [string, string[]];
+    }),
+  );
+  return new Map(found);
 }
