@@ -22,9 +22,11 @@ import {
   type TesterRouter,
   type TrafficRouter,
   type TargetDrift,
+  type Target,
   type TargetRelease,
 } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
+import { reachedAddresses } from "../reached-addresses.js";
 import { loadArtifact } from "./artifact.js";
 import * as canary from "./canary-steps.js";
 import { contextOf, withClient } from "./cluster-access.js";
@@ -93,6 +95,25 @@ export class KubernetesDeployer
           `kubernetes: param traffic_route: the envconfig's rollout.canary ${what} to a Gateway API HTTPRoute: set param traffic_route`,
           { details: { plugin: pluginName, param: "traffic_route" } },
         );
+      }
+    }
+    // A target is the API server it reaches and the namespace: two names of one cluster would apply the same objects twice,
+    // the second finding them unchanged.
+    const reached = await reachedAddresses(req.targets);
+    const places = new Map<string, Target>();
+    for (const t of req.targets) {
+      for (const address of reached.get(t.host) ?? [t.host]) {
+        const place = `${address}:${t.port ?? 443}`;
+        const other = places.get(place);
+        if (other) {
+          throw new ManentError(
+            Code.InvalidArgument,
+            `kubernetes: targets ${targetId(other)} and ${targetId(t)} reach the same API server (${place}) and namespace ${params.namespace}: ` +
+              `they would be one target, deployed once; remove one`,
+            { details: { plugin: pluginName, targets: `${targetId(other)},${targetId(t)}` } },
+          );
+        }
+        places.set(place, t);
       }
     }
     const partial = (req.rollout?.mirrorPercents ?? []).find((p) => p !== 0 && p !== 100);

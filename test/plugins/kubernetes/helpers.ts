@@ -32,7 +32,7 @@ export function memoryLogger(lines: LogLine[] = []): Logger & { lines: LogLine[]
 }
 
 export interface RequestInput {
-  clusters: KubeControlPlane[];
+  clusters: { host: string; port: number }[];
   /** Each cluster's service-account credentials (same order as `clusters`). */
   access: ClusterAccess[];
   artifactPath: string;
