@@ -13,6 +13,7 @@ import { completionCommand } from "./completion/completion-command.js";
 import { uploadCommands } from "./upload-commands.js";
 import { releaseCommands } from "./release-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
+import { parseServerUrl } from "./server-url.js";
 import { colourFor, type Painter } from "./output/colour.js";
 import { documentOf, isDocument, outputOf, outputOption, printedAsDocument, type Output } from "./output/output-format.js";
 import { overviewCommand } from "./overview-command.js";
@@ -40,7 +41,12 @@ export async function main(argv: string[]): Promise<void> {
   const program = new Command("manent")
     .version(version)
     .description("submit deploys to manent-server and follow them")
-    .addOption(new Option("--server <url>", "manent-server's address").env("MANENT_SERVER").default("http://127.0.0.1:8080"))
+    .addOption(
+      new Option("--server <url>", "manent-server's address (http:// or https://)")
+        .env("MANENT_SERVER")
+        .default("http://127.0.0.1:8080")
+        .argParser(parseServerUrl),
+    )
     .addOption(new Option("--token <token>", "API token").env("MANENT_TOKEN"))
     .addOption(
       new Option(

@@ -200,6 +200,17 @@ describe("manent CLI", () => {
     assert.equal(json<unknown[]>(await cli("history", "-o", "json", "--limit", "1000")).length, before);
   });
 
+  it("exits 2 on a server address without a scheme, from --server and from MANENT_SERVER", async () => {
+    const host = server.url.replace(/^http:\/\//, "");
+    const fromFlag = await runCli(["--server", host, "history"], { cwd: ws.dir, token });
+    assert.equal(fromFlag.code, 2, fromFlag.stderr);
+    assert.match(fromFlag.stderr, /--server.*add http:\/\/ or https:\/\//s);
+    assert.doesNotMatch(fromFlag.stderr, /Invalid URL|cannot reach/);
+    const fromEnv = await runCli(["history"], { cwd: ws.dir, server: host, token });
+    assert.equal(fromEnv.code, 2, fromEnv.stderr);
+    assert.match(fromEnv.stderr, /MANENT_SERVER.*add http:\/\/ or https:\/\//s);
+  });
+
   it("exits 3 when the server cannot be reached or refuses the token", async () => {
     const file = await app("unreach");
     const down = await runCli(["deploy", "-f", file], { cwd: ws.dir, server: `http://127.0.0.1:${await freePort()}`, token });
