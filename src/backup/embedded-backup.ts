@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, readFile, realpath, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile, realpath, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { Logger } from "../core/contract/index.js";
@@ -71,11 +71,12 @@ export async function restoreEmbedded(config: LoadedConfig, input: string, logge
   await mkdir(root, { recursive: true, mode: 0o711 });
   await chmod(root, 0o711);
   // Where this workdir's data goes, and as whom Postgres will run (the postgres user as root).
-  const { dataDir, runAs } = await placePostgres(await nativeBinDir(), join(root, "data"), logger);
+  const { binDir, dataDir, runAs } = await placePostgres(await nativeBinDir(), join(root, "data"), logger);
   try {
     await run("tar", ["--extract", "--gzip", "--file", input, "-C", dataDir, "--strip-components=1", "--no-same-owner", "data"]);
     await run("tar", ["--extract", "--gzip", "--file", input, "-C", root, "--no-same-owner", "password"]);
     await chmod(join(root, "password"), 0o600);
+    await checkRestoredData(input, binDir, dataDir, join(root, "password"));
     await chmod(dataDir, 0o700);
     if (runAs) await run("chown", ["-R", `${runAs.uid}:${runAs.gid}`, dataDir]);
   } catch (err) {
@@ -85,6 +86,34 @@ export async function restoreEmbedded(config: LoadedConfig, input: string, logge
     throw err;
   }
   logger.info("embedded Postgres restored", { file: input, dir: dataDir });
+}
+
+/** pg_control_version by major version (PostgreSQL's pg_control.h), for the majors the embedded package has shipped. */
+const controlVersions: Record<string, number> = { "16": 1300, "17": 1700 };
+
+/**
+ * What was extracted is a data directory this build's Postgres can start, not only members with the
+ * right names: its PG_VERSION says this major version, its control file is a real one of that
+ * version (8 KiB, pg_control_version at byte 8), the catalog (global/, base/ with a database) and
+ * the configuration are there, and the password is not empty. Otherwise the extracted files are
+ * removed by the caller and the archive refused naming what it lacks.
+ */
+async function checkRestoredData(input: string, binDir: string, dataDir: string, passwordFile: string): Promise<void> {
+  const refuse = (why: string) => new ManentError(Code.InvalidArgument, `${input}: not a manent-server backup: ${why}`);
+  // "postgres (PostgreSQL) 17.6": the major this build's Postgres is.
+  const embeddedMajor = /\(PostgreSQL\) (\d+)/.exec((await run(join(binDir, "postgres"), ["--version"])).stdout)?.[1] ?? "?";
+  const version = (await readFile(join(dataDir, "PG_VERSION"), "utf8")).trim();
+  if (version !== embeddedMajor)
+    throw refuse(`data/PG_VERSION says ${JSON.stringify(version.slice(0, 20))}, and this manent-server runs Postgres ${embeddedMajor}`);
+  const control = await readFile(join(dataDir, "global", "pg_control")).catch(() => undefined);
+  if (!control) throw refuse("it has no data/global/pg_control (the cluster's control file)");
+  const expected = controlVersions[embeddedMajor];
+  if (control.length !== 8192 || (expected !== undefined && control.readUInt32LE(8) !== expected))
+    throw refuse(`data/global/pg_control is not a Postgres ${embeddedMajor} control file`);
+  const databases = await readdir(join(dataDir, "base")).catch(() => [] as string[]);
+  if (databases.length === 0) throw refuse("it has no database (data/base is missing or empty)");
+  for (const file of ["postgresql.conf", "pg_hba.conf"]) if (!existsSync(join(dataDir, file))) throw refuse(`it has no data/${file}`);
+  if ((await readFile(passwordFile, "utf8")).trim() === "") throw refuse("its password file is empty");
 }
 
 function refuseExternal(config: LoadedConfig, what: string): void {

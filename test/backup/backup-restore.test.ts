@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { stat } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { ApiClient } from "../../src/cli/api-client.js";
@@ -112,6 +114,24 @@ describe("backup and restore of the embedded Postgres", () => {
     const bad = await serverCommand(fresh.config, fresh.ws.dir, ["restore", "--input", junk]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /junk\.tar\.gz: not a manent-server backup/);
+
+    // Archives with the right member names but not the content: only PG_VERSION and a password, then a made-up control file.
+    const fake = fresh.ws.path("fake");
+    await mkdir(join(fake, "data", "global"), { recursive: true });
+    await writeFile(join(fake, "password"), "pw\n");
+    await writeFile(join(fake, "data", "PG_VERSION"), "17\n");
+    await run("tar", ["--create", "--gzip", "--file", fresh.ws.path("fake.tar.gz"), "-C", fake, "password", "data"]);
+    const onlyNames = await serverCommand(fresh.config, fresh.ws.dir, ["restore", "--input", fresh.ws.path("fake.tar.gz")]);
+    assert.equal(onlyNames.code, 2, onlyNames.stderr);
+    assert.match(onlyNames.stderr, /fake\.tar\.gz: not a manent-server backup: it has no data\/global\/pg_control/);
+    await writeFile(join(fake, "data", "global", "pg_control"), Buffer.alloc(8192, 7));
+    await run("tar", ["--create", "--gzip", "--file", fresh.ws.path("fake2.tar.gz"), "-C", fake, "password", "data"]);
+    const madeUp = await serverCommand(fresh.config, fresh.ws.dir, ["restore", "--input", fresh.ws.path("fake2.tar.gz")]);
+    assert.equal(madeUp.code, 2, madeUp.stderr);
+    assert.match(madeUp.stderr, /data\/global\/pg_control is not a Postgres 17 control file/);
+    // Nothing was left in the workdir: a real backup restores there afterwards.
+    assert.equal(existsSync(fresh.ws.path("work/postgres/password")), false);
+    assert.equal((await serverCommand(fresh.config, fresh.ws.dir, ["restore", "--input", archive])).code, 0);
 
     const external = await fresh.ws.write("external.yml", manentYml("postgres://manent:pw@127.0.0.1:1/manent"));
     const refused = await serverCommand(external, fresh.ws.dir, ["backup", "--output", fresh.ws.path("x.tar.gz")]);
