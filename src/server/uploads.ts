@@ -28,6 +28,16 @@ export function uploadTenantToChange(caller: Principal, named: string | undefine
   return mayStore(caller, readableTenant(caller, named, notFound));
 }
 
+/**
+ * The tenant a caller uploads to: the one it names (or its only one). A tenant it may not submit in
+ * is refused as forbidden, naming where its grants are: the caller named the tenant itself (its
+ * descriptor's), so saying it may not act there reveals nothing, and "not found" would read as bad
+ * input.
+ */
+export function uploadTenant(caller: Principal, named: string | undefined): string {
+  return mayStore(caller, tenantNamed(caller, named));
+}
+
 /** The tenant whose uploads a caller lists: one it may not read is not found. */
 export function readableTenant(caller: Principal, named: string | undefined, notFound: (tenant: string) => string): string {
   const tenant = tenantNamed(caller, named);
@@ -51,7 +61,8 @@ function mayStore(caller: Principal, tenant: string): string {
     const roles = [...new Set(needs.flatMap(rolesAllowing))];
     throw new ManentError(
       Code.PermissionDenied,
-      `${caller.name} may not upload artifacts to tenant ${tenant}: needs the ${needs.join(" or ")} permission somewhere in it (role ${roles.join(" or ")})`,
+      `${caller.name} may not upload artifacts to tenant ${tenant}: needs the ${needs.join(" or ")} permission somewhere in it (role ${roles.join(" or ")})` +
+        grantedIn(caller),
       { details: { action: needs[0]!, tenant } },
     );
   }
@@ -125,4 +136,10 @@ export async function listUploads(deps: UploadDeps, tenant: string): Promise<Upl
 export async function deleteUpload(deps: UploadDeps, tenant: string, sha256: string): Promise<{ sha256: string; size: number }> {
   checkSha256(sha256);
   return deps.retention.remove(tenant, sha256);
+}
+
+/** Where a caller's grants are, for a refusal: "; its grants are in tenant team-a". */
+function grantedIn(caller: Principal): string {
+  const tenants = [...new Set(caller.grants.map((g) => g.scope.tenant))];
+  return tenants.length === 0 ? "; it has no grant" : `; its grants are in tenant ${tenants.join(", ")}`;
 }

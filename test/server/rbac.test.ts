@@ -207,6 +207,14 @@ describe("roles and permissions", () => {
     assert.equal(whoami.stdout, "release (token:release)\napprover\ttenant team-*\tapplication *\tenvironment prod*\n");
   });
 
+  it("tells a deployer deploying into another tenant that its token may not act there (exit 3), naming where its grants are", async () => {
+    await ws.write("untenanted.yml", descriptor("shop", "dev", "dist/app.txt"));
+    const r = await runCli(["deploy", "-f", "untenanted.yml"], { cwd: ws.dir, server: server.url, token: tokens.devDeployer });
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(r.stderr, /dev-ci may not upload artifacts to tenant untenanted: .*; its grants are in tenant team-a/);
+    assert.doesNotMatch(r.stderr, /no tenant/);
+  });
+
   it("records each action's principal and where in the audit log", async () => {
     const { entries } = await api(tokens.admin).audit({ action: "submit", outcome: "permission_denied" });
     const refused = entries.find((e) => e.actor_id === "token:dev-ci");

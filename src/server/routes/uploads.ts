@@ -13,6 +13,7 @@ import {
   receiveUpload,
   sha256Pattern,
   tenantPattern,
+  uploadTenant,
   uploadTenantToChange,
 } from "../uploads.js";
 
@@ -188,7 +189,7 @@ export function uploadRoutes(app: ApiApp, deps: ApiDeps): void {
   });
   app.openapi(put, async (c) => {
     const { sha256 } = c.req.valid("param");
-    const tenant = uploadTenantToChange(c.get("caller"), c.req.valid("query").tenant, (t) => `no tenant ${t} to upload to`);
+    const tenant = uploadTenant(c.get("caller"), c.req.valid("query").tenant);
     const raw = c.req.raw.body;
     const body = raw ? Readable.fromWeb(raw as ReadableStream<Uint8Array>) : Readable.from([]);
     const stored = await receiveUpload(deps.uploads, tenant, sha256, body, c.req.header("content-length"));
