@@ -189,8 +189,11 @@ describe("artifacts from remote clients", () => {
     assert.equal(wrong.status, 400);
     assert.match(wrong.json.error!.message, /sha256 is [0-9a-f]{64}, not a{64}/);
     assert.equal((await request("GET", `/api/v1/uploads/${"a".repeat(64)}`)).status, 404, "nothing kept");
-    // Another tenant's uploads are not found, as its deploys are: neither stored nor shown.
-    assert.equal((await request("PUT", `/api/v1/uploads/${sha}?tenant=team-b`, body)).status, 404);
+    // Another tenant's uploads are neither stored nor shown: an upload there is forbidden (the caller named
+    // that tenant itself, and is told where it may act), and reading one is not found, as its deploys are.
+    const elsewhere = await request("PUT", `/api/v1/uploads/${sha}?tenant=team-b`, body);
+    assert.equal(elsewhere.status, 403);
+    assert.match(elsewhere.json.error!.message, /may not upload artifacts to tenant team-b: .*; its grants are in tenant team-a/);
     assert.equal((await request("GET", `/api/v1/uploads/${sha}?tenant=team-b`)).status, 404);
     assert.equal((await request("PUT", `/api/v1/uploads/${sha}?tenant=..%2F..%2Fetc`, body)).status, 400);
     assert.equal((await request("PUT", `/api/v1/uploads/not-a-sha`, body)).status, 400);
