@@ -22,10 +22,7 @@ export async function settleOtherVersions(o: {
   store: DeployStore;
   logger: Logger;
 }): Promise<void> {
-  const others = (
-    await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds, loadInput: false })
-  ).filter((w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version);
-  for (const w of others) {
+  for (const w of await pendingOfOtherVersions(o)) {
     // The record first: a crash before the cancel leaves the workflow pending, so the next start does both again.
     await o.store.setStatus(w.workflowID, "failed", {
       error: {
@@ -39,4 +36,18 @@ export async function settleOtherVersions(o: {
     await DBOS.cancelWorkflow(w.workflowID);
     o.logger.warn("deploy started by another manent version ended", { deploy: w.workflowID, was_version: w.applicationVersion });
   }
+}
+
+/**
+ * The pending workflows named `workflowName` of `executorIds` that another application version started (their
+ * inputs not loaded: a newer build's may not deserialize here). Deploys and releases settle these alike.
+ */
+export async function pendingOfOtherVersions(o: {
+  version: string;
+  workflowName: string;
+  executorIds: string[];
+}): Promise<{ workflowID: string; applicationVersion?: string | undefined }[]> {
+  return (
+    await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds, loadInput: false })
+  ).filter((w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version);
 }

@@ -1,5 +1,6 @@
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { Logger } from "../contract/index.js";
+import { pendingOfOtherVersions } from "../engine/version-upgrade.js";
 import type { ReleaseStore } from "./release-store.js";
 
 /**
@@ -19,10 +20,7 @@ export async function settleOtherVersionReleases(o: {
   store: ReleaseStore;
   logger: Logger;
 }): Promise<void> {
-  const others = (
-    await DBOS.listWorkflows({ workflowName: o.workflowName, status: "PENDING", executorId: o.executorIds, loadInput: false })
-  ).filter((w) => w.applicationVersion !== undefined && w.applicationVersion !== o.version);
-  for (const w of others) {
+  for (const w of await pendingOfOtherVersions(o)) {
     const r = await o.store.getRelease(w.workflowID);
     if (r && r.status === "running") {
       const message =
