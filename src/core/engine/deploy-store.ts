@@ -103,6 +103,9 @@ export interface CancelState {
   no_rollback_reason: string | null;
 }
 
+/** What `startRun` found: the deploy's status once it is marked running (or had ended), or the deploy it waits for. */
+export type RunStart = { status: DeployStatus | undefined; behind?: undefined } | { behind: string };
+
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
@@ -119,9 +122,10 @@ export interface DeployStore {
   doneTargets(id: string, phase: string): Promise<TargetResult[]>;
   /**
    * Marks the deploy running, unless it ended already (cancelled while queued): then its status, and
-   * nothing runs. With `record`, the deploy is created first if it is not yet (one statement).
+   * nothing runs. With `record`, the deploy is created first if it is not yet. A deploy (not a dry
+   * run) that another deploy of its key is running ahead of is left queued: `behind` names that one.
    */
-  startRun(id: string, record?: NewDeploy): Promise<DeployStatus | undefined>;
+  startRun(id: string, record?: NewDeploy): Promise<RunStart>;
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
   requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
   cancelRequested(id: string): Promise<boolean>;

@@ -1,4 +1,5 @@
 import { dirname } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
@@ -68,6 +69,8 @@ export interface WorkflowDeps {
 
 /** User-facing order of the steps. */
 const seq = { resolve: 1, started: 2, fetch: 3, validate: 4, checkpoint: 5, deploy: 6, rollback: 7, finished: 8 } as const;
+/** How often a deploy waiting for the one ahead of it looks again. */
+const aheadRecheckMs = 200;
 const once: StepPolicy = { maxRetries: 0, intervalMs: 0 };
 
 interface Checkpoint {
@@ -88,8 +91,8 @@ export class DeployWorkflow {
   async run({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
     const { store } = this.deps;
     const startedAt = Date.now();
-    // The record is created here if the submission did not get to write it (one statement either way).
-    const status = await store.startRun(id, record);
+    // The record is created here if the submission did not get to write it.
+    const status = await this.startWhenFirst(id, record);
     // Cancelled while it was queued (or ended by a previous run of this workflow): nothing runs.
     if (status !== "running") return { status: status ?? "failed" };
     let r: ResolvedDeploy;
@@ -127,6 +130,24 @@ export class DeployWorkflow {
       await this.callbacks(id, r, event, outcome.status, outcome.error?.toJSON() ?? null);
     }
     return this.finish(id, r.kind, outcome.status, outcome.error, startedAt);
+  }
+
+  /**
+   * Marks the deploy running once no other deploy of its key runs (see `DeployStore.startRun`). The
+   * wait is rare (two servers dequeuing one key at once) and holds nothing: it polls, calls no
+   * DBOS function (a replay takes the same steps), and a shutdown need not wait for it.
+   */
+  private async startWhenFirst(id: string, record: NewDeploy | undefined): Promise<DeployStatus | undefined> {
+    let start = await this.deps.store.startRun(id, record);
+    if (start.behind === undefined) return start.status;
+    this.deps.logger.info("deploy waits for the one ahead of it", { deploy: id, behind: start.behind });
+    return this.deps.waits.during(id, async () => {
+      while (start.behind !== undefined) {
+        await delay(aheadRecheckMs);
+        start = await this.deps.store.startRun(id, record);
+      }
+      return start.status;
+    });
   }
 
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
