@@ -107,7 +107,19 @@ export class ApiClient {
   }
 
   /** Fetches every git envconfig provider now (admin); per provider the commit before and after, and why it failed. */
-  refreshEnvconfig(): Promise<{ providers: { provider: string; before: string | null; after: string | null; error: string | null }[] }> {
+  refreshEnvconfig(): Promise<{
+    providers: { provider: string; before: string | null; after: string | null; error: string | null }[];
+    auto_deploys: {
+      tenant: string;
+      application: string;
+      artifact: string;
+      environment: string;
+      commit: string | null;
+      sha256: string | null;
+      deploy_id: string | null;
+      error: string | null;
+    }[];
+  }> {
     return this.request("POST", "/api/v1/envconfig/refresh");
   }
 

@@ -304,14 +304,20 @@ export async function main(argv: string[]): Promise<void> {
     .command("refresh")
     .description(
       "fetch every git envconfig provider's repository now (a fetch already running is joined) and show each commit before and after; " +
-        "a failed fetch keeps the last good commit and exits non-zero. Needs the admin role for all tenants",
+        "a failed fetch keeps the last good commit and exits non-zero. Environments whose envconfig changed and asks for auto_deploy get their deploy now, listed too. " +
+        "Needs the admin role for all tenants",
     )
     .addOption(output())
     .action(async (o: { output?: Output }) => {
-      const { providers } = await (await client()).refreshEnvconfig();
-      if (!(await printedAsDocument(providers, o.output))) {
+      const answer = await (await client()).refreshEnvconfig();
+      const { providers, auto_deploys: autoDeploys } = answer;
+      if (!(await printedAsDocument(answer, o.output))) {
         if (providers.length === 0) out("no git envconfig provider is configured");
         for (const p of providers) out(`${p.provider}	${p.before ?? "-"} -> ${p.after ?? "-"}${p.error ? `	failed: ${p.error}` : ""}`);
+        for (const a of autoDeploys) {
+          const what = `auto-deploy	${a.tenant}/${a.application}/${a.artifact} in ${a.environment}${a.commit ? ` at ${a.commit.slice(0, 12)}` : ""}`;
+          out(`${what}	${a.deploy_id ? `deploy ${a.deploy_id}` : `not submitted: ${a.error ?? "unknown"}`}`);
+        }
       }
       if (providers.some((p) => p.error)) process.exitCode = 1;
     });

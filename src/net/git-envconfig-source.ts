@@ -44,6 +44,7 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
   private inflight: Promise<GitRefreshResult> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private lastError: string | undefined;
+  private refreshed: (() => Promise<unknown>) | undefined;
 
   constructor(
     readonly name: string,
@@ -61,13 +62,19 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
     const good = await this.git(["rev-parse", "--verify", "--quiet", `${goodRef}^{commit}`]).catch(() => "");
     if (commitPattern.test(good.trim())) await this.use(good.trim());
     const result = await this.refresh();
-    this.timer = setInterval(() => void this.refresh(), this.spec.interval);
+    this.timer = setInterval(() => void this.refresh().then(() => this.refreshed?.()), this.spec.interval);
     this.timer.unref();
     return result;
   }
 
+  /** Runs `listener` after each refresh on the interval (a refresh asked for runs its own follow-up). */
+  onRefreshed(listener: () => Promise<unknown>): void {
+    this.refreshed = listener;
+  }
+
   stop(): void {
     clearInterval(this.timer);
+    this.refreshed = undefined;
   }
 
   get current(): string | undefined {

@@ -1,4 +1,5 @@
 import type { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
+import type { AutoDeployResult } from "../core/sync/auto-deploy.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -56,6 +57,8 @@ export interface ApiDeps {
   audit: PgAuditLog;
   /** The git envconfig providers, refreshed on demand (routes/envconfig.ts). */
   gitEnvconfig?: readonly GitEnvconfigRepository[];
+  /** Deploys what changed in the envconfig of environments that opt in, after a refresh. */
+  autoDeploy?: { run(): Promise<AutoDeployResult[]> };
   /** Drift records and on-demand checks. */
   drift: { store: DriftStore; checker: DriftChecker };
   /** Sign-in with OpenID Connect (auth.oidc), when configured. */

@@ -40,6 +40,8 @@ import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
 import { isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
+import { PgAutoDeployClaims } from "../storage/pg-auto-deploy-claims.js";
+import { AutoDeployer } from "../core/sync/auto-deploy.js";
 import { registerDriftMetric } from "./drift-metrics.js";
 import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
 import { ServerCertificates } from "./tls/server-certificates.js";
@@ -212,6 +214,18 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       if (isFinishEvent(e)) scheduler.wake();
     });
     scheduler.start();
+    const autoDeploy = new AutoDeployer({
+      config,
+      releases: driftStore,
+      claims: new PgAutoDeployClaims(db),
+      submit: (s, by) => started.submit(s, by),
+      logger,
+    });
+    const autoDeployLook = () =>
+      autoDeploy.run().catch((err: unknown) => logger.warn("auto-deploy look failed", { error: ManentError.from(err).message }));
+    for (const repository of gitRepositories) repository.onRefreshed(autoDeployLook);
+    // What changed on the ref while no server looked (the first fetch ran before the engine started).
+    if (gitRepositories.length > 0) void autoDeployLook();
     // Managed tokens after manent.yml's: a value from manent.yml is never looked up in the database.
     const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
     const sessions = new PgSessionStore(db);
@@ -225,6 +239,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       createApiHandler({
         engine,
         gitEnvconfig: gitRepositories,
+        autoDeploy,
         releases,
         releaseStore,
         store,

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { DriftChange } from "../core/contract/index.js";
+import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { DeployKey } from "../core/engine/deploy-store.js";
 import type { DriftFilter, DriftStore, RecordedRelease, TargetDriftRecord } from "../core/drift/drift-record.js";
 import { scopeCondition } from "./scope-sql.js";
@@ -159,16 +160,16 @@ export class PgDriftStore implements DriftStore {
       : "";
     const rows = await this.pool.query(
       `with latest as (
-         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, status
+         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, status, envconfig
          from manent.deploys where kind <> 'dry_run' ${only}
          order by tenant, application, artifact, environment, created_at desc
        ), good as (
-         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, kind, version, request
+         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, kind, version, request, envconfig
          from manent.deploys where kind in ('deploy', 'rollback') and status = 'succeeded' ${only}
          order by tenant, application, artifact, environment, finished_at desc
        )
-       select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request,
-         l.id as latest_id, l.status as latest_status,
+       select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request, g.envconfig,
+         l.id as latest_id, l.status as latest_status, l.envconfig as latest_envconfig,
          (select s.output from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id
            where d.tenant = g.tenant and d.application = g.application and d.artifact = g.artifact and d.environment = g.environment
              and d.kind = 'deploy' and d.version = g.version and d.status = 'succeeded' and s.name = 'fetch' and s.status = 'succeeded'
@@ -186,7 +187,12 @@ export class PgDriftStore implements DriftStore {
         kind: r.kind as "deploy" | "rollback",
         version: r.version as string,
         request: r.request as Record<string, unknown>,
-        latest: { id: r.latest_id as string, status: r.latest_status as string },
+        latest: {
+          id: r.latest_id as string,
+          status: r.latest_status as string,
+          ...(r.latest_envconfig != null && { envconfig: r.latest_envconfig as EnvconfigOrigin }),
+        },
+        ...(r.envconfig != null && { envconfig: r.envconfig as EnvconfigOrigin }),
       };
       const fetched = fetchedArtifact(r.fetched);
       if (fetched) out.fetched = fetched;

@@ -85,6 +85,19 @@ export const schemaStatements = [
   `create index if not exists deploys_retry_of on manent.deploys (retry_of) where retry_of is not null`,
   // Where the envconfig a deploy runs came from (provider, path, sha256, git commit), resolved once at submission.
   `alter table manent.deploys add column if not exists envconfig jsonb`,
+  // An envconfig change's auto-deploy, claimed once per key and content by whichever server sees it first.
+  `create table if not exists manent.auto_deploys (
+     tenant text not null,
+     application text not null,
+     artifact text not null,
+     environment text not null,
+     sha256 text not null,
+     commit text not null,
+     deploy_id text,
+     error text,
+     created_at timestamptz not null default now(),
+     primary key (tenant, application, artifact, environment, sha256)
+   )`,
   `create table if not exists manent.plugin_capabilities (
      name text primary key,
      capabilities jsonb not null,

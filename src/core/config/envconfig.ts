@@ -186,6 +186,12 @@ export const envconfigSchema = z.strictObject({
     })
     .default({ heal: false, ignore: [] })
     .describe("Drift: whether the targets still run what manent deployed, checked periodically, and healed (off by default)"),
+  auto_deploy: z
+    .boolean()
+    .default(false)
+    .describe(
+      "From a git provider: when this file changes on the ref the provider tracks, deploy the release running here again with it (the same version and bytes, queued and rolled out like any deploy), once per new content; checked after every fetch",
+    ),
 });
 
 export type Envconfig = z.output<typeof envconfigSchema>;

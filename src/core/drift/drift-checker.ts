@@ -16,6 +16,7 @@ import type { DeployKey } from "../engine/deploy-store.js";
 import type { PluginRegistry } from "../engine/plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type Submission } from "../engine/resolve.js";
 import type { DriftReport, DriftStore, RecordedRelease, TargetDriftRecord } from "./drift-record.js";
+import { releaseAgain } from "./release-again.js";
 
 /** How long one drift call may take when the envconfig sets no deploy step timeout. */
 const defaultCheckTimeoutMs = 5 * 60_000;
@@ -209,20 +210,7 @@ export class DriftChecker {
    */
   private async heal(release: RecordedRelease): Promise<string | undefined> {
     if (!this.opts.submit || release.latest.id !== release.deploy_id) return undefined;
-    const req = release.request as { descriptor?: unknown; descriptorFile?: unknown };
-    const descriptorFile = typeof req.descriptorFile === "string" ? req.descriptorFile : "descriptor";
-    const submission: Submission = release.fetched
-      ? {
-          kind: "deploy",
-          descriptor: req.descriptor,
-          descriptorFile,
-          overrides: {
-            version: release.version,
-            source: release.fetched.source,
-            ...(release.fetched.sha256 && { sha256: release.fetched.sha256 }),
-          },
-        }
-      : { kind: "rollback", descriptor: req.descriptor, descriptorFile, to: release.version };
+    const submission = releaseAgain(release);
     try {
       const { id } = await this.opts.submit(submission, healSubmitter);
       this.opts.logger.info("drift heal submitted", {

@@ -1,5 +1,6 @@
 import type { DriftChange, IgnoredChange } from "../contract/index.js";
 import type { ScopePattern } from "../identity/index.js";
+import type { EnvconfigOrigin } from "../config/index.js";
 import type { DeployKey } from "../engine/deploy-store.js";
 
 /**
@@ -55,8 +56,10 @@ export interface RecordedRelease extends DeployKey {
   request: Record<string, unknown>;
   /** The artifact the release's deploy fetched (source, sha256), when a deploy of that version recorded one. */
   fetched?: { source: string; sha256?: string };
-  /** The latest deploy of the key (any kind but dry-run), and its status: a check waits while one runs. */
-  latest: { id: string; status: string };
+  /** Where the release's envconfig came from (absent: recorded before manent kept it). */
+  envconfig?: EnvconfigOrigin;
+  /** The latest deploy of the key (any kind but dry-run), its status (a check waits while one runs) and envconfig. */
+  latest: { id: string; status: string; envconfig?: EnvconfigOrigin };
 }
 
 export interface DriftStore {
