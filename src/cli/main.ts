@@ -152,7 +152,8 @@ export async function main(argv: string[]): Promise<void> {
   program
     .command("diff")
     .description(
-      "check now whether the targets of a descriptor's environment still run what was last deployed there (exit 1 when one does not)",
+      "check now whether the targets of a descriptor's environment still run what was last deployed there (exit 1 when one does not), " +
+        "and show the envconfig change a new deploy would bring",
     )
     .requiredOption("-f, --file <descriptor>", "the descriptor naming the application and environment")
     .addOption(output())
@@ -161,9 +162,11 @@ export async function main(argv: string[]): Promise<void> {
       const report = await (await client()).checkDrift({ descriptor, descriptor_file: o.file });
       process.exitCode = report.targets.some((t) => t.state === "drifted") ? Exit.Drifted : Exit.Ok;
       if (await printedAsDocument(report, o.output)) return;
-      const { driftLines } = await import("./drift-printer.js");
+      const { driftLines, envconfigLines } = await import("./drift-printer.js");
       out(`${report.application} in ${report.environment}: compared with deploy ${report.deploy_id} (version ${report.expected_version})`);
       for (const line of driftLines(report.targets)) out(line);
+      // A server from before the comparison sends none.
+      if (report.envconfig) for (const line of envconfigLines(report.envconfig)) out(line);
     });
 
   program

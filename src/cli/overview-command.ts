@@ -50,6 +50,11 @@ function cellText(c: OverviewCell): string {
   else if (c.last && c.last.status !== "succeeded")
     parts.push(`last deploy ${c.last.version} ${c.last.status.replace("_", " ")} (${c.last.id})`);
   if (c.drift) parts.push(driftText(c.drift));
+  // A server from before it sends none; `current` and `unknown` are not news, nor behind while a deploy is in progress.
+  if (c.envconfig?.state === "behind" && !p) {
+    const head = c.envconfig.head?.commit;
+    parts.push(`envconfig behind ${head ? `the ref's head ${head.slice(0, 12)}` : "the file"}: manent diff shows the change`);
+  }
   for (const w of c.pending) parts.push(pendingText(w));
   return parts.join("; ");
 }

@@ -32,6 +32,8 @@ const commitPattern = /^[0-9a-f]{40}$/;
 // The name under which the last good commit is kept: updated atomically (update-ref) only after every check passed,
 // so a server killed during a fetch restarts on the previous good commit and never on a half-fetched one.
 const goodRef = "refs/manent/good";
+/** The most envconfig text (UTF-16 code units) a repository keeps read. */
+const blobCacheBytes = 32 * 1024 * 1024;
 
 /**
  * One git envconfig provider's repository, fetched with the real git CLI into a bare repository under
@@ -45,6 +47,8 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
   private timer: NodeJS.Timeout | undefined;
   private lastError: string | undefined;
   private refreshed: (() => Promise<unknown>) | undefined;
+  private readonly blobs = new Map<string, string>();
+  private blobBytes = 0;
 
   constructor(
     readonly name: string,
@@ -112,11 +116,28 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
         if (entry.size > this.spec.max_file_size) {
           throw this.hostile(path, prefix, `is ${entry.size} bytes, more than git.max_file_size (${this.spec.max_file_size})`);
         }
-        const text = await this.git(["cat-file", "blob", entry.oid], this.spec.max_file_size);
+        const text = await this.blob(entry.oid);
         return { text, commit, repository: scrubUrl(this.spec.repository), ref: this.spec.ref };
       }
     }
     return undefined;
+  }
+
+  /**
+   * A blob's text, kept by its id (which names its content): every deploy and each overview reads
+   * its envconfig, and one git process per read would be most of the cost. Bounded in bytes.
+   */
+  private async blob(oid: string): Promise<string> {
+    const kept = this.blobs.get(oid);
+    if (kept !== undefined) return kept;
+    const text = await this.git(["cat-file", "blob", oid], this.spec.max_file_size);
+    if (this.blobBytes + text.length > blobCacheBytes) {
+      this.blobs.clear();
+      this.blobBytes = 0;
+    }
+    this.blobs.set(oid, text);
+    this.blobBytes += text.length;
+    return text;
   }
 
   private hostile(file: string, field: string, reason: string): ManentError {

@@ -48,6 +48,18 @@ export const targetSchema = z
   })
   .openapi("TargetProgress");
 
+/** Where an envconfig came from: provider, path, content sha256 and, from git, the commit. */
+export const envconfigOriginSchema = z
+  .object({
+    provider: z.enum(["file", "git"]),
+    path: z.string().describe("the envconfig's path (for git: in the repository)"),
+    sha256: z.string().describe("of the exact bytes read"),
+    repository: z.string().optional().describe("git: the repository, without credentials"),
+    ref: z.string().optional().describe("git: the ref tracked"),
+    commit: z.string().optional().describe("git: the commit the envconfig was read at"),
+  })
+  .openapi("EnvconfigOrigin");
+
 export const deploySummarySchema = z
   .object({
     id: z.string(),
@@ -68,18 +80,9 @@ export const deploySummarySchema = z
         'the submitter\'s identity: "user:<subject>", "token:<name>" or "anonymous" (null for deploys recorded before it was kept)',
       ),
     retry_of: z.string().nullable().describe("the deploy this one retries (`manent retry`); null when it is not a retry"),
-    envconfig: z
-      .object({
-        provider: z.enum(["file", "git"]),
-        path: z.string().describe("the envconfig's path (for git: in the repository)"),
-        sha256: z.string().describe("of the exact bytes the deploy runs"),
-        repository: z.string().optional().describe("git: the repository, without credentials"),
-        ref: z.string().optional().describe("git: the ref tracked"),
-        commit: z.string().optional().describe("git: the commit the envconfig was read at"),
-      })
+    envconfig: envconfigOriginSchema
       .nullable()
-      .describe("where the envconfig this deploy runs came from, resolved once at submission; null when none was found")
-      .openapi("EnvconfigOrigin"),
+      .describe("where the envconfig this deploy runs came from, resolved once at submission; null when none was found"),
     created_at: z.string(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { envconfigOriginSchema } from "./api-schemas.js";
 
 /** Drift as the API answers it (GET /api/v1/drift, POST /api/v1/drift/checks). */
 
@@ -56,5 +57,28 @@ export const driftReportSchema = z
     plugin: z.string(),
     expected_version: z.string(),
     targets: z.array(driftTargetSchema),
+    envconfig: z
+      .object({
+        deployed: envconfigOriginSchema
+          .nullable()
+          .describe("where the release's envconfig came from (null: none, or recorded before manent kept it)"),
+        current: envconfigOriginSchema.nullable().describe("where a deploy submitted now reads it"),
+        changes: z
+          .array(
+            z
+              .object({
+                field: z
+                  .string()
+                  .describe("dotted: `params.replicas`, `targets.web-3.host` (targets by identity), `rollout.canary.steps.1.set_weight`"),
+                deployed: z.string().describe('what the release ran ("" for none)'),
+                current: z.string().describe('what a deploy now would run ("" for none)'),
+              })
+              .openapi("EnvconfigChange"),
+          )
+          .nullable()
+          .describe("the settings a new deploy would change, [] for none; null when the release's deploy recorded none to compare with"),
+      })
+      .describe("the envconfig change a new deploy of the release would bring")
+      .openapi("EnvconfigComparison"),
   })
   .openapi("DriftReport");

@@ -1,5 +1,6 @@
 import type { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import type { AutoDeployResult } from "../core/sync/auto-deploy.js";
+import type { EnvconfigHeads } from "../core/environments/overview.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -57,6 +58,8 @@ export interface ApiDeps {
   audit: PgAuditLog;
   /** The git envconfig providers, refreshed on demand (routes/envconfig.ts). */
   gitEnvconfig?: readonly GitEnvconfigRepository[];
+  /** Where a deploy of a key would read its envconfig now, for the overview's `envconfig` of each cell. */
+  envconfigHeads?: EnvconfigHeads;
   /** Deploys what changed in the envconfig of environments that opt in, after a refresh. */
   autoDeploy?: { run(): Promise<AutoDeployResult[]> };
   /** Drift records and on-demand checks. */

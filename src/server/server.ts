@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import type pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
-import { loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
+import { findEnvconfig, loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
 import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
 import { UploadRetention } from "../storage/upload-retention.js";
@@ -42,6 +42,7 @@ import { isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
 import { PgAutoDeployClaims } from "../storage/pg-auto-deploy-claims.js";
 import { AutoDeployer } from "../core/sync/auto-deploy.js";
+import { resolvedOf } from "../core/engine/retry.js";
 import { registerDriftMetric } from "./drift-metrics.js";
 import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
 import { ServerCertificates } from "./tls/server-certificates.js";
@@ -204,7 +205,18 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const driftStore = new PgDriftStore(db);
     const drift = {
       store: driftStore,
-      checker: new DriftChecker({ config, plugins, store: driftStore, logger, network, submit: (s, by) => started.submit(s, by) }),
+      checker: new DriftChecker({
+        config,
+        plugins,
+        store: driftStore,
+        logger,
+        network,
+        submit: (s, by) => started.submit(s, by),
+        resolvedOf: async (id) => {
+          const d = await store.getDeploy(id);
+          return d && resolvedOf(d);
+        },
+      }),
     };
     registerDriftMetric(metrics.registry, driftStore);
     const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);
@@ -240,6 +252,11 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         engine,
         gitEnvconfig: gitRepositories,
         autoDeploy,
+        envconfigHeads: (key) =>
+          findEnvconfig(config, key).then(
+            (f) => f.origin,
+            () => undefined,
+          ),
         releases,
         releaseStore,
         store,

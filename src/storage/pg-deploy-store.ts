@@ -310,11 +310,11 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     if (visible) where.push(visible);
     const key = "tenant, application, artifact, environment";
     const cols = `${key}, id, kind, version, status, submitted_by, created_at, finished_at`;
-    const scoped = `select ${cols}, rollout from manent.deploys where ${where.join(" and ")}`;
+    const scoped = `select ${cols}, rollout, envconfig from manent.deploys where ${where.join(" and ")}`;
     const { rows } = await this.pool.query(
       `with scoped as (${scoped}),
        firsts as (select ${key}, min(created_at) as first_at from scoped group by ${key} order by ${key} limit ${overviewLimit}),
-       live as (select distinct on (${key}) ${cols} from scoped where status = 'succeeded' order by ${key}, finished_at desc, id desc),
+       live as (select distinct on (${key}) ${cols}, envconfig from scoped where status = 'succeeded' order by ${key}, finished_at desc, id desc),
        last as (select distinct on (${key}) ${cols} from scoped order by ${key}, created_at desc, id desc),
        active as (select distinct on (${key}) ${cols}, rollout from scoped where status in ('queued', 'running')
                   order by ${key}, created_at desc, id desc),
@@ -344,6 +344,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
         last: overviewDeploy(r.last as Record<string, unknown>),
         in_progress: active && { ...overviewDeploy(active), rollout: active.rollout ?? null },
         drift: r.targets == null ? null : overviewDrift(r),
+        live_envconfig: (r.live as { envconfig?: EnvconfigOrigin | null } | null)?.envconfig ?? null,
       };
     });
   }

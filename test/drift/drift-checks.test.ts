@@ -105,9 +105,12 @@ describe("drift checks", () => {
     await writeFile(ws.path("state-api", "a1.release"), "0.9.0");
     const diff = await cli("diff", "-f", "api.yml", "-o", "text");
     assert.equal(diff.code, 1, diff.stderr);
-    assert.equal(
+    assert.match(
       diff.stdout,
-      `api in test: compared with deploy ${id} (version 1.0.0)\na1: drifted (runs 0.9.0, deployed 1.0.0)\n  release version: 1.0.0 → 0.9.0\n`,
+      new RegExp(
+        `^api in test: compared with deploy ${id} \\(version 1\\.0\\.0\\)\na1: drifted \\(runs 0\\.9\\.0, deployed 1\\.0\\.0\\)\n  release version: 1\\.0\\.0 → 0\\.9\\.0\n` +
+          `envconfig: a new deploy runs the release's settings \\(file \\S+/api/api/test\\.yml sha256 [0-9a-f]{12}\\)\n$`,
+      ),
     );
     const status = await cli("status", id, "-o", "text");
     assert.equal(status.code, 0, status.stderr);
@@ -120,6 +123,23 @@ describe("drift checks", () => {
     assert.match(metrics, /^manent_drifted_targets\{tenant="untenanted",application="api",environment="test"\} 1$/m);
     const { deploys } = await server.api.list({ application: "api" });
     assert.equal(deploys.length, 1, "no heal without drift.heal");
+
+    // The envconfig changed since: diff tells what a new deploy would change, setting by setting.
+    await envconfig("api", {
+      plugin: "noop",
+      targets: [{ host: "a1" }, { host: "a2" }],
+      params: { state_dir: ws.path("state-api") },
+      parallel: 2,
+    });
+    const changed = await cli("diff", "-f", "api.yml", "-o", "text");
+    assert.equal(changed.code, 1, changed.stderr);
+    assert.match(
+      changed.stdout,
+      /\nenvconfig: a new deploy changes 2 settings \(file \S+ sha256 [0-9a-f]{12} → file \S+ sha256 [0-9a-f]{12}\)\n {2}parallel: 1 → 2\n {2}targets\.a2\.host: \(absent\) → a2\n$/,
+    );
+    const report = await server.api.checkDrift({ descriptor: descriptor("api", "test", artifact), descriptor_file: "api.yml" });
+    assert.notEqual(report.envconfig?.deployed?.sha256, report.envconfig?.current?.sha256);
+    assert.deepEqual(report.envconfig?.changes?.[0], { field: "parallel", deployed: "1", current: "2" });
   });
 
   it("an older plugin without the drift call is shown as drift unknown, not as an error", async () => {

@@ -170,7 +170,10 @@ describe("drift of a Kubernetes release, checked by the server at an interval", 
     await ws.write("scaled.yml", descriptor);
     const diff = await runCli(["diff", "-f", "scaled.yml", "-o", "text"], { cwd: ws.dir, server: server.url });
     assert.equal(diff.code, 0, diff.stderr);
-    assert.match(diff.stdout, /: in sync \(runs 1\.0\.0\)\n {2}ignored: Deployment\/hello spec\.replicas: 3 → 5 \(drift\.ignore\.0\)\n$/);
+    assert.match(
+      diff.stdout,
+      /: in sync \(runs 1\.0\.0\)\n {2}ignored: Deployment\/hello spec\.replicas: 3 → 5 \(drift\.ignore\.0\)\nenvconfig: a new deploy runs the release.s settings \(file \S+ sha256 [0-9a-f]{12}\)\n$/,
+    );
     const { targets } = await server.api.drift({ application: "scaled" });
     assert.deepEqual(
       targets.map((t) => [t.state, t.ignored.map((c) => `${c.object} ${c.field}: ${c.live}`)]),

@@ -86,6 +86,27 @@ describe("auto-deploy on an envconfig change", () => {
     assert.equal(await release("shop-2"), "1.0.0", "the new envconfig's target got the release");
     assert.equal(await release("cart-2"), undefined, "cart's envconfig does not ask for auto_deploy");
 
+    // Cart runs behind the ref's head: the overview says so, and diff shows what a deploy would change.
+    const overview = await api.overview({});
+    const cell = (app: string) => overview.rows.find((r) => r.application === app)!.cells[0]!;
+    assert.equal(cell("shop").envconfig?.state, "current");
+    assert.deepEqual([cell("cart").envconfig?.state, cell("cart").envconfig?.head?.commit], ["behind", second]);
+    assert.equal(cell("cart").envconfig?.deployed?.commit, first);
+    const text = await runCli(["overview", "-o", "text"], { cwd: s.ws.dir, server: s.server.url, token });
+    assert.match(
+      text.stdout,
+      new RegExp(`^  test +1\\.0\\.0 .*; envconfig behind the ref's head ${second.slice(0, 12)}: manent diff shows the change$`, "m"),
+    );
+    await s.ws.write("cart.yml", descriptor("cart", "test", s.artifact, "1.0.0"));
+    const diff = await runCli(["diff", "-f", "cart.yml", "-o", "text"], { cwd: s.ws.dir, server: s.server.url, token });
+    assert.equal(diff.code, 1, "cart-2, a target of the envconfig of now, runs nothing: drifted");
+    assert.match(
+      diff.stdout,
+      new RegExp(
+        `\nenvconfig: a new deploy changes 1 setting \\(git ${cart}@${first.slice(0, 12)} .* → git ${cart}@${second.slice(0, 12)} .*\\)\n  targets\\.cart-2\\.host: \\(absent\\) → cart-2\n$`,
+      ),
+    );
+
     // Once per content: the next refresh (here through the CLI, as an admin would) deploys nothing more.
     const cli = await runCli(["envconfig", "refresh", "-o", "text"], { cwd: s.ws.dir, server: s.server.url, token });
     assert.equal(cli.code, 0, cli.stderr);

@@ -128,7 +128,13 @@ describe("overview: what runs where", () => {
     const lines = r.stdout.trimEnd().split("\n");
     assert.equal(lines[0], "team-a/shop");
     assert.match(lines[1]!, /^ {2}dev {6}1\.1\.0 {2}\d{4}-\d\d-\d\d \d\d:\d\d by root$/);
-    assert.match(lines[2]!, new RegExp(`^  staging  1\\.0\\.0 .* by root; last deploy 1\\.1\\.0 failed \\(${failedStaging}\\)$`));
+    // The envconfig changed for the failed deploy: what runs (1.0.0) was deployed with the one before.
+    assert.match(
+      lines[2]!,
+      new RegExp(
+        `^  staging  1\\.0\\.0 .* by root; last deploy 1\\.1\\.0 failed \\(${failedStaging}\\); envconfig behind the file: manent diff shows the change$`,
+      ),
+    );
     assert.match(
       lines[3]!,
       new RegExp(`^  prod {5}1\\.0\\.0 .*; 1\\.1\\.0 running: canary step 2/3 at 25 %; .*manent promote ${canary}.* \\(${canary}\\)$`),

@@ -8,13 +8,14 @@ import {
   type Request,
   type TargetDrift,
 } from "../contract/index.js";
-import { secretRefSchema, type LoadedConfig, type SecretRef } from "../config/index.js";
+import { findEnvconfig, secretRefSchema, type LoadedConfig, type SecretRef } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
 import { openCallSecrets } from "../engine/call-secrets.js";
 import { sendCallback, type CallbackPayload } from "../engine/callbacks.js";
 import type { DeployKey } from "../engine/deploy-store.js";
 import type { PluginRegistry } from "../engine/plugin-registry.js";
-import { resolveSubmission, type ResolvedDeploy, type Submission } from "../engine/resolve.js";
+import { recordedSettings, resolveSubmission, type RecordedSettings, type ResolvedDeploy, type Submission } from "../engine/resolve.js";
+import { compareEnvconfig, type EnvconfigComparison } from "./envconfig-change.js";
 import type { DriftReport, DriftStore, RecordedRelease, TargetDriftRecord } from "./drift-record.js";
 import { releaseAgain } from "./release-again.js";
 
@@ -30,6 +31,8 @@ export interface DriftCheckerOptions {
   logger: Logger;
   /** Name lookups and the `drifted` callbacks' requests. */
   network: Network;
+  /** What a deploy resolved (its record's resolve step), for the envconfig change an on-demand check tells. */
+  resolvedOf?: (deployId: string) => Promise<ResolvedDeploy | undefined>;
   /** Submits the deploy of a heal (the engine's submit). */
   submit?: (s: Submission, by: { name: string; id: string }) => Promise<{ id: string }>;
 }
@@ -44,7 +47,7 @@ export class DriftChecker {
   constructor(private readonly opts: DriftCheckerOptions) {}
 
   /** On demand: the key's recorded release is looked up; none is `not_found`. */
-  async checkKey(key: DeployKey): Promise<DriftReport> {
+  async checkKey(key: DeployKey): Promise<DriftReport & { envconfig: EnvconfigComparison }> {
     const release = await this.opts.store.recordedRelease(key);
     if (!release) {
       throw new ManentError(
@@ -52,10 +55,27 @@ export class DriftChecker {
         `no succeeded deploy of ${key.tenant}/${key.application} (artifact ${key.artifact}) in environment ${key.environment}: nothing to compare the targets with`,
       );
     }
-    return this.check(release, { heal: false });
+    const { report, resolved } = await this.run(release, { heal: false });
+    return { ...report, envconfig: await this.envconfigChange(release, resolved) };
+  }
+
+  /** The settings a deploy now would run (the rollout too, which a rollback's resolution leaves out) against the release's. */
+  private async envconfigChange(release: RecordedRelease, r: ResolvedDeploy): Promise<EnvconfigComparison> {
+    const deployed = await this.opts.resolvedOf?.(release.deploy_id);
+    const { envconfig } = await findEnvconfig(this.opts.config, release);
+    const current: RecordedSettings = {
+      ...recordedSettings(r),
+      ...(envconfig.rollout && { rollout: structuredClone(envconfig.rollout) }),
+      ...(envconfig.rollout && envconfig.analysis && { analysis: structuredClone(envconfig.analysis) }),
+    };
+    return compareEnvconfig(deployed, current, { withRollout: release.kind === "deploy" });
   }
 
   async check(release: RecordedRelease, opts: { heal: boolean }): Promise<DriftReport> {
+    return (await this.run(release, opts)).report;
+  }
+
+  private async run(release: RecordedRelease, opts: { heal: boolean }): Promise<{ report: DriftReport; resolved: ResolvedDeploy }> {
     const r = await this.resolve(release);
     const targets = await this.inspect(release, r);
     const key = { tenant: release.tenant, application: release.application, artifact: release.artifact, environment: release.environment };
@@ -76,7 +96,7 @@ export class DriftChecker {
       const healed = await this.heal(release);
       if (healed) report.heal_deploy_id = healed;
     }
-    return report;
+    return { report, resolved: r };
   }
 
   /** The release's submission resolved again, as a rollback to its version would be: nothing fetched, the envconfig as it is now. */

@@ -1,6 +1,7 @@
 import type { DriftChange, IgnoredChange } from "../contract/index.js";
 import type { ScopePattern } from "../identity/index.js";
 import type { EnvconfigOrigin } from "../config/index.js";
+import type { EnvconfigComparison } from "./envconfig-change.js";
 import type { DeployKey } from "../engine/deploy-store.js";
 
 /**
@@ -38,6 +39,8 @@ export interface DriftReport extends DeployKey {
   targets: TargetDriftRecord[];
   /** The deploy submitted to heal the drift, when the envconfig asks for it and one was. */
   heal_deploy_id?: string;
+  /** On demand only: the envconfig change a new deploy would bring (see envconfig-change.ts). */
+  envconfig?: EnvconfigComparison;
 }
 
 export interface DriftFilter {

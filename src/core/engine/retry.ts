@@ -49,7 +49,7 @@ export function retrySubmission(d: DeployRecord): Submission {
       details: { deploy: d.id },
     });
   }
-  const resolved = stepOutput<ResolvedDeploy>(d, "resolve");
+  const resolved = resolvedOf(d);
   const fetched = stepOutput<{ sha256?: string }>(d, "fetch");
   const sha256 = fetched?.sha256 ?? resolved?.artifact.sha256;
   return {
@@ -64,6 +64,11 @@ export function retrySubmission(d: DeployRecord): Submission {
     },
     retry: { of: d.id, ...(resolved && { settings: recordedSettings(resolved) }) },
   };
+}
+
+/** What the deploy resolved (its resolve step's checkpointed output), if it got that far. */
+export function resolvedOf(d: DeployRecord): ResolvedDeploy | undefined {
+  return stepOutput<ResolvedDeploy>(d, "resolve");
 }
 
 /** What a succeeded step of the deploy returned (its checkpointed output), if it ran. */

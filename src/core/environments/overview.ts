@@ -3,7 +3,8 @@
  * (the last release that succeeded), how the last deploy ended, and what is in progress. It answers
  * "which version runs where, and since when, and by whom" from the deploy records alone.
  */
-import type { DeployKind, DeployStatus } from "../engine/deploy-store.js";
+import type { EnvconfigOrigin } from "../config/index.js";
+import type { DeployKey, DeployKind, DeployStatus } from "../engine/deploy-store.js";
 import { matchesPattern, type ScopePattern } from "../identity/index.js";
 import type { ReleaseRecord, ReleaseWaiting } from "../release/release-store.js";
 import type { RolloutState } from "../rollout/rollout-state.js";
@@ -42,6 +43,22 @@ export interface OverviewDrift {
 }
 
 /**
+ * Whether what runs was deployed with the envconfig a deploy would read now: `behind` when the
+ * tracked ref's head (or the file) holds another content, `unknown` when either side cannot be told
+ * (a release recorded before manent kept its envconfig, an envconfig that does not load now).
+ */
+export interface OverviewEnvconfig {
+  state: "current" | "behind" | "unknown";
+  /** Where the running release's envconfig came from. */
+  deployed: EnvconfigOrigin | null;
+  /** Where a deploy now would read it: for git, the fetched head of the ref. */
+  head: EnvconfigOrigin | null;
+}
+
+/** Where a deploy of a key would read its envconfig now; undefined when it cannot be read. */
+export type EnvconfigHeads = (key: DeployKey) => Promise<EnvconfigOrigin | undefined>;
+
+/**
  * A release waiting to come into this environment: at its manual promotion or approval for it, or
  * soaking or analysing in the environment before it. `action` is what a user does here to move it on
  * (promote, approve), or null when only time (a soak, an analysis) moves it.
@@ -71,6 +88,8 @@ export interface OverviewCell {
   in_progress: OverviewProgress | null;
   /** The last drift check's verdict; null when none has run. */
   drift: OverviewDrift | null;
+  /** Whether the running release has the envconfig of now; null when nothing runs (or it was not asked). */
+  envconfig: OverviewEnvconfig | null;
   /** Releases waiting to come here next, oldest first. */
   pending: OverviewPending[];
 }
@@ -101,6 +120,8 @@ export interface OverviewEntry {
   last: OverviewDeploy;
   in_progress: (OverviewDeploy & { rollout: RolloutState | null }) | null;
   drift: OverviewDrift | null;
+  /** Where the running release's envconfig came from (null: nothing runs, or recorded before manent kept it). */
+  live_envconfig: EnvconfigOrigin | null;
 }
 
 export interface OverviewFilter {
@@ -120,9 +141,31 @@ export interface WaitingReleaseSource {
   waitingReleases(filter: OverviewFilter): Promise<ReleaseRecord[]>;
 }
 
-export async function readOverview(source: OverviewSource, filter: OverviewFilter, releases?: WaitingReleaseSource): Promise<Overview> {
+export async function readOverview(
+  source: OverviewSource,
+  filter: OverviewFilter,
+  releases?: WaitingReleaseSource,
+  heads?: EnvconfigHeads,
+): Promise<Overview> {
   const [entries, waiting] = await Promise.all([source.overviewEntries(filter), releases ? releases.waitingReleases(filter) : []]);
-  return buildOverview(entries, pendingPromotions(waiting, filter.scopes));
+  const overview = buildOverview(entries, pendingPromotions(waiting, filter.scopes));
+  if (heads) await compareHeads(overview, entries, heads);
+  return overview;
+}
+
+/** Each running release's envconfig against the one a deploy would read now (read one cell at a time: a cache answers most). */
+async function compareHeads(overview: Overview, entries: readonly OverviewEntry[], heads: EnvconfigHeads): Promise<void> {
+  const deployed = new Map(entries.map((e) => [JSON.stringify([e.tenant, e.application, e.artifact, e.environment]), e.live_envconfig]));
+  for (const row of overview.rows) {
+    for (const cell of row.cells) {
+      if (!cell.live) continue;
+      const key = { tenant: row.tenant, application: row.application, artifact: row.artifact, environment: cell.environment };
+      const ran = deployed.get(JSON.stringify([key.tenant, key.application, key.artifact, key.environment])) ?? null;
+      const head = (await heads(key)) ?? null;
+      const state = !ran || !head ? "unknown" : ran.sha256 === head.sha256 ? "current" : "behind";
+      cell.envconfig = { state, deployed: ran, head };
+    }
+  }
 }
 
 /** A release waiting to come into one environment of one application's artifact. */
@@ -198,6 +241,7 @@ export function buildOverview(entries: readonly OverviewEntry[], pending: readon
       last: e.last,
       in_progress: e.in_progress && progressOf(e.in_progress),
       drift: e.drift,
+      envconfig: null,
       pending: [],
     });
   }
@@ -207,7 +251,7 @@ export function buildOverview(entries: readonly OverviewEntry[], pending: readon
     if (!row) rows.set(key, (row = { tenant: p.tenant, application: p.application, artifact: p.artifact, cells: [] }));
     let cell = row.cells.find((c) => c.environment === p.environment);
     if (!cell) {
-      cell = { environment: p.environment, live: null, last: null, in_progress: null, drift: null, pending: [] };
+      cell = { environment: p.environment, live: null, last: null, in_progress: null, drift: null, envconfig: null, pending: [] };
       row.cells.push(cell);
     }
     cell.pending.push(p.pending);

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { readOverview } from "../../core/environments/overview.js";
 import { Code } from "../../core/errors.js";
-import { deployStatus, errorResponses } from "../api-schemas.js";
+import { deployStatus, envconfigOriginSchema, errorResponses } from "../api-schemas.js";
 import { scopesFor } from "../identity/index.js";
 import type { ApiApp, ApiDeps } from "../http-api.js";
 import { nameQuery } from "./deploys.js";
@@ -59,6 +59,19 @@ const overviewSchema = z
                   })
                   .nullable()
                   .describe("the last drift check (manent diff, or the envconfig's drift.interval); null when none has run"),
+                envconfig: z
+                  .object({
+                    state: z
+                      .enum(["current", "behind", "unknown"])
+                      .describe(
+                        "behind: the envconfig a deploy would read now (for git: at the fetched head of the ref) differs from the one the running release ran; unknown: either cannot be told",
+                      ),
+                    deployed: envconfigOriginSchema.nullable().describe("where the running release's envconfig came from"),
+                    head: envconfigOriginSchema.nullable().describe("where a deploy now would read it"),
+                  })
+                  .nullable()
+                  .describe("whether the running release has the envconfig of now; null when nothing runs here")
+                  .openapi("OverviewEnvconfig"),
                 pending: z
                   .array(
                     z
@@ -120,6 +133,7 @@ export function overviewRoutes(app: ApiApp, deps: ApiDeps): void {
         ...(q.application !== undefined && { application: q.application }),
       },
       deps.releaseStore,
+      deps.envconfigHeads,
     );
     return c.json(overview, 200);
   });
