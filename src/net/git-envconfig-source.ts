@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { isAbsolute, join } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { Code, ManentError } from "../core/errors.js";
 import type { GitEnvconfigFile, GitEnvconfigSource, GitProviderSpec } from "../core/config/index.js";
 import { readSecretRef } from "../core/config/index.js";
@@ -279,12 +279,19 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
     ];
     let temp: string | undefined;
     try {
+      const extra: [string, string][] = [];
       if (remote && scheme === "https" && this.spec.token) {
         this.secretValue = await readSecretRef(`${this.name} git.token`, this.spec.token);
         // Through the environment, not argv: another user's ps never shows it.
-        env.GIT_CONFIG_COUNT = "1";
-        env.GIT_CONFIG_KEY_0 = "http.extraHeader";
-        env.GIT_CONFIG_VALUE_0 = `Authorization: Bearer ${this.secretValue}`;
+        extra.push(["http.extraHeader", `Authorization: Bearer ${this.secretValue}`]);
+      }
+      if (remote && scheme === "https" && this.spec.ca_file) extra.push(["http.sslCAInfo", resolve(this.spec.ca_file)]);
+      if (extra.length > 0) {
+        env.GIT_CONFIG_COUNT = String(extra.length);
+        extra.forEach(([key, value], i) => {
+          env[`GIT_CONFIG_KEY_${i}`] = key;
+          env[`GIT_CONFIG_VALUE_${i}`] = value;
+        });
       }
       if (remote && scheme === "ssh") {
         temp = await mkdtemp(join(tmpdir(), "manent-git-ssh-"));

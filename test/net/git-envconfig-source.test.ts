@@ -7,6 +7,7 @@ import { findEnvconfig, gitProvider, type LoadedConfig } from "../../src/core/co
 import { Code, ManentError } from "../../src/core/errors.js";
 import { GitEnvconfigRepository } from "../../src/net/git-envconfig-source.js";
 import { upstream } from "../support/git-upstream.js";
+import { gitHttpsServer } from "../support/git-https-server.js";
 import { generateKey, startSshHosts } from "../support/sshd/index.js";
 
 function spec(repository: string, extra: Record<string, unknown> = {}) {
@@ -179,6 +180,56 @@ describe("git envconfig provider", () => {
       assert.doesNotMatch(refusedFetch.error ?? "", /BEGIN OPENSSH PRIVATE KEY/);
     } finally {
       await hosts.close();
+    }
+  });
+
+  it("fetches over https with a token from a secret reference, sent as a header and never shown, against a private CA", async () => {
+    const up = await upstream();
+    const c1 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: https-1}]\n" }, "one");
+    const token = "ghp-secret-0123456789abcdef";
+    const host = await gitHttpsServer(up.bare, token);
+    try {
+      const caFile = join(up.root, "git-ca.pem");
+      await writeFile(caFile, host.caPem);
+      process.env.MANENT_TEST_GIT_HTTPS_TOKEN = token;
+      const s = spec(host.url, { token: "env:MANENT_TEST_GIT_HTTPS_TOKEN", ca_file: caFile });
+      const logged: string[] = [];
+      const repo = new GitEnvconfigRepository("gitops", s, join(up.root, "workdir"), (m) => logged.push(m));
+      assert.deepEqual(await repo.start(), { provider: "gitops", before: undefined, after: c1 });
+      repo.stop();
+      const found = await findEnvconfig(configWith(repo, s), key);
+      assert.deepEqual(found.envconfig.targets, [{ host: "https-1", labels: {} }]);
+      assert.equal(found.origin?.repository, host.url);
+      assert.ok(host.authorizations.length > 0 && host.authorizations.every((a) => a === `Bearer ${token}`), "the token went as a header");
+      assert.ok(
+        host.urls.every((u) => !u.includes(token)),
+        "and never in a URL",
+      );
+
+      // A token the host refuses: the refresh fails, keeps c1, and no message shows the token.
+      process.env.MANENT_TEST_GIT_HTTPS_TOKEN = "revoked-token-0123456789";
+      await up.commit({ [file]: "plugin: noop\ntargets: [{host: https-2}]\n" }, "two");
+      const failed = await repo.refresh();
+      assert.equal(failed.after, c1);
+      assert.match(failed.error ?? "", /401|Authentication failed|could not read/i);
+      for (const text of [failed.error ?? "", ...logged]) {
+        assert.ok(!text.includes("revoked-token-0123456789") && !text.includes(token), text);
+      }
+
+      // Without the private CA the host's certificate is not trusted.
+      process.env.MANENT_TEST_GIT_HTTPS_TOKEN = token;
+      const untrusted = new GitEnvconfigRepository(
+        "gitops",
+        spec(host.url, { token: "env:MANENT_TEST_GIT_HTTPS_TOKEN" }),
+        join(up.root, "workdir-2"),
+      );
+      const refusedTls = await untrusted.start();
+      untrusted.stop();
+      assert.equal(refusedTls.after, undefined);
+      assert.match(refusedTls.error ?? "", /certificate|SSL/i);
+    } finally {
+      delete process.env.MANENT_TEST_GIT_HTTPS_TOKEN;
+      await host.close();
     }
   });
 });

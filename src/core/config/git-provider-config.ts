@@ -56,6 +56,16 @@ export const gitProvider = z.strictObject({
         description: "https://: where the access token is read (env:NAME or file:/path); sent as an HTTP header, never in the URL",
         examples: ["env:ENVCONFIG_GIT_TOKEN"],
       }),
+      ca_file: z
+        .string()
+        .min(1)
+        .max(4096)
+        .optional()
+        .meta({
+          description:
+            "https://: the CA certificates (PEM) the server's certificate is checked against instead of the system's, when a private CA signed it; relative to the working directory",
+          examples: ["/etc/manent/git-ca.crt"],
+        }),
       allow_force_push: z
         .boolean()
         .default(false)
