@@ -1,6 +1,6 @@
-import { execFile } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { Code, ManentError } from "../core/errors.js";
@@ -32,6 +32,10 @@ const commitPattern = /^[0-9a-f]{40}$/;
 // The name under which the last good commit is kept: updated atomically (update-ref) only after every check passed,
 // so a server killed during a fetch restarts on the previous good commit and never on a half-fetched one.
 const goodRef = "refs/manent/good";
+/** What a pack may hold beyond its commit's files (headers, the commit and trees), received before a fetch is stopped. */
+const packSlack = 1024 * 1024;
+/** How much history the force-push check may fetch, in multiples of git.max_checkout_size. */
+const historyFactor = 4;
 /** The most envconfig text (UTF-16 code units) a repository keeps read. */
 const blobCacheBytes = 32 * 1024 * 1024;
 
@@ -63,6 +67,8 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
   async start(): Promise<GitRefreshResult> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     await this.git(["init", "--bare", "--quiet"]);
+    // What a fetch killed with its server left (a lock, a half-received pack) would stop every later one.
+    await this.removeLeftovers();
     const good = await this.git(["rev-parse", "--verify", "--quiet", `${goodRef}^{commit}`]).catch(() => "");
     if (commitPattern.test(good.trim())) await this.use(good.trim());
     const result = await this.refresh();
@@ -167,6 +173,7 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
       ["fetch", "--quiet", "--depth=1", "--no-tags", "--no-recurse-submodules", "--", this.spec.repository, this.spec.ref],
       undefined,
       true,
+      this.spec.max_checkout_size + packSlack,
     );
     const fetched = (await this.git(["rev-parse", "--verify", "FETCH_HEAD^{commit}"])).trim();
     if (before && fetched !== before) {
@@ -181,7 +188,21 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
         ["fetch", "--quiet", "--deepen=1000", "--no-tags", "--no-recurse-submodules", "--", this.spec.repository, this.spec.ref],
         undefined,
         true,
-      ).catch(() => "");
+        historyFactor * this.spec.max_checkout_size,
+      ).catch((err: unknown) => {
+        // Too much history to tell: the commit is not followed unless force pushes are (the check is then only a report).
+        if (err instanceof ManentError && err.details?.field === "git.max_checkout_size") {
+          if (!this.spec.allow_force_push) {
+            throw new ManentError(
+              Code.InvalidArgument,
+              `the history from ${before} to ${fetched} is more than ${historyFactor} × git.max_checkout_size: cannot tell whether branch ${this.spec.ref} was force-pushed; raise git.max_checkout_size or set git.allow_force_push`,
+              { details: { field: "git.max_checkout_size" } },
+            );
+          }
+          this.log(`envconfig provider ${this.name}: too much history to check ${fetched} against ${before}; followed (allow_force_push)`);
+        }
+        return "";
+      });
       const descends = await this.git(["merge-base", "--is-ancestor", before, fetched]).then(
         () => true,
         () => false,
@@ -204,11 +225,12 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
         });
       }
     }
-    const size = await this.checkoutSize();
+    // The commit's files, as a checkout would hold them (history the ancestry check fetched is not counted).
+    const size = [...tree.values()].reduce((sum, e) => sum + e.size, 0);
     if (size > this.spec.max_checkout_size) {
       throw new ManentError(
         Code.InvalidArgument,
-        `the fetch is ${size} bytes, more than git.max_checkout_size (${this.spec.max_checkout_size})`,
+        `commit ${fetched} holds ${size} bytes of files, more than git.max_checkout_size (${this.spec.max_checkout_size})`,
         {
           details: { field: "git.max_checkout_size" },
         },
@@ -243,12 +265,6 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
     return tree;
   }
 
-  private async checkoutSize(): Promise<number> {
-    const out = await this.git(["count-objects", "-v"]);
-    const kib = (k: string) => Number(new RegExp(`^${k}: (\\d+)`, "m").exec(out)?.[1] ?? 0);
-    return (kib("size") + kib("size-pack")) * 1024;
-  }
-
   private scrub(text: string): string {
     let s = text.split(this.spec.repository).join(scrubUrl(this.spec.repository));
     s = s.replace(/([a-z]+:\/\/)[^/@\s]*@/gi, "$1");
@@ -259,7 +275,7 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
   private secretValue: string | undefined;
 
   /** Runs git with an argument array (no shell), a minimal environment and only the configured transport. */
-  private async git(args: string[], maxBuffer = 64 << 20, remote = false): Promise<string> {
+  private async git(args: string[], maxBuffer = 64 << 20, remote = false, bound?: number): Promise<string> {
     const scheme = this.spec.repository.startsWith("ssh://") ? "ssh" : this.spec.repository.startsWith("https://") ? "https" : "file";
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
@@ -276,6 +292,8 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
       "core.symlinks=false",
       "submodule.recurse=false",
       "fetch.recurseSubmodules=false",
+      // Every pack kept as it comes (index-pack), never unpacked in memory first: what is received is on disk, where it is bounded.
+      "transfer.unpackLimit=1",
     ];
     let temp: string | undefined;
     try {
@@ -320,14 +338,93 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
         }
         env.GIT_SSH_COMMAND = ssh.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
       }
-      return await new Promise<string>((resolve, reject) => {
-        execFile("git", [...config.flatMap((c) => ["-c", c]), ...args], { env, maxBuffer, encoding: "utf8" }, (err, stdout, stderr) => {
-          if (err) reject(new Error(`git ${args[0]} failed: ${this.scrub(stderr.trim() || err.message)}`));
-          else resolve(stdout);
+      const objects = join(this.dir, "objects");
+      const base = bound === undefined ? 0 : await treeBytes(objects);
+      let oversized = false;
+      let watch: NodeJS.Timeout | undefined;
+      try {
+        return await new Promise<string>((resolve, reject) => {
+          // Its own process group when bounded: a kill reaches the helpers it runs (git-remote-https,
+          // index-pack), which hold its pipes open.
+          const child = spawn("git", [...config.flatMap((c) => ["-c", c]), ...args], {
+            env,
+            stdio: ["ignore", "pipe", "pipe"],
+            detached: bound !== undefined,
+          });
+          const out: Buffer[] = [];
+          const err: Buffer[] = [];
+          let outBytes = 0;
+          let tooLong = false;
+          child.stdout.on("data", (c: Buffer) => {
+            outBytes += c.length;
+            if (outBytes > maxBuffer) {
+              tooLong = true;
+              child.kill("SIGKILL");
+            } else out.push(c);
+          });
+          child.stderr.on("data", (c: Buffer) => err.length < 64 && err.push(c));
+          child.on("error", (e) => reject(new Error(`git ${args[0]} failed: ${this.scrub(e.message)}`)));
+          child.on("close", (code, signal) => {
+            const stderr = Buffer.concat(err).toString("utf8").trim();
+            if (oversized) {
+              reject(
+                new ManentError(
+                  Code.InvalidArgument,
+                  `the fetch passed ${bound} bytes while it was received (git.max_checkout_size is ${this.spec.max_checkout_size}): stopped, nothing of it kept`,
+                  { details: { field: "git.max_checkout_size" } },
+                ),
+              );
+            } else if (tooLong) reject(new Error(`git ${args[0]} failed: its output passed ${maxBuffer} bytes`));
+            else if (code !== 0) reject(new Error(`git ${args[0]} failed: ${this.scrub(stderr || `exit ${code ?? signal}`)}`));
+            else resolve(Buffer.concat(out).toString("utf8"));
+          });
+          // Bounded while it comes in, not only once it is on disk: a hostile repository cannot fill the workdir.
+          if (bound !== undefined) {
+            watch = setInterval(() => {
+              void treeBytes(objects).then((n) => {
+                if (n - base <= bound || oversized) return;
+                oversized = true;
+                try {
+                  process.kill(-child.pid!, "SIGKILL");
+                } catch {
+                  child.kill("SIGKILL"); // the group ended meanwhile
+                }
+              });
+            }, 100);
+          }
         });
-      });
+      } finally {
+        clearInterval(watch);
+        if (oversized) await this.removeLeftovers();
+      }
     } finally {
       if (temp) await rm(temp, { recursive: true, force: true });
     }
   }
+
+  /** Locks and half-received packs of a git process that did not end by itself (only this process fetches here). */
+  private async removeLeftovers(): Promise<void> {
+    const pack = join(this.dir, "objects", "pack");
+    const objects = join(this.dir, "objects");
+    const stale = [
+      ...(await readdir(pack).catch(() => [])).filter((f) => f.startsWith("tmp_")).map((f) => join(pack, f)),
+      ...(await readdir(objects).catch(() => [])).filter((f) => f.startsWith("incoming-")).map((f) => join(objects, f)),
+      ...["shallow.lock", "FETCH_HEAD.lock", "packed-refs.lock", "config.lock"].map((f) => join(this.dir, f)),
+    ];
+    await Promise.all(stale.map((f) => rm(f, { recursive: true, force: true })));
+  }
+}
+
+/** The bytes of the files under `dir` (0 when it is not there). */
+async function treeBytes(dir: string): Promise<number> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  let total = 0;
+  for (const e of entries) {
+    if (!e.isFile()) continue;
+    total += await lstat(join(e.path, e.name)).then(
+      (st) => st.size,
+      () => 0,
+    );
+  }
+  return total;
 }

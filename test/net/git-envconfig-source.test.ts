@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -229,6 +230,50 @@ describe("git envconfig provider", () => {
       assert.match(refusedTls.error ?? "", /certificate|SSL/i);
     } finally {
       delete process.env.MANENT_TEST_GIT_HTTPS_TOKEN;
+      await host.close();
+    }
+  });
+
+  it("stops a fetch that grows past max_checkout_size while it is received, keeps nothing of it, and fetches again after", async () => {
+    const up = await upstream();
+    const c1 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: small}]\n" }, "one");
+    const token = "gitea-token-0123456789abcdef";
+    const host = await gitHttpsServer(up.bare, token);
+    try {
+      const caFile = join(up.root, "git-ca.pem");
+      await writeFile(caFile, host.caPem);
+      process.env.MANENT_TEST_GIT_BIG_TOKEN = token;
+      const s = spec(host.url, { token: "env:MANENT_TEST_GIT_BIG_TOKEN", ca_file: caFile, max_checkout_size: "1MiB" });
+      const workdir = join(up.root, "workdir");
+      const repo = new GitEnvconfigRepository("gitops", s, workdir);
+      assert.equal((await repo.start()).after, c1);
+      repo.stop();
+      const objectsBytes = () => Number(execFileSync("du", ["-sb", join(repo.dir, "objects")], { encoding: "utf8" }).split("\t")[0]);
+      const before = objectsBytes();
+
+      // 3 MiB that do not compress, of which 2.75 MiB come before the host stalls: past the bound (1 MiB and the
+      // pack slack of 1 MiB) mid-fetch.
+      await writeFile(join(up.work, "blob.bin"), randomBytes(3 * 1024 * 1024));
+      await up.commit({ [file]: "plugin: noop\ntargets: [{host: big}]\n" }, "big");
+      const held = host.hold(2816 * 1024);
+      const refresh = repo.refresh();
+      const release = await held;
+      const result = await refresh;
+      release();
+      assert.equal(result.after, c1, "the last good commit stays");
+      assert.match(
+        result.error ?? "",
+        /the fetch passed 2097152 bytes while it was received \(git\.max_checkout_size is 1048576\): stopped/,
+      );
+      assert.ok(objectsBytes() - before < 256 * 1024, `the half-received pack was removed (${objectsBytes() - before} bytes more)`);
+
+      // Back under the bound, the next fetch is not stopped by what the killed one left.
+      execFileSync("git", ["rm", "--quiet", "blob.bin"], { cwd: up.work });
+      const c3 = await up.commit({ [file]: "plugin: noop\ntargets: [{host: fixed}]\n" }, "small again");
+      const again = await repo.refresh();
+      assert.deepEqual([again.after, again.error], [c3, undefined]);
+    } finally {
+      delete process.env.MANENT_TEST_GIT_BIG_TOKEN;
       await host.close();
     }
   });

@@ -14,7 +14,7 @@ export async function gitHttpsServer(bare: string, token: string) {
   const { certPem, keyPem } = await ca.server();
   const authorizations: (string | undefined)[] = [];
   const urls: string[] = [];
-  let held: { reached: () => void; release: Promise<void> } | undefined;
+  let held: { bytes: number; reached: () => void; release: Promise<void> } | undefined;
   let failing = false;
   const server: Server = createServer({ cert: certPem, key: keyPem }, (req, res) => {
     authorizations.push(req.headers.authorization);
@@ -53,13 +53,14 @@ export async function gitHttpsServer(bare: string, token: string) {
       }
       const body = out.subarray(end + 4);
       res.writeHead(status, headers);
-      if (url.pathname.endsWith("/git-upload-pack") && held) {
+      // Only an answer longer than what is let through: a pack, not the ref listing before it.
+      if (url.pathname.endsWith("/git-upload-pack") && held && body.length > held.bytes) {
         const h = held;
         held = undefined;
-        res.write(body.subarray(0, 8)); // the answer started, then nothing more until let go
+        res.write(body.subarray(0, h.bytes)); // the answer started, then nothing more until let go
         h.reached();
         await h.release;
-        res.end(body.subarray(8));
+        res.end(body.subarray(h.bytes));
       } else res.end(body);
     });
   });
@@ -71,11 +72,11 @@ export async function gitHttpsServer(bare: string, token: string) {
     /** The Authorization header of each request, and each request's URL (path and query). */
     authorizations,
     urls,
-    /** Holds the next fetch's pack: resolves once the fetch is under way; the returned function lets it go on. */
-    hold(): Promise<() => void> {
+    /** Holds the next fetch's pack after its first `bytes`: resolves once those are sent; the returned function lets the rest go. */
+    hold(bytes = 8): Promise<() => void> {
       let release!: () => void;
       const released = new Promise<void>((r) => (release = r));
-      return new Promise((reached) => (held = { reached: () => reached(release), release: released }));
+      return new Promise((reached) => (held = { bytes, reached: () => reached(release), release: released }));
     },
     /** Answers every request 503 (a host down) until set back. */
     fail(on: boolean) {

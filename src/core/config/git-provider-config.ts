@@ -42,7 +42,11 @@ export const gitProvider = z.strictObject({
         }),
       interval: durationMs.default(60_000).describe("How often the repository is fetched again"),
       max_file_size: byteSize.default(1024 ** 2).describe('Largest envconfig file read, e.g. "1MiB" (default 1MiB)'),
-      max_checkout_size: byteSize.default(256 * 1024 ** 2).describe('Largest fetch kept on disk, e.g. "256MiB" (default 256MiB)'),
+      max_checkout_size: byteSize
+        .default(256 * 1024 ** 2)
+        .describe(
+          'Largest commit read, its files summed, e.g. "256MiB" (default 256MiB); a fetch is stopped while it is received once it passes that (the force-push check, which fetches history, four times that)',
+        ),
       known_hosts: z
         .string()
         .min(1)
