@@ -2,10 +2,11 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
-import { descriptor } from "../support/workspace.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+import { TestPostgres } from "../support/postgres.js";
 import { ServerFixture, type StartedServer } from "../support/server-fixture.js";
 import { upstream } from "../support/git-upstream.js";
-import { runCli } from "../support/server-process.js";
+import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 
 /**
  * Changes as releases: an environment whose envconfig (from a real git repository) asks for
@@ -141,5 +142,73 @@ describe("auto-deploy on an envconfig change", () => {
     const [auto] = (await api.refreshEnvconfig()).auto_deploys;
     assert.equal(auto?.commit, fixed);
     assert.equal((await api.deploy(auto.deploy_id!, 60)).status, "succeeded");
+  });
+});
+
+/** Two servers on one database, each with its own fetch of the repository: one auto-deploy between them. */
+describe("auto-deploy in a fleet", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let up: Awaited<ReturnType<typeof upstream>>;
+  const servers: ServerProcess[] = [];
+  const file = "untenanted/fleet/fleet/test.yml";
+  let pushTwoTargets: () => Promise<string>;
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    up = await upstream();
+    const databaseUrl = await pg.createDatabase();
+    const body = (hosts: string[]) =>
+      `plugin: noop\ntargets: [${hosts.map((h) => `{host: ${h}}`).join(", ")}]\nparams: {state_dir: ${JSON.stringify(ws.path("state"))}}\nauto_deploy: true\n`;
+    await up.commit({ [file]: body(["fleet-1"]) }, "one");
+    for (const executor of ["server-1", "server-2"]) {
+      const config = await ws.write(
+        `${executor}.yml`,
+        manentYml(undefined, {
+          dbos: { database_url: databaseUrl, executor_id: executor },
+          workdir: `./work-${executor}`,
+          envconfig: {
+            required: true,
+            providers: [
+              {
+                name: "gitops",
+                type: "git",
+                git: { repository: `file://${up.bare}`, path: "{tenant}/{application}/{artifact}/{environment}.yml", interval: "1h" },
+              },
+            ],
+          },
+        }),
+      );
+      servers.push(await startServer(config, { cwd: ws.dir }));
+    }
+    pushTwoTargets = () => up.commit({ [file]: body(["fleet-1", "fleet-2"]) }, "two");
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+    await pg?.stop();
+  });
+
+  it("submits the change once whichever servers refresh at the same time", async () => {
+    const artifact = await ws.write("dist/app.txt", "fleet\n");
+    const { id } = await servers[0]!.api.submit({
+      descriptor: descriptor("fleet", "test", artifact, "2.0.0"),
+      descriptor_file: "fleet.yml",
+    });
+    assert.equal((await servers[1]!.api.deploy(id, 60)).status, "succeeded");
+    const next = await pushTwoTargets();
+    const answers = await Promise.all(servers.map((s) => s.api.refreshEnvconfig()));
+    assert.deepEqual(
+      answers.map((a) => a.providers[0]!.after),
+      [next, next],
+      "each server fetched the new commit itself",
+    );
+    const submitted = answers.flatMap((a) => a.auto_deploys);
+    assert.equal(submitted.length, 1, JSON.stringify(submitted));
+    const d = await servers[1]!.api.deploy(submitted[0]!.deploy_id!, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.equal(d.envconfig?.commit, next);
+    const { deploys } = await servers[0]!.api.list({ application: "fleet" });
+    assert.equal(deploys.length, 2, "the deploy and its one auto-deploy");
   });
 });
