@@ -97,7 +97,8 @@ describe("roles and permissions", () => {
     assert.equal(refused.status, 403, refused.text);
     assert.equal(
       refused.error!.message,
-      "dev-ci may not submit in tenant team-a, application shop, environment prod: needs the submit permission (role deployer or admin)",
+      "dev-ci may not submit in tenant team-a, application shop, environment prod: needs the submit permission (role deployer or admin); " +
+        "its role deployer has it only in tenant team-a, application *, environment dev*",
     );
     // The prod deploy is not its business: 404 on read and on every action, not 403.
     for (const [method, path] of [
@@ -181,7 +182,12 @@ describe("roles and permissions", () => {
       },
     );
     assert.equal(no.code, 1, no.stderr);
-    assert.match(no.stdout, /^no: dev-ci may not submit in tenant team-a, application shop, environment prod: needs the submit permission/);
+    // It has the role: the scope is what is missing, and the answer names the role and where it applies.
+    assert.equal(
+      no.stdout,
+      "no: dev-ci may not submit in tenant team-a, application shop, environment prod: needs the submit permission (role deployer or admin); " +
+        "its role deployer has it only in tenant team-a, application *, environment dev*\n",
+    );
     // Without an environment, the question is "anywhere in team-a": a grant over dev* does not answer it.
     const anywhere = await api(tokens.devDeployer).canI({ action: "submit", tenant: "team-a" });
     assert.equal(anywhere.allowed, false);

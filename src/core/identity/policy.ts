@@ -60,9 +60,14 @@ export function authorize(principal: Principal, action: Action, scope: Scope): v
 /** The `permission_denied` error `authorize` throws, for a caller that reports it rather than throws it (`manent auth can-i`). */
 export function refusal(principal: Principal, action: Action, scope: Scope): ManentError {
   const roles = rolesAllowing(action);
+  // A role that has the permission, granted elsewhere: the scope is what is missing, and said so.
+  const elsewhere = principal.grants.filter((g) => roleActions[g.role].includes(action));
+  const where = elsewhere.length
+    ? `; ${elsewhere.map((g) => `its role ${g.role} has it only in ${describeScope(g.scope)}`).join("; ")}`
+    : "";
   return new ManentError(
     Code.PermissionDenied,
-    `${principal.name} may not ${action} in ${describeScope(scope)}: needs the ${action} permission (role ${roles.join(" or ")})`,
+    `${principal.name} may not ${action} in ${describeScope(scope)}: needs the ${action} permission (role ${roles.join(" or ")})${where}`,
     {
       details: {
         action,
