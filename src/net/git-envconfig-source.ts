@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { lstat, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { Code, ManentError } from "../core/errors.js";
@@ -65,6 +65,21 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
 
   /** Opens (or creates) the bare repository, recovers the last good commit and fetches once. */
   async start(): Promise<GitRefreshResult> {
+    // What the configuration names is read first: a secret or CA file that is not there is a
+    // configuration error that stops the start (exit 2), not a failed fetch to be logged.
+    if (this.spec.token) await readSecretRef(`envconfig provider ${this.name}: git.token`, this.spec.token);
+    if (this.spec.ssh_key) await readSecretRef(`envconfig provider ${this.name}: git.ssh_key`, this.spec.ssh_key);
+    if (this.spec.ca_file) {
+      await readFile(resolve(this.spec.ca_file)).catch((err: NodeJS.ErrnoException) => {
+        throw new ManentError(
+          Code.InvalidArgument,
+          `envconfig provider ${this.name}: git.ca_file: cannot read ${this.spec.ca_file}: ${err.code ?? err.message}`,
+          {
+            details: { field: "git.ca_file" },
+          },
+        );
+      });
+    }
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     await this.git(["init", "--bare", "--quiet"]);
     // What a fetch killed with its server left (a lock, a half-received pack) would stop every later one.
@@ -299,7 +314,7 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
     try {
       const extra: [string, string][] = [];
       if (remote && scheme === "https" && this.spec.token) {
-        this.secretValue = await readSecretRef(`${this.name} git.token`, this.spec.token);
+        this.secretValue = await readSecretRef(`envconfig provider ${this.name}: git.token`, this.spec.token);
         // Through the environment, not argv: another user's ps never shows it.
         extra.push(["http.extraHeader", `Authorization: Bearer ${this.secretValue}`]);
       }
@@ -332,7 +347,7 @@ export class GitEnvconfigRepository implements GitEnvconfigSource {
           "StrictHostKeyChecking=yes",
         ];
         if (this.spec.ssh_key) {
-          const key = await readSecretRef(`${this.name} git.ssh_key`, this.spec.ssh_key);
+          const key = await readSecretRef(`envconfig provider ${this.name}: git.ssh_key`, this.spec.ssh_key);
           await writeFile(join(temp, "key"), `${key}\n`, { mode: 0o600 });
           ssh.push("-i", join(temp, "key"));
         }

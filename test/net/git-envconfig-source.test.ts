@@ -277,4 +277,23 @@ describe("git envconfig provider", () => {
       await host.close();
     }
   });
+
+  it("refuses to start on a token, key or CA file the configuration names but that cannot be read: a configuration error, not a failed fetch", async () => {
+    const up = await upstream();
+    await up.commit({ [file]: "plugin: noop\n" }, "one");
+    const workdir = join(up.root, "workdir");
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ token: "env:MANENT_TEST_GIT_UNSET_TOKEN" }, /envconfig provider gitops: git\.token.*MANENT_TEST_GIT_UNSET_TOKEN is not set/],
+      [{ ca_file: join(up.root, "no-such-ca.pem") }, /envconfig provider gitops: git\.ca_file: cannot read .*no-such-ca\.pem: ENOENT/],
+    ];
+    for (const [extra, message] of cases) {
+      const repo = new GitEnvconfigRepository("gitops", spec("https://127.0.0.1:1/envconfig.git", extra), workdir);
+      await assert.rejects(repo.start(), (err: unknown) => {
+        assert.ok(err instanceof ManentError && err.permanent, String(err));
+        assert.match(err.message, message);
+        return true;
+      });
+      repo.stop();
+    }
+  });
 });
