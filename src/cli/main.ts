@@ -16,6 +16,7 @@ import { Exit, exitCodeFor } from "./exit-codes.js";
 import { parseServerUrl } from "./server-url.js";
 import { colourFor, type Painter } from "./output/colour.js";
 import { documentOf, isDocument, outputOf, outputOption, printedAsDocument, type Output } from "./output/output-format.js";
+import { tableLines } from "./output/table.js";
 import { overviewCommand } from "./overview-command.js";
 // What only some commands use is imported when they run (a `manent --help` or a `manent status`
 // loads neither zod nor yaml): the CLI's start time is mostly module loading.
@@ -238,11 +239,11 @@ export async function main(argv: string[]): Promise<void> {
         if (await printedAsDocument(deploys, o.output)) return;
         const paint = colours(process.stdout);
         const wide = outputOf(o.output) === "wide";
-        out(
-          ["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"]
-            .concat(wide ? ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ENVCONFIG", "ERROR"] : [])
-            .join("\t"),
-        );
+        const rows = [
+          ["CREATED", "ID", "KIND", "APPLICATION", "ENVIRONMENT", "VERSION", "STATUS"].concat(
+            wide ? ["TENANT", "ARTIFACT", "PLUGIN", "SUBMITTED_BY", "STARTED", "FINISHED", "ENVCONFIG", "ERROR"] : [],
+          ),
+        ];
         for (const d of deploys) {
           const row = [d.created_at, d.id, d.kind, d.application, d.environment, d.version, paint.status(d.status)];
           if (wide)
@@ -256,8 +257,9 @@ export async function main(argv: string[]): Promise<void> {
               d.envconfig ? envconfigOrigin(d.envconfig) : "-",
               d.error?.message ?? "",
             );
-          out(row.join("\t"));
+          rows.push(row);
         }
+        for (const line of tableLines(rows)) out(line);
       },
     );
 
@@ -270,13 +272,15 @@ export async function main(argv: string[]): Promise<void> {
       if (await printedAsDocument(plugins, o.output)) return;
       const paint = colours(process.stdout);
       if (outputOf(o.output) === "wide") {
-        out(["NAME", "KIND", "STATUS", "RESTARTS", "LAST_START", "CAPABILITIES", "CAPABILITIES_AS_OF", "LAST_ERROR"].join("\t"));
+        const rows = [["NAME", "KIND", "STATUS", "RESTARTS", "LAST_START", "CAPABILITIES", "CAPABILITIES_AS_OF", "LAST_ERROR"]];
         for (const p of plugins) {
           const row = [p.name, p.kind, paint.status(p.status ?? "-"), String(p.restarts ?? "-"), p.last_start ?? "-"];
-          out([...row, p.capabilities?.join(",") ?? "-", p.capabilities_as_of ?? "-", p.last_error ?? ""].join("\t"));
+          rows.push([...row, p.capabilities?.join(",") ?? "-", p.capabilities_as_of ?? "-", p.last_error ?? ""]);
         }
+        for (const line of tableLines(rows)) out(line);
         return;
       }
+      const rows: string[][] = [];
       for (const p of plugins) {
         const caps =
           p.capabilities !== null
@@ -284,8 +288,9 @@ export async function main(argv: string[]): Promise<void> {
             : p.status === "start_failed"
               ? "(unknown: its start failed; the next use tries again)"
               : "(not started yet: capabilities known after its first use)";
-        out(`${p.name}\t${p.kind}\t${caps}${p.status ? `\t${paint.status(p.status)}` : ""}${p.last_error ? `\t${p.last_error}` : ""}`);
+        rows.push([p.name, p.kind, caps, ...(p.status ? [paint.status(p.status)] : []), ...(p.last_error ? [p.last_error] : [])]);
       }
+      for (const line of tableLines(rows)) out(line);
     });
   plugins
     .command("restart")
@@ -361,7 +366,7 @@ export async function main(argv: string[]): Promise<void> {
         const paint = colours(process.stdout);
         const wide = outputOf(o.output) === "wide";
         const more = ["ACTOR_ID", "GROUPS", "APPLICATION", "ENVIRONMENT"];
-        out(["AT", "ACTOR", "TENANT", "ACTION", "DEPLOY", "OUTCOME", "CLIENT", ...(wide ? more : []), "MESSAGE"].join("\t"));
+        const rows = [["AT", "ACTOR", "TENANT", "ACTION", "DEPLOY", "OUTCOME", "CLIENT", ...(wide ? more : []), "MESSAGE"]];
         for (const e of entries) {
           const row = [
             e.at,
@@ -373,8 +378,9 @@ export async function main(argv: string[]): Promise<void> {
             e.client_address ?? "-",
           ];
           if (wide) row.push(e.actor_id ?? "-", e.actor_groups?.join(",") || "-", e.application ?? "-", e.environment ?? "-");
-          out([...row, e.message ?? ""].join("\t"));
+          rows.push([...row, e.message ?? ""]);
         }
+        for (const line of tableLines(rows)) out(line);
       },
     );
 
@@ -442,7 +448,7 @@ export async function main(argv: string[]): Promise<void> {
       const paint = colours(process.stdout);
       const wide = outputOf(o.output) === "wide";
       const more = ["CREATED", "CREATED_BY_ID", "REVOKED", "REVOKED_BY"];
-      out(
+      const rows = [
         [
           "ID",
           "NAME",
@@ -455,8 +461,8 @@ export async function main(argv: string[]): Promise<void> {
           "LAST_USED",
           "CREATED_BY",
           ...(wide ? more : []),
-        ].join("\t"),
-      );
+        ],
+      ];
       for (const t of tokens) {
         const row = [
           t.id,
@@ -471,8 +477,9 @@ export async function main(argv: string[]): Promise<void> {
         ];
         row.push(t.created_by);
         if (wide) row.push(t.created_at, t.created_by_id, t.revoked_at ?? "-", t.revoked_by ?? "-");
-        out(row.join("\t"));
+        rows.push(row);
       }
+      for (const line of tableLines(rows)) out(line);
     });
   token
     .command("revoke")

@@ -4,6 +4,7 @@ import type { ApiClient } from "./api-client.js";
 import { Exit } from "./exit-codes.js";
 import type { Painter } from "./output/colour.js";
 import { isDocument, outputOf, printedAsDocument, type Output } from "./output/output-format.js";
+import { tableLines } from "./output/table.js";
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -81,11 +82,12 @@ export function releaseCommands(program: Command, deps: ReleaseCommandDeps): voi
         await client()
       ).releases({ tenant: o.tenant, application: o.application, status: o.status, limit: o.limit });
       if (await printedAsDocument(releases, o.output)) return;
-      out(["CREATED", "ID", "APPLICATION", "VERSION", "STAGE", "STATUS"].join("\t"));
+      const rows = [["CREATED", "ID", "APPLICATION", "VERSION", "STAGE", "STATUS"]];
       for (const r of releases) {
         const at = r.current_stage === null ? "-" : `${r.current_stage}`;
-        out([r.created_at, r.id, r.application, r.version, at, r.waiting ? `${r.status} (${r.waiting.kind})` : r.status].join("\t"));
+        rows.push([r.created_at, r.id, r.application, r.version, at, r.waiting ? `${r.status} (${r.waiting.kind})` : r.status]);
       }
+      for (const line of tableLines(rows)) out(line);
     });
 
   release

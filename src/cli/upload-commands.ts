@@ -2,6 +2,7 @@ import type { Command, Option } from "commander";
 import { formatBytes } from "../core/config/format-bytes.js";
 import type { ApiClient } from "./api-client.js";
 import { printedAsDocument, type Output } from "./output/output-format.js";
+import { tableLines } from "./output/table.js";
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -25,11 +26,12 @@ export function uploadCommands(program: Command, client: () => Promise<ApiClient
       if (await printedAsDocument(listing, o.output)) return;
       const quota = listing.quota_bytes === null ? "no quota" : `quota ${formatBytes(listing.quota_bytes)}`;
       out(`tenant ${listing.tenant}: ${listing.uploads.length} uploads, ${formatBytes(listing.used_bytes)} (${quota})`);
-      out(["SHA256", "SIZE", "CREATED", "NEEDED_BY"].join("\t"));
+      const rows = [["SHA256", "SIZE", "CREATED", "NEEDED_BY"]];
       for (const u of listing.uploads) {
         const needed = u.needed_by.map((n) => `${n.deploy} (${n.application}/${n.environment} ${n.version}, ${n.status})`).join(", ");
-        out([u.sha256, formatBytes(u.size), u.created_at, needed || "-"].join("\t"));
+        rows.push([u.sha256, formatBytes(u.size), u.created_at, needed || "-"]);
       }
+      for (const line of tableLines(rows)) out(line);
     });
 
   uploads
@@ -59,6 +61,6 @@ export function uploadCommands(program: Command, client: () => Promise<ApiClient
       if (await printedAsDocument(swept, o.output)) return;
       const verb = swept.dry_run ? "would remove" : "removed";
       out(`tenant ${swept.tenant}: ${verb} ${swept.removed.length} uploads (${formatBytes(swept.removed_bytes)})`);
-      for (const r of swept.removed) out(`${r.sha256}\t${formatBytes(r.size)}`);
+      for (const line of tableLines(swept.removed.map((r) => [r.sha256, formatBytes(r.size)]))) out(line);
     });
 }

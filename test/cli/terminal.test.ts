@@ -259,6 +259,36 @@ describe("manent at a terminal and in a pipe", () => {
     assert.deepEqual(plugins[0]!.split("\t").slice(0, 3), ["NAME", "KIND", "STATUS"]);
   });
 
+  it("aligns tables in columns on a terminal, as kubectl does, and keeps tabs in a pipe", async () => {
+    const file = await app("aligned-table-with-a-long-name");
+    assert.equal((await shell(`manent --server ${server.url} deploy -f ${file} -o json`)).code, 0);
+    for (const command of ["history", "history -o wide", "plugins -o wide", "audit"]) {
+      const t = await runInTerminal(`manent --server ${server.url} ${command}`, { cwd: ws.dir, env });
+      assert.equal(t.code, 0, t.output);
+      const lines = stripVTControlCharacters(t.output)
+        .split(/\r?\n/)
+        .filter((l) => l.trim() !== "");
+      assert.ok(lines.length >= 2, t.output);
+      assert.ok(
+        lines.every((l) => !l.includes("\t")),
+        `${command}: no tab on a terminal`,
+      );
+      // Every column of the header starts where that column starts in each row (cells hold no double space).
+      const starts = (l: string) => [...l.matchAll(/(?:^|(?<=\s{2}))\S/g)].map((m) => m.index);
+      const header = starts(lines[0]!);
+      for (const line of lines.slice(1)) {
+        const cells = starts(line);
+        assert.deepEqual(
+          cells.slice(0, header.length - 1),
+          header.slice(0, cells.length).slice(0, header.length - 1),
+          `${command}:\n${lines.join("\n")}`,
+        );
+      }
+    }
+    const piped = (await shell(`manent --server ${server.url} history -o text | head -2`)).stdout;
+    assert.match(piped, /^CREATED\tID\tKIND\t/);
+  });
+
   it("manent version shows the CLI's and the server's versions, and says so when the server cannot be reached", async () => {
     const { version } = (await import("../../package.json", { with: { type: "json" } })).default;
     const both = await shell(`manent --server ${server.url} version -o text`);
