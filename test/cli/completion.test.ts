@@ -89,5 +89,10 @@ describe("manent completion", () => {
     );
     assert.deepEqual((await ask("manent status -o ")).map(([w]) => w).sort(), ["json", "text", "wide", "yaml"]);
     assert.ok((await ask("manent status --")).some(([w]) => w === "--watch"));
+    // A description goes on past a colon or a parenthesis.
+    assert.deepEqual(await ask("manent abo"), [["abort", "abort a rollout now: weight 0, candidate reverted, earlier waves rolled back"]]);
+    assert.deepEqual(await ask("manent canc"), [
+      ["cancel", "cancel a queued or running deploy (refused once its deploy step has finished: roll back instead)"],
+    ]);
   });
 });

@@ -90,9 +90,12 @@ export function caseArms(entries: readonly [string, string][], otherwise: string
 }
 
 /** A description short enough for a completion menu: its first clause. */
+/** The first sentence, whole up to 120 characters (a colon or a parenthesis does not end it), then cut at a word. */
 function oneLine(text: string): string {
-  const first = text.split(/[;:(]\s|\. /)[0]!.trim();
-  return first.length > 90 ? `${first.slice(0, 89)}…` : first;
+  const first = text.replace(/\s+/g, " ").split(/\. /)[0]!.trim();
+  if (first.length <= 120) return first;
+  const cut = first.slice(0, 119);
+  return `${cut.slice(0, Math.max(cut.lastIndexOf(" "), 80))}…`;
 }
 
 /** A string as one single-quoted word of sh, bash, zsh (and fish, where only \ and ' need escaping). */
