@@ -197,6 +197,25 @@ export async function main(argv: string[]): Promise<void> {
   rolloutCommand("promote", "end a rollout's current pause; with --full, skip every remaining step and promote now", true);
   rolloutCommand("abort", "abort a rollout now: weight 0, candidate reverted, earlier waves rolled back");
 
+  // For the completion scripts: recent ids, one "id<TAB>what it is" line each; nothing when the server cannot be asked.
+  program
+    .command("__complete-ids", { hidden: true })
+    .argument("<kind>", "deploys or releases")
+    .action(async (kind: string) => {
+      try {
+        const api = await client();
+        const lines =
+          kind === "releases"
+            ? (await api.releases({ limit: "30" })).releases.map((r) => `${r.id}\trelease of ${r.application} ${r.version}, ${r.status}`)
+            : (await api.list({ limit: "30" })).deploys.map(
+                (d) => `${d.id}\t${d.application} ${d.version} in ${d.environment}, ${d.status}`,
+              );
+        for (const line of lines) out(line);
+      } catch {
+        // A completion offers nothing rather than print an error into the command line.
+      }
+    });
+
   program
     .command("history")
     .description("list deploys, newest first")

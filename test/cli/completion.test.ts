@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { cliBin } from "../support/server-process.js";
+import { cliBin, startServer } from "../support/server-process.js";
+import { TestPostgres } from "../support/postgres.js";
+import { createWorkspace, descriptor, manentYml } from "../support/workspace.js";
 
 const run = promisify(execFile);
 
@@ -94,5 +96,39 @@ describe("manent completion", () => {
     assert.deepEqual(await ask("manent canc"), [
       ["cancel", "cancel a queued or running deploy (refused once its deploy step has finished: roll back instead)"],
     ]);
+  });
+
+  it("completes deploy and release ids from the server, with what each is, in bash and fish", async () => {
+    const pg = await TestPostgres.start();
+    const ws = await createWorkspace();
+    const server = await startServer(await ws.write("manent.yml", manentYml(await pg.createDatabase())), { cwd: ws.dir });
+    try {
+      await ws.write("envconfig/untenanted/ids/ids/prod.yml", { plugin: "noop", targets: [{ host: "ids-1" }] });
+      const artifact = await ws.write("dist/app.txt", "ids\n");
+      const { id } = await server.api.submit({ descriptor: descriptor("ids", "prod", artifact, "3.1.0"), descriptor_file: "ids.yml" });
+      assert.equal((await server.api.deploy(id, 60)).status, "succeeded");
+      // `manent` on PATH and the server in the environment, as a user who completes has them.
+      const bin = ws.path("bin");
+      await mkdir(bin);
+      await writeFile(join(bin, "manent"), `#!/bin/sh\nexec "${process.execPath}" "${cliBin}" "$@"\n`);
+      await chmod(join(bin, "manent"), 0o755);
+      const env = { PATH: `${bin}:${process.env.PATH}`, HOME: ws.dir, MANENT_SERVER: server.url };
+      const fish = join(dir, "ids.fish");
+      await writeFile(fish, await script("fish"));
+      const offered = (await run("fish", ["--no-config", "-c", `source ${fish}; complete -C "manent status "`], { env })).stdout;
+      assert.equal(offered.trim(), `${id}\tids 3.1.0 in prod, succeeded`);
+      const bash = join(dir, "ids.bash");
+      await writeFile(bash, await script("bash"));
+      const driver = `source ${JSON.stringify(bash)}
+        fn=$(complete -p manent | sed -E 's/.* -F ([^ ]+) .*/\\1/')
+        COMP_WORDS=(manent cancel "${id.slice(0, 4)}"); COMP_CWORD=2; COMPREPLY=(); "$fn"; echo "\${COMPREPLY[*]}"
+        COMP_WORDS=(manent release status ""); COMP_CWORD=3; COMPREPLY=(); "$fn"; echo "[\${COMPREPLY[*]}]"`;
+      const [deploys, releases] = (await run("bash", ["-c", driver], { env })).stdout.split("\n");
+      assert.equal(deploys, id);
+      assert.equal(releases, "[]", "no release yet");
+    } finally {
+      await server.stop();
+      await pg.stop();
+    }
   });
 });

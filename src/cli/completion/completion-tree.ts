@@ -21,6 +21,8 @@ export interface CommandNode {
   flags: FlagNode[];
   /** Values of its first argument, when they are a fixed list (a shell, an action, a command for help). */
   argumentChoices: string[];
+  /** Its first argument is the id of a deploy or a release: offered from the server (`manent __complete-ids`). */
+  argumentIds?: "deploys" | "releases";
 }
 
 /** Option values named so are files on this machine. */
@@ -57,7 +59,17 @@ export function completionTree(cmd: Command, parent: string[] = []): CommandNode
     commands,
     flags,
     argumentChoices: cmd.registeredArguments[0]?.argChoices ?? [],
+    ...idsOf(cmd),
   };
+}
+
+/** Whether the first argument is a deploy's or a release's id (`<id>`, "deploy id", "the release to retry"). */
+function idsOf(cmd: Command): Pick<CommandNode, "argumentIds"> {
+  const arg = cmd.registeredArguments[0];
+  if (arg?.name() !== "id") return {};
+  if (/\brelease\b/.test(arg.description)) return { argumentIds: "releases" };
+  if (/\bdeploy\b/.test(arg.description)) return { argumentIds: "deploys" };
+  return {};
 }
 
 /** Every command of the tree, the program first. */

@@ -18,6 +18,8 @@ export function fishCompletion(root: CommandNode): string {
     const at = `-n ${q(`${fn}_at ${q(key(n))}`)}`;
     for (const c of n.commands) lines.push(`complete -c ${name} ${at} -a ${q(c.path.at(-1)!)} -d ${q(c.description)}`);
     if (n.argumentChoices.length > 0) lines.push(`complete -c ${name} ${at} -a ${q(n.argumentChoices.join(" "))}`);
+    // From the server: "id<TAB>what it is" lines, which fish shows as value and description.
+    if (n.argumentIds) lines.push(`complete -c ${name} ${at} -a ${q(`(${name} __complete-ids ${n.argumentIds} 2>/dev/null)`)}`);
     for (const f of n.flags) {
       const names = f.names.map((flag) => (flag.startsWith("--") ? `-l ${flag.slice(2)}` : `-s ${flag.slice(1)}`)).join(" ");
       const value = !f.takesValue ? "" : f.file ? " -r -F" : f.choices.length > 0 ? ` -x -a ${q(f.choices.join(" "))}` : " -x";

@@ -29,10 +29,12 @@ export function zshCompletion(root: CommandNode): string {
     `reply=(${n.flags.flatMap((f) => f.names.map((flag) => described(flag, f.description))).join(" ")})`,
   ]);
   const words = nodes
-    .filter((n) => n.commands.length > 0 || n.argumentChoices.length > 0)
+    .filter((n) => n.commands.length > 0 || n.argumentChoices.length > 0 || n.argumentIds)
     .map((n): [string, string] => [
       q(key(n)),
-      `reply=(${[...n.commands.map((c) => described(c.path.at(-1)!, c.description)), ...n.argumentChoices.map(q)].join(" ")})`,
+      n.argumentIds
+        ? `reply=(); while IFS=$'\\t' read -r id about; do reply+=("$id:$about"); done < <(${name} __complete-ids ${n.argumentIds} 2>/dev/null)`
+        : `reply=(${[...n.commands.map((c) => described(c.path.at(-1)!, c.description)), ...n.argumentChoices.map(q)].join(" ")})`,
     ]);
 
   return `#compdef ${name}
