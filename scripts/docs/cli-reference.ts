@@ -52,8 +52,13 @@ function renderCommand(cmd: Command, parents: string[], depth: number): string[]
     lines.push("");
   }
   if (cmd.options.length) lines.push(...optionRows(cmd.options), "");
-  for (const sub of cmd.commands) lines.push(...renderCommand(sub, [...parents, cmd.name()], depth + 1));
+  for (const sub of shown(cmd)) lines.push(...renderCommand(sub, [...parents, cmd.name()], depth + 1));
   return lines;
+}
+
+/** The subcommands a user is told of: not the hidden ones (the completion scripts' `__complete-ids`). */
+function shown(cmd: Command): readonly Command[] {
+  return cmd.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden);
 }
 
 /** Commands and flags without help text, as `program command --flag`. */
@@ -62,7 +67,7 @@ function undocumented(cmd: Command, parents: string[]): string[] {
   const out: string[] = [];
   if (!cmd.description() && cmd.name() !== "help") out.push(path.join(" "));
   for (const o of cmd.options) if (!o.description) out.push(`${path.join(" ")} ${o.long ?? o.flags}`);
-  for (const sub of cmd.commands) out.push(...undocumented(sub, path));
+  for (const sub of shown(cmd)) out.push(...undocumented(sub, path));
   return out;
 }
 
@@ -75,6 +80,6 @@ export async function cliReference(main: (argv: string[]) => Promise<void>): Pro
   if (program.description()) lines.push(program.description().replace(/^./, (c) => c.toUpperCase()) + ".", "");
   lines.push("```", usage(program, []), "```", "");
   if (program.options.length) lines.push("Options before the command:", "", ...optionRows(program.options), "");
-  for (const sub of program.commands) lines.push(...renderCommand(sub, [program.name()], 3));
+  for (const sub of shown(program)) lines.push(...renderCommand(sub, [program.name()], 3));
   return { markdown: lines.join("\n"), undocumented: missing };
 }

@@ -200,6 +200,7 @@ export async function main(argv: string[]): Promise<void> {
   // For the completion scripts: recent ids, one "id<TAB>what it is" line each; nothing when the server cannot be asked.
   program
     .command("__complete-ids", { hidden: true })
+    .description("print recent deploy or release ids for the completion scripts")
     .argument("<kind>", "deploys or releases")
     .action(async (kind: string) => {
       try {
