@@ -130,60 +130,64 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async startRun(id: string, d?: NewDeploy): Promise<RunStart> {
-    const client = await this.pool.connect();
-    try {
-      await client.query("begin");
-      const own = await client.query<DeployKey & { kind: string; status: DeployStatus }>(
-        `select kind, tenant, application, artifact, environment, status from manent.deploys where id = $1`,
-        [id],
-      );
-      const key = own.rows[0] ?? d;
-      // Not there (and nothing to create it from), or ended already (cancelled while queued): nothing runs.
-      if (!key || (own.rows[0] && own.rows[0].status !== "queued" && own.rows[0].status !== "running")) {
-        await client.query("commit");
-        return { status: own.rows[0]?.status };
-      }
-      // DBOS's partitioned queue runs one deploy per key, but two servers dequeuing at once can each
-      // start one (each claim reads the queue as it was before the other's). Checked again here, one
-      // start of a key at a time: the first marked running goes on, a second waits for it.
-      if (key.kind !== "dry_run" && own.rows[0]?.status !== "running") {
-        await client.query(`select pg_advisory_xact_lock(hashtextextended($1, 0))`, [
-          `manent.deploy:${key.tenant}/${key.application}/${key.artifact}/${key.environment}`,
-        ]);
-        const ahead = await client.query<{ id: string }>(
-          `select d.id from manent.deploys d join ${dbosSchema}.workflow_status w on w.workflow_uuid = d.id
-           where d.tenant = $2 and d.application = $3 and d.artifact = $4 and d.environment = $5
-             and d.kind <> 'dry_run' and d.status = 'running' and d.id <> $1 and w.status = 'PENDING'
-           limit 1`,
-          [id, key.tenant, key.application, key.artifact, key.environment],
-        );
-        if (ahead.rows[0]) {
-          await client.query("commit");
-          return { behind: ahead.rows[0].id };
-        }
-      }
-      const started = d
-        ? await client.query<{ status: DeployStatus }>(
-            `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
-             values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now())
-             on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
-               where manent.deploys.status in ('queued', 'running')
-             returning status`,
-            newDeployValues(d),
-          )
-        : await client.query<{ status: DeployStatus }>(
-            `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
-             where id = $1 and status in ('queued', 'running') returning status`,
-            [id],
-          );
-      await client.query("commit");
-      return { status: started.rows[0]?.status ?? own.rows[0]?.status };
-    } catch (err) {
-      await client.query("rollback").catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
+    // Statements of their own, each idempotent, through the pool (which rides out a database outage), never a transaction held open.
+    const own = await this.pool.query<DeployKey & { kind: string; status: DeployStatus }>(
+      `select kind, tenant, application, artifact, environment, status from manent.deploys where id = $1`,
+      [id],
+    );
+    const key = own.rows[0] ?? d;
+    // Not there (and nothing to create it from), or ended already (cancelled while queued): nothing runs.
+    if (!key || (own.rows[0] && own.rows[0].status !== "queued" && own.rows[0].status !== "running")) {
+      return { status: own.rows[0]?.status };
     }
+    if (key.kind !== "dry_run") {
+      const holder = await this.claimKey(id, key);
+      if (holder !== id) return { behind: holder };
+    }
+    const started = d
+      ? await this.pool.query<{ status: DeployStatus }>(
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now())
+           on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
+             where manent.deploys.status in ('queued', 'running')
+           returning status`,
+          newDeployValues(d),
+        )
+      : await this.pool.query<{ status: DeployStatus }>(
+          `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
+           where id = $1 and status in ('queued', 'running') returning status`,
+          [id],
+        );
+    if (started.rows[0]) return { status: started.rows[0].status };
+    const row = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [id]);
+    return { status: row.rows[0]?.status };
+  }
+
+  /**
+   * DBOS's partitioned queue runs one deploy per key, but two servers dequeuing at once can each
+   * start one (each claim reads the queue as it was before the other's). The key's row in
+   * `manent.deploy_key_runs` is the second line: one statement takes it for this deploy unless its
+   * holder still runs (its workflow queued or running, its record not ended). A second claimer waits
+   * on the row's lock and sees the first's claim. Returns the holder.
+   */
+  private async claimKey(id: string, k: DeployKey): Promise<string> {
+    const r = await this.pool.query<{ deploy_id: string }>(
+      `insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
+       values ($2, $3, $4, $5, $1)
+       on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
+         where k.deploy_id = excluded.deploy_id
+           or not exists (select 1 from ${dbosSchema}.workflow_status w
+                          where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
+           or exists (select 1 from manent.deploys d where d.id = k.deploy_id and d.status = any($6::text[]))
+       returning deploy_id`,
+      [id, k.tenant, k.application, k.artifact, k.environment, [...terminalStatuses]],
+    );
+    if (r.rows[0]) return r.rows[0].deploy_id;
+    const held = await this.pool.query<{ deploy_id: string }>(
+      `select deploy_id from manent.deploy_key_runs where tenant = $1 and application = $2 and artifact = $3 and environment = $4`,
+      [k.tenant, k.application, k.artifact, k.environment],
+    );
+    return held.rows[0]?.deploy_id ?? id;
   }
 
   async requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined> {

@@ -85,6 +85,15 @@ export const schemaStatements = [
   `create index if not exists deploys_retry_of on manent.deploys (retry_of) where retry_of is not null`,
   // Where the envconfig a deploy runs came from (provider, path, sha256, git commit), resolved once at submission.
   `alter table manent.deploys add column if not exists envconfig jsonb`,
+  // The deploy of each key that may run now (see PgDeployStore.claimKey): one row per key, taken in one statement.
+  `create table if not exists manent.deploy_key_runs (
+     tenant text not null,
+     application text not null,
+     artifact text not null,
+     environment text not null,
+     deploy_id text not null,
+     primary key (tenant, application, artifact, environment)
+   )`,
   // An envconfig change's auto-deploy, claimed once per key and content by whichever server sees it first.
   `create table if not exists manent.auto_deploys (
      tenant text not null,
