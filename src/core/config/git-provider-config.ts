@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { caFile } from "./pem-file.js";
 import { byteSize } from "./artifacts-config.js";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
@@ -60,16 +61,10 @@ export const gitProvider = z.strictObject({
         description: "https://: where the access token is read (env:NAME or file:/path); sent as an HTTP header, never in the URL",
         examples: ["env:ENVCONFIG_GIT_TOKEN"],
       }),
-      ca_file: z
-        .string()
-        .min(1)
-        .max(4096)
-        .optional()
-        .meta({
-          description:
-            "https://: the CA certificates (PEM) the server's certificate is checked against instead of the system's, when a private CA signed it; relative to the working directory",
-          examples: ["/etc/manent/git-ca.crt"],
-        }),
+      ca_file: caFile(
+        "https://: the CA certificates (PEM) the server's certificate is checked against instead of the system's, when a private CA signed it; relative to the working directory",
+        "/etc/manent/git-ca.crt",
+      ),
       allow_force_push: z
         .boolean()
         .default(false)

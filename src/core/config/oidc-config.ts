@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { caFile } from "./pem-file.js";
 import { isLoopbackHttpUrl } from "../net/loopback.js";
 import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
@@ -83,16 +84,10 @@ export const oidcConfigSchema = z
           "The URL the provider sends people back to after sign-in (registered at the provider); default: this server's own URL + /auth/callback. Set it behind a proxy",
         examples: ["https://manent.example.com/auth/callback"],
       }),
-    ca_file: z
-      .string()
-      .min(1)
-      .max(4096)
-      .optional()
-      .meta({
-        description:
-          "CA certificates (PEM) trusted for the provider's https address beside the system's roots, when a private CA signed it; relative to the working directory",
-        examples: ["/etc/manent/oidc-ca.crt"],
-      }),
+    ca_file: caFile(
+      "CA certificates (PEM) trusted for the provider's https address beside the system's roots, when a private CA signed it; relative to the working directory",
+      "/etc/manent/oidc-ca.crt",
+    ),
     session_ttl: durationMs
       .default(12 * 3_600_000)
       .refine((ms) => ms >= 60_000 && ms <= 30 * 24 * 3_600_000, { message: "must be between 1m and 720h" })
