@@ -5,7 +5,7 @@ import { ApiClient } from "../../src/cli/api-client.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 import { TestPostgres } from "../support/postgres.js";
 import { ServerFixture, type StartedServer } from "../support/server-fixture.js";
-import { upstream } from "../support/git-upstream.js";
+import { gitEnvconfig, upstream } from "../support/git-upstream.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 
 /**
@@ -31,16 +31,7 @@ describe("auto-deploy on an envconfig change", () => {
     await up.commit({ README: "envconfig\n" }, "empty");
     process.env.MANENT_TEST_AUTO_ADMIN = token;
     s = await fixture.start("hello\n", {
-      envconfig: {
-        required: true,
-        providers: [
-          {
-            name: "gitops",
-            type: "git",
-            git: { repository: `file://${up.bare}`, path: "{tenant}/{application}/{artifact}/{environment}.yml", interval: "1h" },
-          },
-        ],
-      },
+      envconfig: gitEnvconfig(`file://${up.bare}`),
       auth: { tokens: [{ name: "admin", tenant: "*", token: "env:MANENT_TEST_AUTO_ADMIN" }] },
     });
     api = new ApiClient(s.server.url, token);
@@ -168,16 +159,7 @@ describe("auto-deploy in a fleet", () => {
         manentYml(undefined, {
           dbos: { database_url: databaseUrl, executor_id: executor },
           workdir: `./work-${executor}`,
-          envconfig: {
-            required: true,
-            providers: [
-              {
-                name: "gitops",
-                type: "git",
-                git: { repository: `file://${up.bare}`, path: "{tenant}/{application}/{artifact}/{environment}.yml", interval: "1h" },
-              },
-            ],
-          },
+          envconfig: gitEnvconfig(`file://${up.bare}`),
         }),
       );
       servers.push(await startServer(config, { cwd: ws.dir }));

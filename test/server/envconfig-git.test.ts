@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import { ApiClient } from "../../src/cli/api-client.js";
 import { descriptor } from "../support/workspace.js";
 import { ServerFixture, type StartedServer } from "../support/server-fixture.js";
-import { upstream } from "../support/git-upstream.js";
+import { gitEnvconfig, upstream } from "../support/git-upstream.js";
 import { runCli } from "../support/server-process.js";
 
 /** A real server whose envconfig comes from a real git repository (file://): deploys read it, admins refresh it. */
@@ -21,16 +21,7 @@ describe("git envconfig provider through the server", () => {
     process.env.MANENT_TEST_GIT_ADMIN = adminToken;
     process.env.MANENT_TEST_GIT_VIEWER = viewerToken;
     s = await fixture.start("hello\n", {
-      envconfig: {
-        required: true,
-        providers: [
-          {
-            name: "gitops",
-            type: "git",
-            git: { repository: `file://${up.bare}`, path: "{tenant}/{application}/{artifact}/{environment}.yml", interval: "1h" },
-          },
-        ],
-      },
+      envconfig: gitEnvconfig(`file://${up.bare}`),
       auth: {
         tokens: [
           { name: "admin", tenant: "*", token: "env:MANENT_TEST_GIT_ADMIN" },

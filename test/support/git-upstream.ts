@@ -28,3 +28,17 @@ export async function upstream() {
   };
   return { root, work, bare, git, commit };
 }
+
+/** manent.yml's `envconfig` reading every envconfig from one git provider, `gitops`, fetched hourly (tests refresh it). */
+export function gitEnvconfig(repository: string, git: Record<string, unknown> = {}) {
+  return {
+    required: true,
+    providers: [
+      {
+        name: "gitops",
+        type: "git",
+        git: { repository, path: "{tenant}/{application}/{artifact}/{environment}.yml", interval: "1h", ...git },
+      },
+    ],
+  };
+}
