@@ -12,8 +12,9 @@ import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
 import { UploadRetention } from "../storage/upload-retention.js";
 import { UploadSweeper } from "./upload-sweeper.js";
-import { Engine } from "../core/engine/engine.js";
-import { Releases } from "../core/release/releases.js";
+import { deployWorkflowName, Engine } from "../core/engine/engine.js";
+import { reportNewerWork } from "../core/engine/version-upgrade.js";
+import { releaseWorkflowName, Releases } from "../core/release/releases.js";
 import { PgReleaseStore } from "../storage/pg-release-store.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
 import { Code, ManentError } from "../core/errors.js";
@@ -187,10 +188,17 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       .catch((err: unknown) =>
         logger.error("cannot settle the releases of another manent version", { error: ManentError.from(err).message }),
       );
+    await reportNewerWork({
+      version: engine.applicationVersion,
+      workflowNames: { deploy: deployWorkflowName, release: releaseWorkflowName },
+      executorIds: [executorId],
+      logger,
+    }).catch((err: unknown) => logger.warn("cannot list the work of newer manent versions", { error: ManentError.from(err).message }));
     events = await PgEventHub.start(db, databaseUrl, logger);
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {
       executorId: config.dbos.executor_id ?? "local",
+      applicationVersion: started.applicationVersion,
       heartbeatMs: config.dbos.heartbeat_interval,
       deadAfterMs: config.dbos.dead_after,
       recover: async (dead) => {

@@ -1,8 +1,11 @@
 import type pg from "pg";
 import type { Logger } from "../core/contract/index.js";
+import { dbosSchema } from "./reconcile-deploys.js";
 
 export interface FleetOptions {
   executorId: string;
+  /** This build's DBOS application version: a server does not take over a dead peer of a newer one. */
+  applicationVersion: string;
   heartbeatMs: number;
   deadAfterMs: number;
   /** Hands the dead server's pending workflows to the live ones (DBOS recovery for that executor); resolves with how many. */
@@ -14,7 +17,9 @@ export interface FleetOptions {
  * A server whose heartbeat is older than `dead_after` is dead: one live server claims it (the
  * claim is one conditional update, so exactly one server wins it) and recovers its pending
  * workflows through DBOS, which re-queues them for the whole fleet. A claimant that dies before it
- * finishes is itself claimed later, and its claim with it.
+ * finishes is itself claimed later, and its claim with it. DBOS recovers only workflows of the
+ * recovering server's own version, so a dead peer of a newer version (launched on this database
+ * after this one) is left to a server of that version: an older one claiming it would strand them.
  */
 export class FleetHeartbeats {
   private timer: NodeJS.Timeout | undefined;
@@ -36,6 +41,7 @@ export class FleetHeartbeats {
        taken_over_by text,
        taken_over_at timestamptz
      )`);
+    await this.pool.query(`alter table manent.servers add column if not exists application_version text`);
     await this.beat();
     this.timer = setInterval(() => {
       this.beating ??= this.beat().finally(() => (this.beating = undefined));
@@ -54,9 +60,10 @@ export class FleetHeartbeats {
     const { executorId, deadAfterMs } = this.opts;
     try {
       await this.pool.query(
-        `insert into manent.servers (executor_id) values ($1)
-         on conflict (executor_id) do update set heartbeat_at = now(), taken_over_by = null, taken_over_at = null`,
-        [executorId],
+        `insert into manent.servers (executor_id, application_version) values ($1, $2)
+         on conflict (executor_id) do update
+           set heartbeat_at = now(), taken_over_by = null, taken_over_at = null, application_version = $2`,
+        [executorId, this.opts.applicationVersion],
       );
     } catch (err) {
       this.healthySince = undefined;
@@ -71,13 +78,16 @@ export class FleetHeartbeats {
   }
 
   private async takeOverDeadPeers(): Promise<void> {
-    const { executorId, deadAfterMs } = this.opts;
+    const { executorId, deadAfterMs, applicationVersion } = this.opts;
     const claimed = await this.pool.query<{ executor_id: string; heartbeat_at: Date }>(
-      `update manent.servers set taken_over_by = $1, taken_over_at = now()
+      `update manent.servers s set taken_over_by = $1, taken_over_at = now()
        where executor_id <> $1 and heartbeat_at < now() - make_interval(secs => $2)
          and (taken_over_at is null or taken_over_at < now() - make_interval(secs => $2))
+         and not exists (select 1 from ${dbosSchema}.application_versions theirs, ${dbosSchema}.application_versions mine
+                         where theirs.version_name = s.application_version and mine.version_name = $3
+                           and theirs.version_timestamp > mine.version_timestamp)
        returning executor_id, heartbeat_at`,
-      [executorId, deadAfterMs / 1000],
+      [executorId, deadAfterMs / 1000, applicationVersion],
     );
     for (const peer of claimed.rows) {
       const recovered = await this.opts.recover(peer.executor_id);

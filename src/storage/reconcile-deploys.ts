@@ -49,14 +49,18 @@ export async function reconcileDeploys(pool: pg.Pool, logger: Logger): Promise<v
  * Deploys queued by a server of another manent version, which DBOS's queue would never give to
  * this one: nothing of them ran, so they are stamped with this version and run here as submitted,
  * in their place in the queue. One conditional update: a deploy an old server takes at the same
- * moment is no longer queued and is left to it.
+ * moment is no longer queued and is left to it. A newer version's (launched on this database after
+ * this one, in dbos.application_versions) are left to its servers: an older build may not run them.
  */
 export async function requeueOtherVersions(pool: pg.Pool, version: string, logger: Logger): Promise<void> {
   const moved = await pool.query<{ id: string; was: string }>(
     `update ${dbosSchema}.workflow_status w set application_version = $1
      from (select workflow_uuid, application_version as was from ${dbosSchema}.workflow_status
            where status = 'ENQUEUED' and name = 'manent.deploy' and application_version <> $1
-           for update) old
+             and not exists (select 1 from ${dbosSchema}.application_versions theirs, ${dbosSchema}.application_versions mine
+                             where theirs.version_name = workflow_status.application_version and mine.version_name = $1
+                               and theirs.version_timestamp > mine.version_timestamp)
+           for update of workflow_status) old
      where w.workflow_uuid = old.workflow_uuid and w.status = 'ENQUEUED'
      returning w.workflow_uuid as id, old.was`,
     [version],

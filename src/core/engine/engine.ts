@@ -40,7 +40,7 @@ export interface EngineOptions {
   cache?: ArtifactCache;
 }
 
-const deployWorkflowName = "manent.deploy";
+export const deployWorkflowName = "manent.deploy";
 const deployQueue = "manent-deploys";
 const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user before it started: nothing ran", {
   details: { cancelled_by: "user" },

@@ -57,7 +57,7 @@ let whenAttached: Promise<ReleaseWorkflow> | undefined;
 let attach: ((w: ReleaseWorkflow) => void) | undefined;
 const workflowReady = (): Promise<ReleaseWorkflow> =>
   attached ? Promise.resolve(attached) : (whenAttached ??= new Promise<ReleaseWorkflow>((r) => (attach = r)));
-const releaseWorkflowName = "manent.release";
+export const releaseWorkflowName = "manent.release";
 const releaseWorkflow = DBOS.registerWorkflow(
   async (input: ReleaseWorkflowInput): Promise<ReleaseOutcome> => (await workflowReady()).run(input),
   { name: releaseWorkflowName, maxRecoveryAttempts: 1000 },
