@@ -77,13 +77,12 @@ async function timeServerStart(config: string, cwd: string): Promise<{ wall: num
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
-  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const exited = once(child, "exit");
   const elapsed = await new Promise<{ wall: number; cpu: number | undefined }>((resolve, reject) => {
-    let stdout = "";
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("listening on")) resolve({ wall: performance.now() - start, cpu: cpuSoFar(child.pid!) });
+    // The JSON log's "listening on" line, written whatever the level.
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      if (stderr.includes("listening on")) resolve({ wall: performance.now() - start, cpu: cpuSoFar(child.pid!) });
     });
     void exited.then(([code]) => reject(new Error(`manent-server exited ${String(code)} before listening:\n${stderr}`)));
   });

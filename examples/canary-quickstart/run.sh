@@ -31,7 +31,7 @@ stop_all() {
 }
 trap stop_all EXIT
 for _ in $(seq 1 600); do
-  grep -q "listening on" work.server.out 2>/dev/null && [ -S "$targets/haproxy.sock" ] && break
+  grep -q "listening on" work.server.log 2>/dev/null && [ -S "$targets/haproxy.sock" ] && break
   kill -0 $spid 2>/dev/null || { echo "manent-server failed to start:"; tail -20 work.server.log; exit 1; }
   kill -0 $hpid 2>/dev/null || { echo "haproxy failed to start:"; cat work.haproxy.log; exit 1; }
   sleep 0.1

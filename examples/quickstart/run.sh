@@ -26,13 +26,13 @@ rm -rf targets
 $server -c manent.yml serve "${listen[@]}" >work.server.out 2>work.server.log &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-# The server prints its address once it is ready (first start creates the embedded Postgres).
+# The server logs its address (a JSON line) once it is ready (first start creates the embedded Postgres).
 for _ in $(seq 1 600); do
-  grep -q "listening on" work.server.out 2>/dev/null && break
+  grep -q "listening on" work.server.log 2>/dev/null && break
   kill -0 $pid 2>/dev/null || { echo "manent-server failed to start:"; tail -20 work.server.log; exit 1; }
   sleep 0.1
 done
-MANENT_SERVER=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' work.server.out | head -1)
+MANENT_SERVER=$(sed -n 's/.*listening on \(http[^ "]*\).*/\1/p' work.server.log | head -1)
 export MANENT_SERVER
 
 echo "== deploy hello 1.0.0"

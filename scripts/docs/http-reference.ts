@@ -130,14 +130,18 @@ export async function loadOpenApi(): Promise<OpenApiDocument | undefined> {
   const api = (await import("../../src/server/http-api.js")) as Record<string, unknown>;
   const create = api.createApiApp as ((deps: unknown) => { request(path: string): Promise<Response> | Response }) | undefined;
   if (typeof create !== "function") return undefined;
-  const unused = new Proxy(
-    {},
-    {
-      get(_t, key) {
-        throw new Error(`building the OpenAPI document used the API's dependency ${String(key)}`);
-      },
+  // Every request is logged and counted (request-log.ts): those three are real, silent ones.
+  const { RequestLog } = await import("../../src/server/request-log.js");
+  const { httpMetrics } = await import("../../src/server/http-metrics.js");
+  const { Registry } = await import("prom-client");
+  const silent = { debug() {}, info() {}, warn() {}, error() {} };
+  const logging: Record<string, unknown> = { requests: new RequestLog(), logger: silent, http: httpMetrics(new Registry()) };
+  const unused = new Proxy(logging, {
+    get(t, key) {
+      if (typeof key === "string" && key in t) return t[key];
+      throw new Error(`building the OpenAPI document used the API's dependency ${String(key)}`);
     },
-  );
+  });
   const res = await create(unused).request("/api/v1/openapi.json");
   if (res.status !== 200) throw new Error(`/api/v1/openapi.json answered ${res.status}`);
   return (await res.json()) as OpenApiDocument;

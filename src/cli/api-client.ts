@@ -163,6 +163,11 @@ export class ApiClient {
     return this.request("POST", `/api/v1/uploads/sweep?${q.toString()}`);
   }
 
+  /** Deletes now the history the server's retention policy lets go. */
+  sweepHistory(): Promise<{ deploys: number; releases: number; audit_entries: number; audit_files: string[] }> {
+    return this.request("POST", "/api/v1/retention/sweep");
+  }
+
   /** Who the caller is (kind, id, name, e-mail, groups) and its grants. */
   whoami(): Promise<Principal> {
     return this.request("GET", "/api/v1/whoami");
@@ -280,7 +285,7 @@ export class ApiClient {
     } catch {
       // not JSON: reported by status below
     }
-    throw error ? ManentError.fromJSON(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
+    throw error ? answered(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -308,7 +313,7 @@ export class ApiClient {
     }
     if (!response.ok) {
       const error = (json as { error?: ErrorJSON }).error;
-      throw error ? ManentError.fromJSON(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
+      throw error ? answered(error) : new ManentError(Code.Unknown, `HTTP ${response.status} from ${path}`);
     }
     return json as T;
   }
@@ -376,4 +381,14 @@ export interface ApiTokenView {
   revoked_at: string | null;
   revoked_by: string | null;
   status: "active" | "expired" | "revoked";
+}
+
+/**
+ * The server's error answer as an error of the CLI. A fault of the server itself names the
+ * request's id, which its operators find on the server's log lines of that request.
+ */
+function answered(error: ErrorJSON & { request_id?: unknown }): ManentError {
+  const e = ManentError.fromJSON(error);
+  if ((e.code !== Code.Internal && e.code !== Code.Unknown) || typeof error.request_id !== "string") return e;
+  return ManentError.fromJSON({ ...error, message: `${error.message} (request ${error.request_id} in the server's log)` });
 }

@@ -11,6 +11,7 @@ import type { ApiClient } from "./api-client.js";
 import { authCommands } from "./auth-commands.js";
 import { completionCommand } from "./completion/completion-command.js";
 import { uploadCommands } from "./upload-commands.js";
+import { retentionCommands } from "./retention-commands.js";
 import { releaseCommands } from "./release-commands.js";
 import { Exit, exitCodeFor } from "./exit-codes.js";
 import { parseServerUrl } from "./server-url.js";
@@ -407,6 +408,7 @@ export async function main(argv: string[]): Promise<void> {
   authCommands(program, client, output);
   overviewCommand(program, client, output);
   uploadCommands(program, client, output);
+  retentionCommands(program, client, output);
   releaseCommands(program, { client, output, readDescriptor, absoluteSource, colours });
 
   const token = program

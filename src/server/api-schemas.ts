@@ -16,6 +16,10 @@ export const errorSchema = z
       code: z.string().describe("snake_case gRPC-style code, e.g. invalid_argument, not_found, permission_denied"),
       message: z.string(),
       details: z.record(z.string(), z.string()).optional().describe("machine-readable facts: file, field, plugin, target…"),
+      request_id: z
+        .string()
+        .optional()
+        .describe("the request's id, as in the X-Request-Id answer header and on the server's log lines of the request"),
     }),
   })
   .openapi("Error");

@@ -2,7 +2,7 @@ import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { codeName, ManentError } from "../core/errors.js";
 import type { AuditAction, Principal } from "../core/identity/index.js";
-import type { ApiEnv } from "./http-api.js";
+import type { ApiEnv } from "./api-deps.js";
 
 /** What a route changes: the tenant (application, environment) acted on, and the deploy when known before acting. */
 export interface AuditTarget {

@@ -1,80 +1,25 @@
-import type { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
-import type { AutoDeployResult } from "../core/sync/auto-deploy.js";
-import type { EnvconfigHeads } from "../core/environments/overview.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { getCookie } from "hono/cookie";
 import { HTTPException } from "hono/http-exception";
-import type { Registry } from "prom-client";
-import type { Logger } from "../core/contract/index.js";
-import { invalidInput, type LoadedConfig } from "../core/config/index.js";
-import type { DeployStore } from "../core/engine/deploy-store.js";
-import type { Engine } from "../core/engine/engine.js";
-import type { OverviewSource } from "../core/environments/overview.js";
-import type { DriftChecker, DriftStore } from "../core/drift/index.js";
-import type { Releases } from "../core/release/releases.js";
-import type { ReleaseStore } from "../core/release/release-store.js";
-import type { PluginRegistry } from "../core/engine/plugin-registry.js";
+import { invalidInput } from "../core/config/index.js";
 import { Code, ManentError } from "../core/errors.js";
-import type { Principal } from "../core/identity/index.js";
-import type { PgAuditLog } from "../storage/pg-audit-log.js";
-import type { PgEventHub } from "../storage/pg-event-hub.js";
-import type { PgSessionStore } from "../storage/pg-session-store.js";
 import { clientAddress, record } from "./audit.js";
-import type { Authenticator } from "./identity/index.js";
 import { httpStatus } from "./http-status.js";
+import { requestLogging } from "./request-log.js";
 import { csrfProtection } from "./oidc/csrf.js";
-import type { RelyingParty } from "./oidc/relying-party.js";
-import { databaseUnavailable, isDatabaseUnavailable, looksLikeConnectionLoss, type DatabaseHealth } from "../storage/database-health.js";
+import { databaseUnavailable, isDatabaseUnavailable, looksLikeConnectionLoss } from "../storage/database-health.js";
 import { EventStreams } from "./event-streams.js";
 import { registerRoutes, publicApiPaths } from "./routes/index.js";
 import { uploadsPathPattern } from "./routes/uploads.js";
 import { SignInRefusals } from "./sign-in-refusals.js";
-import type { ManagedTokens } from "./tokens/managed-tokens.js";
-import type { UploadDeps } from "./uploads.js";
 
-export interface ApiDeps {
-  engine: Engine;
-  /** Releases through environments (src/core/release). */
-  releases: Releases;
-  releaseStore: ReleaseStore;
-  store: DeployStore;
-  /** What runs where (routes/overview.ts). */
-  overview: OverviewSource;
-  plugins: PluginRegistry;
-  auth: Authenticator;
-  /** Managed API tokens (routes/tokens.ts). */
-  tokens: ManagedTokens;
-  metrics: Registry;
-  logger: Logger;
-  /** Checks the database for /healthz. */
-  ping: () => Promise<void>;
-  /** Where clients' uploaded artifacts go, and how large one may be. */
-  uploads: UploadDeps;
-  /** The event log's live feed (LISTEN/NOTIFY) and reader. */
-  events: PgEventHub;
-  audit: PgAuditLog;
-  /** The git envconfig providers, refreshed on demand (routes/envconfig.ts). */
-  gitEnvconfig?: readonly GitEnvconfigRepository[];
-  /** Where a deploy of a key would read its envconfig now, for the overview's `envconfig` of each cell. */
-  envconfigHeads?: EnvconfigHeads;
-  /** Deploys what changed in the envconfig of environments that opt in, after a refresh. */
-  autoDeploy?: { run(): Promise<AutoDeployResult[]> };
-  /** Drift records and on-demand checks. */
-  drift: { store: DriftStore; checker: DriftChecker };
-  /** Sign-in with OpenID Connect (auth.oidc), when configured. */
-  oidc?: { relyingParty: RelyingParty; sessions: PgSessionStore; config: LoadedConfig };
-  /** While the database is away, `/api/v1/` answers 503 `unavailable` at once. */
-  database?: DatabaseHealth;
-}
+import type { ApiApp, ApiDeps, ApiEnv } from "./api-deps.js";
 
-/** What a handler finds in the request context: the authenticated caller of an `/api/v1/` route. */
-export interface ApiEnv {
-  Variables: { caller: Principal; services: { audit: PgAuditLog; logger: Logger } };
-}
-export type ApiApp = OpenAPIHono<ApiEnv>;
+export type { ApiApp, ApiDeps, ApiEnv };
 
 /** Request bodies larger than this are refused before they are read whole. */
 export const maxBodyBytes = 1 << 20;
@@ -107,7 +52,7 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     // An unexpected error that looks like a lost connection (DBOS's own pools) asks for a retry, without marking the database away.
     if ((e.code === Code.Internal || e.code === Code.Unknown) && looksLikeConnectionLoss(err)) e = databaseUnavailable(err);
     if (e.code === Code.Internal || e.code === Code.Unknown) deps.logger.error("request failed", { path: c.req.path, error: e.message });
-    return c.json({ error: e.toJSON() }, httpStatus(e.code) as 500);
+    return c.json({ error: { ...e.toJSON(), request_id: c.get("requestId") } }, httpStatus(e.code) as 500);
   });
   app.notFound((c) => {
     throw new ManentError(Code.NotFound, `no route ${c.req.method} ${c.req.path}`);
@@ -117,8 +62,18 @@ export function createApiApp(deps: ApiDeps): ApiApp {
     maxSize: maxBodyBytes,
     // The rest of the body is not read: the connection is closed so the client does not reuse it mid-upload.
     onError: (c) =>
-      c.json({ error: new ManentError(Code.InvalidArgument, "request body: larger than 1 MiB").toJSON() }, 400, { connection: "close" }),
+      c.json(
+        { error: { ...new ManentError(Code.InvalidArgument, "request body: larger than 1 MiB").toJSON(), request_id: c.get("requestId") } },
+        400,
+        { connection: "close" },
+      ),
   });
+  // First: every answer and every log line of a request carry its id, and each request gets its access line.
+  // Made at the first request: building the app for its OpenAPI document uses none of the API's dependencies.
+  let logging: MiddlewareHandler<ApiEnv> | undefined;
+  app.use("*", (c, next) =>
+    (logging ??= requestLogging<ApiEnv>({ requests: deps.requests, logger: deps.logger, metrics: deps.http }))(c, next),
+  );
   // An artifact upload is streamed to disk under its own limit (artifacts.max_upload_size).
   app.use("*", (c, next) => (uploadsPathPattern.test(c.req.path) ? next() : jsonBodyLimit(c, next)));
   app.use("*", async (c, next) => {

@@ -15,25 +15,34 @@ export async function main(argv: string[]): Promise<void> {
     .option("--executor-id <id>", "override dbos.executor_id from manent.yml (each server of a fleet has its own, e.g. its pod's name)")
     .action(async (opts: { listen?: string; executorId?: string }) => {
       // Imported here, so `--help` and `--version` do not load the whole server (DBOS, pg, gRPC, hono).
-      const [{ createLogger }, { looksLikeConnectionLoss }, { serve }, { externalPluginFactory }] = await Promise.all([
+      const [{ createLogger }, { looksLikeConnectionLoss }, { serve }, { externalPluginFactory }, { RequestLog }] = await Promise.all([
         import("./logger.js"),
         import("../storage/database-health.js"),
         import("./server.js"),
         import("./external-plugins.js"),
+        import("./request-log.js"),
       ]);
-      const logger = createLogger();
+      // The log is JSON only, every line of a request naming its id.
+      const requests = new RequestLog();
+      const logger = createLogger({ context: () => requests.fields() });
+      // What a library prints to the console (a framework's own error report) is a JSON line too.
+      const { format } = await import("node:util");
+      console.error = (...args: unknown[]) => logger.error(format(...args), { component: "console" });
+      console.warn = (...args: unknown[]) => logger.warn(format(...args), { component: "console" });
+      console.log = console.info = (...args: unknown[]) => logger.info(format(...args), { component: "console" });
+      console.debug = (...args: unknown[]) => logger.debug(format(...args), { component: "console" });
       let server;
       try {
         server = await serve(program.opts<{ config: string }>().config, {
           logger,
+          requests,
           external: externalPluginFactory,
           ...(opts.listen !== undefined && { listen: opts.listen }),
           ...(opts.executorId !== undefined && { executorId: opts.executorId }),
         });
       } catch (err) {
         const e = ManentError.from(err);
-        logger.error(e.message, { code: e.toJSON().code });
-        process.stderr.write(`manent-server: ${e.message}\n`);
+        logger.error(`manent-server: ${e.message}`, { code: e.toJSON().code });
         // serve() has stopped what it started; exiting now also ends anything a library left
         // scheduled (DBOS retries, pool timers), so a failed start never lingers.
         process.exit(e.permanent ? 2 : 1);
@@ -47,11 +56,10 @@ export async function main(argv: string[]): Promise<void> {
           return;
         }
         logger.error("uncaught exception", { error: err.stack ?? String(err) });
-        process.stderr.write(`manent-server: ${err.stack ?? String(err)}\n`);
         process.exit(70);
       });
-      // Printed for scripts and tests that started the server on port 0.
-      process.stdout.write(`manent-server listening on ${server.url}\n`);
+      // Whatever the log level, for scripts and tests that started the server on port 0.
+      logger.always(`manent-server listening on ${server.url}`, { url: server.url });
       let stopping = false;
       const stop = (signal: string): void => {
         if (stopping) return;

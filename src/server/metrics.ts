@@ -1,21 +1,39 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EngineMetrics } from "../core/engine/engine-metrics.js";
+import { httpMetrics, type HttpMetrics } from "./http-metrics.js";
 
-/** How many deploys keep their per-deploy series (canary weight, analysis values). */
-const maxDeploySeries = 200;
+/**
+ * prom-client's default gauges whose names end in `_total`, which Prometheus keeps for counters
+ * (`promtool check metrics` refuses them): the same counts are the sums of `nodejs_active_handles`,
+ * `nodejs_active_requests` and `nodejs_active_resources`.
+ */
+const misnamedDefaults = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
-/** Where the storage gauges read their values when scraped. */
+/** Where the gauges read at each scrape take their values (the database, the workdir). */
 export interface StorageSources {
   /** Bytes of uploads per tenant (a database query). */
   uploadBytes(): Promise<Map<string, number>>;
   /** Bytes of this server's artifacts cache. */
   cacheBytes(): number;
+  /** Deploys of the whole fleet queued and running (a database query). */
+  deploysInProgress?(): Promise<{ queued: number; running: number }>;
+  /** The servers of the fleet, by whether their heartbeat is recent (a database query). */
+  fleetServers?(): Promise<{ alive: number; dead: number }>;
+  /** This server's pool of database connections. */
+  pool?: { totalCount: number; idleCount: number; waitingCount: number; options: { max?: number | undefined } };
 }
 
 /** The Prometheus metrics of one server, on its own registry (no global state). */
-export function createMetrics(): { registry: Registry; engine: EngineMetrics; watchStorage(sources: StorageSources): void } {
+export function createMetrics(): {
+  registry: Registry;
+  engine: EngineMetrics;
+  http: HttpMetrics;
+  watchStorage(sources: StorageSources): void;
+} {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "manent_process_" });
+  // Under their usual names (process_cpu_seconds_total, nodejs_heap_size_used_bytes…), as stock dashboards query them.
+  collectDefaultMetrics({ register: registry });
+  for (const name of misnamedDefaults) registry.removeSingleMetric(name);
   const deploys = new Counter({
     name: "manent_deploys_total",
     help: "Deploys finished, by kind and final status.",
@@ -27,6 +45,13 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics; wa
     help: "Wall time of a deploy, from start of its workflow to its end.",
     labelNames: ["kind", "status"],
     buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 180, 600, 1800],
+    registers: [registry],
+  });
+  const queueWait = new Histogram({
+    name: "manent_deploy_queue_wait_seconds",
+    help: "Time deploys started by this server waited in the queue, from their submission to their start, by kind.",
+    labelNames: ["kind"],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
     registers: [registry],
   });
   const targetSeconds = new Histogram({
@@ -42,10 +67,11 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics; wa
     labelNames: ["step", "outcome"],
     registers: [registry],
   });
+  // Per application and environment, never per deploy: one deploy of a key runs at a time.
   const canaryWeight = new Gauge({
     name: "manent_canary_weight",
-    help: "Traffic weight (percent) of the candidate of each deploy's canary; 0 once reverted, 100 once promoted.",
-    labelNames: ["deploy", "tenant", "application", "environment"],
+    help: "Traffic weight (percent) of the candidate of the last canary of each application and environment; 0 once reverted, 100 once promoted.",
+    labelNames: ["tenant", "application", "environment"],
     registers: [registry],
   });
   const measurements = new Counter({
@@ -56,28 +82,10 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics; wa
   });
   const analysisValue = new Gauge({
     name: "manent_analysis_value",
-    help: "The last numeric value an analysis check measured, per deploy and check.",
-    labelNames: ["deploy", "tenant", "application", "environment", "check"],
+    help: "The last numeric value an analysis check measured, per application, environment and check.",
+    labelNames: ["tenant", "application", "environment", "check"],
     registers: [registry],
   });
-  // Per-deploy series are kept for the most recent deploys only, so a server that runs canaries for
-  // months does not grow a series per deploy it ever ran.
-  const perDeploy = new Map<string, { deploy: Record<string, string>; checks: Set<string> }>();
-  const seriesOf = (deploy: Record<string, string>) => {
-    const id = deploy.deploy ?? "";
-    let entry = perDeploy.get(id);
-    if (!entry) {
-      entry = { deploy, checks: new Set() };
-      perDeploy.set(id, entry);
-      for (const [oldId, old] of perDeploy) {
-        if (perDeploy.size <= maxDeploySeries) break;
-        canaryWeight.remove(old.deploy);
-        for (const check of old.checks) analysisValue.remove({ ...old.deploy, check });
-        perDeploy.delete(oldId);
-      }
-    }
-    return entry;
-  };
   let storage: StorageSources | undefined;
   new Gauge({
     name: "manent_upload_bytes",
@@ -101,12 +109,69 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics; wa
       if (storage) this.set(storage.cacheBytes());
     },
   });
+  new Gauge({
+    name: "manent_deploys_in_progress",
+    help: "Deploys of the whole fleet queued (submitted, not started) and running, read from the database at each scrape.",
+    labelNames: ["status"],
+    registers: [registry],
+    async collect() {
+      const counts = await storage?.deploysInProgress?.().catch(() => undefined);
+      if (!counts) return;
+      this.set({ status: "queued" }, counts.queued);
+      this.set({ status: "running" }, counts.running);
+    },
+  });
+  new Gauge({
+    name: "manent_fleet_servers",
+    help: "Servers of the fleet sharing this database, alive (a heartbeat within dbos.dead_after) or dead (not yet taken over), read at each scrape.",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      const counts = await storage?.fleetServers?.().catch(() => undefined);
+      if (!counts) return;
+      this.set({ state: "alive" }, counts.alive);
+      this.set({ state: "dead" }, counts.dead);
+    },
+  });
+  new Gauge({
+    name: "manent_database_pool_connections",
+    help: "Connections of this server's database pool, by state: active (lent to a query) or idle.",
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      const pool = storage?.pool;
+      if (!pool) return;
+      this.set({ state: "active" }, pool.totalCount - pool.idleCount);
+      this.set({ state: "idle" }, pool.idleCount);
+    },
+  });
+  new Gauge({
+    name: "manent_database_pool_waiting",
+    help: "Queries of this server waiting for a connection of its database pool (all in use).",
+    registers: [registry],
+    collect() {
+      if (storage?.pool) this.set(storage.pool.waitingCount);
+    },
+  });
+  new Gauge({
+    name: "manent_database_pool_max_connections",
+    help: "The most connections this server's database pool opens.",
+    registers: [registry],
+    collect() {
+      const max = storage?.pool?.options.max;
+      if (max !== undefined) this.set(max);
+    },
+  });
   return {
     registry,
+    http: httpMetrics(registry),
     watchStorage(sources) {
       storage = sources;
     },
     engine: {
+      deployStarted(kind, queuedSeconds) {
+        queueWait.observe({ kind }, queuedSeconds);
+      },
       deployFinished(kind, status, seconds) {
         deploys.inc({ kind, status });
         deploySeconds.observe({ kind, status }, seconds);
@@ -118,15 +183,12 @@ export function createMetrics(): { registry: Registry; engine: EngineMetrics; wa
         // Numbers (wave-12, gate-3) become N: one series per kind of step, however many waves.
         stepAttempts.inc({ step: step.startsWith("callback:") ? "callback" : step.replace(/\d+/g, "N"), outcome });
       },
-      canaryWeight(deploy, weight) {
-        seriesOf({ ...deploy });
-        canaryWeight.set({ ...deploy }, weight);
+      canaryWeight(key, weight) {
+        canaryWeight.set({ ...key }, weight);
       },
-      analysisMeasured(deploy, m) {
+      analysisMeasured(key, m) {
         measurements.inc({ check: m.check, verdict: m.verdict });
-        if (typeof m.value !== "number") return;
-        seriesOf({ ...deploy }).checks.add(m.check);
-        analysisValue.set({ ...deploy, check: m.check }, m.value);
+        if (typeof m.value === "number") analysisValue.set({ ...key, check: m.check }, m.value);
       },
     },
   };

@@ -12,6 +12,7 @@ import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
 import { UploadRetention } from "../storage/upload-retention.js";
 import { UploadSweeper } from "./upload-sweeper.js";
+import { startHistoryRetention, type RetentionSweeper } from "./retention-sweeper.js";
 import { deployWorkflowName, Engine } from "../core/engine/engine.js";
 import { reportNewerWork } from "../core/engine/version-upgrade.js";
 import { releaseWorkflowName, Releases } from "../core/release/releases.js";
@@ -37,6 +38,7 @@ import { ManagedTokens } from "./tokens/managed-tokens.js";
 import { PgTokenStore } from "../storage/pg-token-store.js";
 import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
+import { RequestLog } from "./request-log.js";
 import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
 import { isFinishEvent } from "../core/engine/deploy-events.js";
@@ -65,6 +67,8 @@ export interface ServeOptions {
   executorId?: string;
   /** Hosts external plugins; given the server's metrics registry. */
   external?: (registry: Registry) => ExternalPluginFactory;
+  /** The request each log line belongs to (the one `logger` reads, see main.ts); else the server's own. */
+  requests?: RequestLog;
 }
 
 /** Starts manent-server: database (embedded unless database_url), engine, HTTP API. */
@@ -95,7 +99,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const certificates = config.tls?.cert_file !== undefined ? await ServerCertificates.load(config, logger) : undefined;
   const metrics = createMetrics();
   // The port is taken first: a server that cannot listen exits before it starts anything else.
-  const startup = new StartupHandler();
+  const requests = opts.requests ?? new RequestLog();
+  const startup = new StartupHandler(requests);
   const https = certificates && createHttpsServer(certificates.serverOptions(), startup.handle);
   const http = https ?? createServer(startup.handle);
   const address = await listen(http, config.listen);
@@ -118,11 +123,13 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let health: DatabaseHealth | undefined;
   let fleet: FleetHeartbeats | undefined;
   let sweeper: UploadSweeper | undefined;
+  let historySweeper: RetentionSweeper | undefined;
   let driftChecks: DriftScheduler | undefined;
   const cleanup = async (): Promise<void> => {
     for (const repository of gitRepositories) repository.stop();
     health?.stop();
     await sweeper?.stop();
+    await historySweeper?.stop();
     await driftChecks?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await fleet?.stop();
@@ -149,7 +156,13 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await uploads.prepare();
     const cache = new ArtifactCache(join(config.workdirPath, "artifacts"), config.artifacts.cache_size, logger);
     await cache.measure();
-    metrics.watchStorage({ uploadBytes: () => uploads.usage(), cacheBytes: () => cache.size() });
+    metrics.watchStorage({
+      uploadBytes: () => uploads.usage(),
+      cacheBytes: () => cache.size(),
+      deploysInProgress: () => workflowStore.inProgress(),
+      fleetServers: async () => (fleet ? fleet.servers() : { alive: 0, dead: 0 }),
+      pool: db,
+    });
     const registry = plugins;
     const network = nodeNetwork();
     // Schema changes (manent's and DBOS's) and the start's repairs of the records, one server at a time.
@@ -210,6 +223,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const retention = new UploadRetention(db, config.uploads.retention);
     sweeper = new UploadSweeper(retention, config.uploads.retention.sweep_interval, logger);
     sweeper.start();
+    historySweeper = await startHistoryRetention(config, db, started, logger);
     const driftStore = new PgDriftStore(db);
     const drift = {
       store: driftStore,
@@ -274,16 +288,19 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         tokens,
         ...(relyingParty && { oidc: { relyingParty, sessions, config } }),
         metrics: metrics.registry,
+        http: metrics.http,
+        requests,
         logger,
         database: health,
         ping: async () => void (await db.query("select 1")),
         uploads: { store: uploads, maxSize: config.artifacts.max_upload_size, config: config.uploads, retention },
         events,
         audit: new PgAuditLog(db),
+        ...(historySweeper && { retention: historySweeper }),
         drift,
       }),
     );
-    logger.info("manent-server listening", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
+    logger.info("manent-server started", { url, database: embedded ? "embedded" : "external", workdir: config.workdirPath });
     let closing: Promise<void> | undefined;
     return {
       url,
@@ -294,6 +311,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
           await driftChecks?.stop();
           await events?.close();
           await sweeper?.stop();
+          await historySweeper?.stop();
           await closeHttp();
           await engine?.shutdown(config.shutdown_timeout);
           engine = undefined;

@@ -26,8 +26,13 @@ export const auditStatements = [
   `alter table manent.audit add column if not exists application text`,
   `alter table manent.audit add column if not exists environment text`,
   `create index if not exists audit_deploy on manent.audit (deploy_id)`,
+  // The one delete allowed: the retention sweep's, of entries it exported first (pg-retention.ts
+  // sets manent.audit_exported in the deleting statement's own transaction).
   `create or replace function manent.audit_append_only() returns trigger language plpgsql as $$
    begin
+     if tg_op = 'DELETE' and current_setting('manent.audit_exported', true) = 'on' then
+       return old;
+     end if;
      raise exception 'manent.audit is append-only: % refused', tg_op using errcode = 'insufficient_privilege';
    end $$`,
   `create or replace trigger audit_no_update before update or delete on manent.audit for each row execute function manent.audit_append_only()`,

@@ -49,6 +49,17 @@ export class FleetHeartbeats {
     this.timer.unref();
   }
 
+  /** The servers on record: alive (a heartbeat within dead_after) and dead (not taken over yet). */
+  async servers(): Promise<{ alive: number; dead: number }> {
+    const r = await this.pool.query<{ alive: number; dead: number }>(
+      `select count(*) filter (where heartbeat_at >= now() - make_interval(secs => $1))::int as alive,
+              count(*) filter (where heartbeat_at < now() - make_interval(secs => $1))::int as dead
+       from manent.servers`,
+      [this.opts.deadAfterMs / 1000],
+    );
+    return r.rows[0] ?? { alive: 0, dead: 0 };
+  }
+
   /** Stops beating and leaves the fleet: a server that stops cleanly has no pending deploys to hand over. */
   async stop(): Promise<void> {
     clearInterval(this.timer);

@@ -24,8 +24,20 @@ import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
   submitted_by, submitted_by_id, retry_of, envconfig, created_at, started_at, finished_at`;
 
+/** A started deploy's time in the queue, in milliseconds (a `returning` column of the start). */
+const queuedMs = `(extract(epoch from (manent.deploys.started_at - manent.deploys.created_at)) * 1000)::float8 as queued_ms`;
+
 export class PgDeployStore implements DeployStore, OverviewSource {
   constructor(private readonly pool: pg.Pool) {}
+
+  /** Deploys of the whole fleet queued and running (an index of the few in progress). */
+  async inProgress(): Promise<{ queued: number; running: number }> {
+    const r = await this.pool.query<{ queued: number; running: number }>(
+      `select count(*) filter (where status = 'queued')::int as queued, count(*) filter (where status = 'running')::int as running
+       from manent.deploys where status in ('queued', 'running')`,
+    );
+    return r.rows[0] ?? { queued: 0, running: 0 };
+  }
 
   async createDeploy(d: NewDeploy): Promise<void> {
     await this.pool.query(
@@ -145,20 +157,20 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       if (holder !== id) return { behind: holder };
     }
     const started = d
-      ? await this.pool.query<{ status: DeployStatus }>(
+      ? await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
           `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
            values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now())
            on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
              where manent.deploys.status in ('queued', 'running')
-           returning status`,
+           returning status, ${queuedMs}`,
           newDeployValues(d),
         )
-      : await this.pool.query<{ status: DeployStatus }>(
+      : await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
           `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
-           where id = $1 and status in ('queued', 'running') returning status`,
+           where id = $1 and status in ('queued', 'running') returning status, ${queuedMs}`,
           [id],
         );
-    if (started.rows[0]) return { status: started.rows[0].status };
+    if (started.rows[0]) return { status: started.rows[0].status, queuedMs: started.rows[0].queued_ms ?? undefined };
     const row = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [id]);
     return { status: row.rows[0]?.status };
   }

@@ -35,6 +35,8 @@ export const schemaStatements = [
    )`,
   `create index if not exists deploys_tenant_created on manent.deploys (tenant, created_at desc)`,
   `create index if not exists deploys_key on manent.deploys (tenant, application, artifact, environment, created_at desc)`,
+  // The few deploys in progress among all ever kept, counted at each scrape (manent_deploys_in_progress).
+  `create index if not exists deploys_in_progress on manent.deploys (status) where status in ('queued', 'running')`,
   `create table if not exists manent.deploy_steps (
      deploy_id text not null references manent.deploys(id) on delete cascade,
      seq integer not null,

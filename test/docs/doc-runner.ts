@@ -5,7 +5,7 @@
  *
  * Markers (fenced code blocks' info strings; a code host shows them as ordinary blocks):
  * - ```` ```sh runnable ```` runs the block; `exit=N` expects that exit status (default 0);
- *   `background` starts it in the background and waits until it prints `listening on <url>`
+ *   `background` starts it in the background and waits until it logs `listening on <url>`
  *   (a server "in another terminal"); the page itself says how the CLI reaches it.
  * - ```` ```output ```` right after a runnable block is what the terminal shows (stdout and
  *   stderr, rendered as a terminal renders them).

@@ -174,7 +174,8 @@ export class TerminalSession {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const text = await readFile(log, "utf8").catch(() => "");
-      const m = /listening on (https?:\/\/\S+)/.exec(text);
+      // The server's JSON log line, as a reader sees it in the other terminal.
+      const m = /listening on (https?:\/\/[^\s"]+)/.exec(text);
       if (m) return m[1]!;
       const alive = await this.run(`kill -0 ${this.background.at(-1)} 2>/dev/null && echo alive`);
       if (!alive.output.includes("alive")) throw new Error(`the background block exited:\n${this.toPage(text).slice(-3000)}`);

@@ -168,8 +168,10 @@ describe("rollout canary", () => {
       const metrics = await (await fetch(`${server.url}/metrics`)).text();
       assert.match(metrics, /manent_analysis_measurements_total\{check="health",verdict="successful"\} 2/);
       assert.match(metrics, /manent_analysis_measurements_total\{check="health",verdict="failed"\} 1/);
-      assert.match(metrics, new RegExp(`manent_canary_weight\\{deploy="${ok.id}",[^}]*\\} 100`));
-      assert.match(metrics, new RegExp(`manent_canary_weight\\{deploy="${bad.id}",[^}]*\\} 0`));
+      // One series per application and environment (never per deploy): the last canary's, reverted.
+      assert.match(metrics, /^manent_canary_weight\{tenant="untenanted",application="cane",environment="prod"\} 0$/m);
+      assert.match(metrics, /^manent_analysis_value\{tenant="untenanted",application="cane",environment="prod",check="health"\} 0\.3$/m);
+      assert.doesNotMatch(metrics, /deploy="/);
     } finally {
       web.close();
     }

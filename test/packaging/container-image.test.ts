@@ -96,10 +96,9 @@ describe("the container image (packaging/container)", () => {
     const exited = once(child, "exit");
     try {
       let url = await new Promise<string>((resolve, reject) => {
-        let stdout = "";
-        child.stdout!.on("data", (d: Buffer) => {
-          stdout += d.toString();
-          const m = /listening on (http:\/\/\S+)/.exec(stdout);
+        // Its JSON log says where it listens.
+        child.stderr!.on("data", () => {
+          const m = /"msg":"manent-server listening on (http:\/\/[^\s"]+)"/.exec(stderr);
           if (m) resolve(m[1]!);
         });
         void exited.then(([code]) => reject(new Error(`the server exited (${String(code)}) before listening:\n${stderr.slice(-3000)}`)));

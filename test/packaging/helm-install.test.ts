@@ -148,7 +148,7 @@ current-context: test
         }[];
         readinessProbe: { httpGet: { path: string; port: string } };
         startupProbe: { httpGet: { path: string; port: string } };
-        livenessProbe: { tcpSocket: { port: string } };
+        livenessProbe: { httpGet: { path: string; port: string } };
         securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } };
         volumeMounts: { name: string; mountPath: string }[];
       }[];
@@ -156,9 +156,9 @@ current-context: test
     };
     const c = spec.containers[0]!;
     assert.deepEqual(c.args, ["-c", "/etc/manent/manent.yml", "serve", "--executor-id", "$(POD_NAME)"]);
-    assert.deepEqual(c.readinessProbe.httpGet, { path: "/healthz", port: "http", scheme: "HTTP" });
-    assert.deepEqual(c.startupProbe.httpGet, { path: "/healthz", port: "http", scheme: "HTTP" });
-    assert.equal(c.livenessProbe.tcpSocket.port, "http");
+    assert.deepEqual(c.readinessProbe.httpGet, { path: "/readyz", port: "http", scheme: "HTTP" });
+    assert.deepEqual(c.startupProbe.httpGet, { path: "/readyz", port: "http", scheme: "HTTP" });
+    assert.deepEqual(c.livenessProbe.httpGet, { path: "/livez", port: "http", scheme: "HTTP" });
     const env = new Map(c.env.map((e) => [e.name, e]));
     assert.deepEqual(env.get("MANENT_DATABASE_URL")?.valueFrom?.secretKeyRef, { name: "manent-db", key: "database_url" });
     assert.deepEqual(env.get("MANENT_TOKEN_0")?.valueFrom?.secretKeyRef, { name: "manent-tokens", key: "ci" });

@@ -63,7 +63,11 @@ describe("dbos.database_url by reference, --executor-id", () => {
     );
     try {
       await new Promise<void>((resolve, reject) => {
-        child.stdout.on("data", (d: Buffer) => (/listening on/.test(d.toString()) ? resolve() : undefined));
+        let log = "";
+        child.stderr.on("data", (d: Buffer) => {
+          log += d.toString();
+          if (/"msg":"manent-server listening on /.test(log)) resolve();
+        });
         child.once("exit", (code) => reject(new Error(`exited ${String(code)}`)));
       });
       const client = new pg.Client(url);

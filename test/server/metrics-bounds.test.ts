@@ -4,29 +4,29 @@ import { createMetrics } from "../../src/server/metrics.js";
 
 /** Metrics whose labels could grow with every deploy or wave stay bounded. */
 describe("metrics bounds", () => {
-  const labels = (n: number) => ({ deploy: `d-${n}`, tenant: "t", application: "a", environment: "e" });
+  const key = { tenant: "t", application: "a", environment: "e" };
   const seriesOf = async (m: ReturnType<typeof createMetrics>, name: string) =>
     (await m.registry.getSingleMetric(name)!.get()).values.map((v) => v.labels);
 
-  it("keeps per-deploy canary and analysis series for the 200 most recent deploys", async () => {
+  it("keeps one canary and analysis series per application and environment, however many deploys", async () => {
     const m = createMetrics();
     for (let n = 0; n < 250; n++) {
-      m.engine.canaryWeight(labels(n), 10);
-      m.engine.analysisMeasured(labels(n), { check: "error-rate", value: 0.01, verdict: "successful" });
+      m.engine.canaryWeight(key, n % 100);
+      m.engine.analysisMeasured(key, { check: "error-rate", value: n, verdict: "successful" });
     }
-    const weights = await seriesOf(m, "manent_canary_weight");
-    assert.equal(weights.length, 200);
-    assert.equal(
-      weights.some((l) => l.deploy === "d-0"),
-      false,
-      "the oldest deploy's series is gone",
+    m.engine.canaryWeight({ ...key, environment: "f" }, 10);
+    const weights = await m.registry.getSingleMetric("manent_canary_weight")!.get();
+    assert.deepEqual(
+      weights.values.map((v) => [v.labels, v.value]),
+      [
+        [key, 49],
+        [{ ...key, environment: "f" }, 10],
+      ],
     );
-    assert.ok(weights.some((l) => l.deploy === "d-249"));
-    const values = await seriesOf(m, "manent_analysis_value");
-    assert.equal(values.length, 200);
-    assert.equal(
-      values.some((l) => l.deploy === "d-49"),
-      false,
+    const values = await m.registry.getSingleMetric("manent_analysis_value")!.get();
+    assert.deepEqual(
+      values.values.map((v) => [v.labels, v.value]),
+      [[{ ...key, check: "error-rate" }, 249]],
     );
   });
 
@@ -36,5 +36,16 @@ describe("metrics bounds", () => {
     m.engine.stepAttempt("wave-3:gate-1:pause", "succeeded");
     const steps = (await seriesOf(m, "manent_step_attempts_total")).map((l) => l.step);
     assert.deepEqual([...new Set(steps)].sort(), ["wave-N:deploy", "wave-N:gate-N:pause"]);
+  });
+
+  it("labels HTTP requests by the route registered, and folds unknown methods into OTHER", async () => {
+    const m = createMetrics();
+    m.http.observe("GET", "/api/v1/deploys/:id", 200, 0.01);
+    m.http.observe("BREW", "unmatched", 404, 0.001);
+    const labels = await seriesOf(m, "manent_http_requests_total");
+    assert.deepEqual(labels, [
+      { method: "GET", route: "/api/v1/deploys/:id", code: "200" },
+      { method: "OTHER", route: "unmatched", code: "404" },
+    ]);
   });
 });

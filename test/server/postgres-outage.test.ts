@@ -29,8 +29,10 @@ function alive(pid: number): boolean {
 /** Every status the API answered while it was probed, to check none was a 500. */
 class ApiProbe {
   readonly statuses = new Map<number, number>();
-  /** The same for /healthz. */
+  /** The same for /readyz. */
   readonly health = new Map<number, number>();
+  /** And for /livez, which a database outage must not fail. */
+  readonly live = new Map<number, number>();
   private running = true;
   private done: Promise<void>;
   constructor(url: string) {
@@ -49,14 +51,18 @@ class ApiProbe {
           }
           this.statuses.set(res.status, (this.statuses.get(res.status) ?? 0) + 1);
         }
-        const health = await fetch(`${url}/healthz`).catch(() => undefined);
+        const health = await fetch(`${url}/readyz`).catch(() => undefined);
         if (health) {
-          const body = (await health.json()) as unknown;
+          const body = (await health.json()) as { error?: { request_id?: string } };
           if (health.status === 503) {
-            assert.deepEqual(body, { error: { code: "unavailable", message: "database unavailable", details: { component: "database" } } });
+            const { request_id, ...error } = body.error ?? {};
+            assert.deepEqual(error, { code: "unavailable", message: "database unavailable", details: { component: "database" } });
+            assert.equal(request_id, health.headers.get("x-request-id"), "the answer names its request id");
           }
           this.health.set(health.status, (this.health.get(health.status) ?? 0) + 1);
         }
+        const live = await fetch(`${url}/livez`).catch(() => undefined);
+        if (live) this.live.set(live.status, (this.live.get(live.status) ?? 0) + 1);
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
@@ -158,7 +164,8 @@ describe("Postgres outages", () => {
       );
       assert.equal(probe.statuses.get(500) ?? 0, 0, `500s answered: ${JSON.stringify([...probe.statuses])}`);
       assert.ok((probe.statuses.get(503) ?? 0) > 0, `no 503 while the database was away: ${JSON.stringify([...probe.statuses])}`);
-      assert.ok((probe.health.get(503) ?? 0) > 0, `/healthz never answered 503: ${JSON.stringify([...probe.health])}`);
+      assert.ok((probe.health.get(503) ?? 0) > 0, `/readyz never answered 503: ${JSON.stringify([...probe.health])}`);
+      assert.deepEqual([...probe.live.keys()], [200], `/livez answered ${JSON.stringify([...probe.live])}`);
       assert.match(server.logs(), /the embedded Postgres exited: restarting it/);
       assert.match(server.logs(), /the embedded Postgres restarted/);
       process.stderr.write(

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import pg from "pg";
-import type { DeployKind, NewDeploy } from "../../src/core/engine/deploy-store.js";
+import type { DeployKind, NewDeploy, RunStart } from "../../src/core/engine/deploy-store.js";
 import { PgDeployStore } from "../../src/storage/pg-deploy-store.js";
 import { migrate } from "../../src/storage/schema.js";
 import { TestPostgres } from "../support/postgres.js";
@@ -63,22 +63,30 @@ describe("deploy store: one running deploy per key, whatever the queue let throu
     };
   };
 
+  /** What a start found, without its time in the queue (its own test below). */
+  const outcome = (s: RunStart) => (s.behind === undefined ? { status: s.status } : s);
+
   it("marks one of two deploys of a key started at once running and has the other wait for it", async () => {
     const [a, b] = [record("shop"), record("shop")];
     const [endA, endB] = [await running(a), await running(b)];
+    const submitted = Date.now();
     await Promise.all([store.createDeploy(a), store.createDeploy(b)]);
-    const starts = await Promise.all([store.startRun(a.id, a), store.startRun(b.id, b)]);
-    const first = starts.findIndex((s) => s.behind === undefined);
+    const starts = (await Promise.all([store.startRun(a.id, a), store.startRun(b.id, b)])).map(outcome);
+    const first = starts.findIndex((s) => !("behind" in s));
     assert.ok(first >= 0, JSON.stringify(starts));
     const [winner, waiter] = first === 0 ? [a, b] : [b, a];
     assert.deepEqual(starts[first], { status: "running" });
     assert.deepEqual(starts[1 - first], { behind: winner.id });
     assert.equal((await store.getDeploy(waiter.id))?.status, "queued", "the waiting deploy stays queued");
     // Asked again (a replay after a crash), the running one goes on.
-    assert.deepEqual(await store.startRun(winner.id, winner), { status: "running" });
+    assert.deepEqual(outcome(await store.startRun(winner.id, winner)), { status: "running" });
 
     await store.setStatus(winner.id, "succeeded");
-    assert.deepEqual(await store.startRun(waiter.id, waiter), { status: "running" });
+    const waited = await store.startRun(waiter.id, waiter);
+    assert.deepEqual(outcome(waited), { status: "running" });
+    // Its time in the queue (manent_deploy_queue_wait_seconds): from its record's creation to now.
+    const queuedMs = waited.behind === undefined ? waited.queuedMs : undefined;
+    assert.ok(queuedMs !== undefined && queuedMs >= 0 && queuedMs <= Date.now() - submitted + 1000, `queued ${queuedMs} ms`);
     await endA();
     await endB();
   });
@@ -86,33 +94,33 @@ describe("deploy store: one running deploy per key, whatever the queue let throu
   it("does not wait for a deploy recorded running whose workflow has ended, nor for a dry run", async () => {
     const stale = record("cart");
     const end = await running(stale);
-    assert.deepEqual(await store.startRun(stale.id, stale), { status: "running" });
+    assert.deepEqual(outcome(await store.startRun(stale.id, stale)), { status: "running" });
     await end(); // the workflow ended without writing the record's outcome (reconciled at the next start)
     const dry = record("cart", "dry_run");
     const endDry = await running(dry);
-    assert.deepEqual(await store.startRun(dry.id, dry), { status: "running" }, "a dry run holds no key");
+    assert.deepEqual(outcome(await store.startRun(dry.id, dry)), { status: "running" }, "a dry run holds no key");
     const next = record("cart");
     const endNext = await running(next);
-    assert.deepEqual(await store.startRun(next.id, next), { status: "running" });
+    assert.deepEqual(outcome(await store.startRun(next.id, next)), { status: "running" });
     const dryToo = record("cart", "dry_run");
     const endDryToo = await running(dryToo);
-    assert.deepEqual(await store.startRun(dryToo.id, dryToo), { status: "running" }, "nor waits for one");
+    assert.deepEqual(outcome(await store.startRun(dryToo.id, dryToo)), { status: "running" }, "nor waits for one");
     for (const e of [endDry, endNext, endDryToo]) await e();
   });
 
   it("keeps other keys apart and a cancelled deploy's status as it is", async () => {
     const [a, b] = [record("api"), record("web")];
     const ends = [await running(a), await running(b)];
-    assert.deepEqual(await store.startRun(a.id, a), { status: "running" });
-    assert.deepEqual(await store.startRun(b.id, b), { status: "running" }, "another application is not held up");
+    assert.deepEqual(outcome(await store.startRun(a.id, a)), { status: "running" });
+    assert.deepEqual(outcome(await store.startRun(b.id, b)), { status: "running" }, "another application is not held up");
     const c = record("api");
     ends.push(await running(c));
     await store.createDeploy(c);
     await store.requestCancel(c.id, { code: "canceled", message: "cancelled by a user before it started" });
-    assert.deepEqual(await store.startRun(c.id, c), { status: "cancelled" }, "it ends at once, not behind the running one");
+    assert.deepEqual(outcome(await store.startRun(c.id, c)), { status: "cancelled" }, "it ends at once, not behind the running one");
     const d = record("api");
     ends.push(await running(d));
-    assert.deepEqual(await store.startRun(d.id, d), { behind: a.id });
+    assert.deepEqual(outcome(await store.startRun(d.id, d)), { behind: a.id });
     for (const e of ends) await e();
   });
 });

@@ -58,14 +58,17 @@ export async function startServer(
   });
   const exited = once(child, "exit").then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
   const url = await new Promise<string>((resolve, reject) => {
-    let stdout = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      const m = /listening on (https?:\/\/\S+)/.exec(stdout);
-      if (m) resolve(m[1]!);
-    });
+    // The server's JSON log says where it listens, whatever its level.
+    const listening = (): void => {
+      const m = /"msg":"manent-server listening on (https?:\/\/[^\s"]+)"/.exec(stderr);
+      if (m) {
+        log.off("data", listening);
+        resolve(m[1]!);
+      }
+    };
+    log.on("data", listening);
     void exited.then(({ code, signal }) =>
-      reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${stderr.slice(-4000)}`)),
+      reject(new Error(`manent-server exited (${code ?? signal}) before listening:\n${logMessages(stderr)}\n${stderr.slice(-4000)}`)),
     );
   });
   return {
@@ -104,6 +107,21 @@ export async function startServer(
       await exited;
     },
   };
+}
+
+/** What `jq -r .msg` shows of a JSON log: each line's message, as an operator reads why a start failed. */
+export function logMessages(log: string): string {
+  return log
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => {
+      try {
+        return String((JSON.parse(l) as { msg?: unknown }).msg ?? "");
+      } catch {
+        return l;
+      }
+    })
+    .join("\n");
 }
 
 export interface CliResult {

@@ -6,6 +6,7 @@ import { durationMs } from "./duration.js";
 import { gitProvider } from "./git-provider-config.js";
 import { tlsConfigSchema } from "./tls-config.js";
 import { uploadsConfigSchema } from "./uploads-config.js";
+import { retentionConfigSchema } from "./retention-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -152,6 +153,7 @@ export const manentConfigSchema = z.strictObject({
   auth: authConfigSchema,
   artifacts: artifactsConfigSchema,
   uploads: uploadsConfigSchema,
+  retention: retentionConfigSchema,
   concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
   shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),
 });

@@ -104,7 +104,14 @@ export interface CancelState {
 }
 
 /** What `startRun` found: the deploy's status once it is marked running (or had ended), or the deploy it waits for. */
-export type RunStart = { status: DeployStatus | undefined; behind?: undefined } | { behind: string };
+export type RunStart =
+  | {
+      status: DeployStatus | undefined;
+      behind?: undefined;
+      /** How long it was queued, from its submission to its start (when it starts now or had started). */
+      queuedMs?: number | undefined;
+    }
+  | { behind: string };
 
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {

@@ -92,7 +92,8 @@ export class DeployWorkflow {
     const { store } = this.deps;
     const startedAt = Date.now();
     // The record is created here if the submission did not get to write it.
-    const status = await this.startWhenFirst(id, record);
+    const { status, queuedMs } = await this.startWhenFirst(id, record);
+    if (status === "running" && queuedMs !== undefined) this.deps.metrics.deployStarted(submission.kind, queuedMs / 1000);
     // Cancelled while it was queued (or ended by a previous run of this workflow): nothing runs.
     if (status !== "running") return { status: status ?? "failed" };
     let r: ResolvedDeploy;
@@ -137,16 +138,19 @@ export class DeployWorkflow {
    * wait is rare (two servers dequeuing one key at once) and holds nothing: it polls, calls no
    * DBOS function (a replay takes the same steps), and a shutdown need not wait for it.
    */
-  private async startWhenFirst(id: string, record: NewDeploy | undefined): Promise<DeployStatus | undefined> {
+  private async startWhenFirst(
+    id: string,
+    record: NewDeploy | undefined,
+  ): Promise<{ status: DeployStatus | undefined; queuedMs?: number | undefined }> {
     let start = await this.deps.store.startRun(id, record);
-    if (start.behind === undefined) return start.status;
+    if (start.behind === undefined) return start;
     this.deps.logger.info("deploy waits for the one ahead of it", { deploy: id, behind: start.behind });
     return this.deps.waits.during(id, async () => {
       while (start.behind !== undefined) {
         await delay(aheadRecheckMs);
         start = await this.deps.store.startRun(id, record);
       }
-      return start.status;
+      return start;
     });
   }
 

@@ -350,6 +350,18 @@ export class Engine {
     });
   }
 
+  /**
+   * Deletes the DBOS rows (status, input, output, checkpoints) of ended workflows: what the
+   * retention sweep lets go. A workflow still queued or running is left, whatever is asked.
+   */
+  async deleteEndedWorkflows(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const ended = (await DBOS.listWorkflows({ workflowIDs: ids, loadInput: false, loadOutput: false })).filter(
+      (w) => w.status !== "PENDING" && w.status !== "ENQUEUED",
+    );
+    if (ended.length > 0) await DBOS.deleteWorkflows(ended.map((w) => w.workflowID));
+  }
+
   /** Waits for the running workflows of this server (up to the timeout), then stops DBOS. */
   async shutdown(timeoutMs: number): Promise<void> {
     const executor = getExecutor();

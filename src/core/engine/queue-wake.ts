@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import { wfQueueRunner } from "@dbos-inc/dbos-sdk/internal/wfqueue";
 import type { Logger } from "../contract/index.js";
@@ -90,8 +91,18 @@ export class QueueWake {
     this.registered.set(queue.name, queue);
   }
 
+  /**
+   * The async context the workflows a wake dispatches run in: the engine's own, not that of the
+   * request that woke the queue, so their log lines do not name a request they do not belong to.
+   */
+  private readonly outsideRequests = AsyncLocalStorage.snapshot();
+
   /** Polls the queue now (or right after the poll in progress); resolves when that poll has dispatched what it claimed. */
   wake(queueName: string): Promise<void> {
+    return this.outsideRequests(() => this.wakeHere(queueName));
+  }
+
+  private wakeHere(queueName: string): Promise<void> {
     if (!this.available || runner.isRunning === false) return Promise.resolve();
     const waiting = pending.get(queueName);
     if (waiting) return waiting;

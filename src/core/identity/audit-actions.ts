@@ -25,5 +25,6 @@ export const auditActions = [
   "release_approve",
   "release_promote",
   "release_retry",
+  "retention_sweep",
 ] as const;
 export type AuditAction = (typeof auditActions)[number];

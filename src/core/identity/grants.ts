@@ -13,6 +13,7 @@ export const actions = [
   "abort",
   "plugin_restart",
   "envconfig_refresh",
+  "retention_sweep",
   "audit_read",
   "token_admin",
 ] as const;

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { settleOtherVersionReleases } from "./release-upgrade.js";
@@ -68,6 +69,12 @@ const releaseDescriptor = descriptorSchema.partial({ environment: true });
 
 /** Releases of one server: started, cancelled, approved and promoted here; run by the workflow above. */
 export class Releases {
+  /**
+   * The async context releases start in: the server's own, not the request's that submitted them,
+   * so a release's log lines (it runs for hours) do not name that request.
+   */
+  private readonly outsideRequests = AsyncLocalStorage.snapshot();
+
   private constructor(private readonly opts: ReleasesOptions) {}
 
   static attach(opts: ReleasesOptions): Releases {
@@ -256,7 +263,7 @@ export class Releases {
   private async launch(release: NewRelease): Promise<void> {
     const { id } = release;
     const queue = async () => {
-      await DBOS.startWorkflow(releaseWorkflow, { workflowID: id })({ release });
+      await this.outsideRequests(() => DBOS.startWorkflow(releaseWorkflow, { workflowID: id })({ release }));
     };
     const { uploads } = this.opts;
     const upload = uploadOf(release.artifact);

@@ -41,8 +41,8 @@ export class RolloutRecorder {
     this.metrics.canaryWeight(this.labels(), weight);
   }
 
-  /** The deploy, as per-deploy metrics label it. */
+  /** The deploy's key, as the rollout metrics label it. */
   labels(): DeployLabels {
-    return { deploy: this.id, tenant: this.r.tenant, application: this.r.application, environment: this.r.environment };
+    return { tenant: this.r.tenant, application: this.r.application, environment: this.r.environment };
   }
 }

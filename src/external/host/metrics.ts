@@ -39,10 +39,10 @@ export function pluginMetrics(plugin: string, registry?: Registry): PluginMetric
   );
   const consecutive = getOrCreate(
     registry,
-    "manent_plugin_restart_count",
+    "manent_plugin_consecutive_restarts",
     () =>
       new Gauge({
-        name: "manent_plugin_restart_count",
+        name: "manent_plugin_consecutive_restarts",
         help: "Consecutive failed lifecycles since the plugin was last healthy",
         labelNames,
         registers,

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { safeText } from "../../core/config/index.js";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { auditActions, authorize } from "../../core/identity/index.js";
 import { scopesFor } from "../identity/index.js";
 import { nameQuery } from "./deploys.js";

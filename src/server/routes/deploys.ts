@@ -17,7 +17,7 @@ import {
 import { audited } from "../audit.js";
 import { authorize, mayRead, type Principal } from "../../core/identity/index.js";
 import { deployScope, descriptorScope, scopesFor } from "../identity/index.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 
 const json = <S extends z.ZodType>(schema: S, description: string) => ({ description, content: { "application/json": { schema } } });
 const jsonBody = <S extends z.ZodType>(schema: S) => ({ required: true, content: { "application/json": { schema } } });

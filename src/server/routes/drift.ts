@@ -5,7 +5,7 @@ import { mayRead } from "../../core/identity/index.js";
 import { errorResponses, driftCheckBodySchema } from "../api-schemas.js";
 import { driftReportSchema, driftTargetSchema } from "../drift-schemas.js";
 import { scopesFor } from "../identity/index.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { nameQuery } from "./deploys.js";
 
 const json = <S extends z.ZodType>(schema: S, description: string) => ({ description, content: { "application/json": { schema } } });

@@ -3,7 +3,7 @@ import { Code } from "../../core/errors.js";
 import { authorize } from "../../core/identity/index.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 
 const refreshResult = z
   .object({

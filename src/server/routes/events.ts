@@ -1,12 +1,13 @@
 import type { ServerResponse } from "node:http";
 import { createRoute, z } from "@hono/zod-openapi";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import { requestIdHeader } from "../request-log.js";
 import type { Context } from "hono";
 import { Code } from "../../core/errors.js";
 import type { EventFilter } from "../../storage/pg-event-hub.js";
 import { deployIdParams, errorResponses } from "../api-schemas.js";
 import type { EventStreams } from "../event-streams.js";
-import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../api-deps.js";
 import { nameQuery, visibleDeploy } from "./deploys.js";
 import { scopesFor } from "../identity/index.js";
 
@@ -85,8 +86,9 @@ const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-c
  */
 export function stream(c: Context<ApiEnv>, streams: EventStreams, filter: EventFilter, after: number): Response {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  const headers = { ...sseHeaders, [requestIdHeader]: c.get("requestId") };
   if (outgoing) {
-    outgoing.writeHead(200, sseHeaders);
+    outgoing.writeHead(200, headers);
     outgoing.flushHeaders();
     const close = streams.open(
       { write: (text) => outgoing.write(text), end: () => outgoing.end(), pending: () => outgoing.writableLength },
@@ -106,5 +108,5 @@ export function stream(c: Context<ApiEnv>, streams: EventStreams, filter: EventF
     },
     cancel: () => close(),
   });
-  return new Response(body, { headers: sseHeaders });
+  return new Response(body, { headers });
 }

@@ -23,7 +23,7 @@
  *      `scopesFor(caller, "read")` (../identity/access.ts), so their limits count what is shown.
  *   6. Run `npm run docs` and commit docs/reference/ (test/docs checks it is up to date).
  */
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { auditRoutes } from "./audit.js";
 import { deployRoutes } from "./deploys.js";
 import { driftRoutes } from "./drift.js";
@@ -36,6 +36,7 @@ import { oidcRoutes } from "./oidc.js";
 import { pluginRoutes } from "./plugins.js";
 import { envconfigRoutes } from "./envconfig.js";
 import { uploadRoutes } from "./uploads.js";
+import { retentionRoutes } from "./retention.js";
 import { rolloutRoutes } from "./rollouts.js";
 import { releaseRoutes } from "./releases.js";
 import { sessionRoutes } from "./session.js";
@@ -61,6 +62,7 @@ export function registerRoutes(app: ApiApp, deps: ApiDeps, streams: () => EventS
   pluginRoutes(app, deps);
   envconfigRoutes(app, deps);
   uploadRoutes(app, deps);
+  retentionRoutes(app, deps);
   eventRoutes(app, deps, streams);
   auditRoutes(app, deps);
   tokenRoutes(app, deps);

@@ -4,7 +4,7 @@ import type { Context } from "hono";
 import { Code, ManentError } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import { record } from "../audit.js";
-import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../api-deps.js";
 import { refuseUnusableClaims, userPrincipal } from "../oidc/credential-checks.js";
 import { checksOf, loginTtlMs, newLogin, safeReturnPath } from "../oidc/login-state.js";
 import {

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { version } from "../../version.js";
-import type { ApiApp } from "../http-api.js";
+import type { ApiApp } from "../api-deps.js";
 
 export const openApiPath = "/api/v1/openapi.json";
 

@@ -3,7 +3,7 @@ import { readOverview } from "../../core/environments/overview.js";
 import { Code } from "../../core/errors.js";
 import { deployStatus, envconfigOriginSchema, errorResponses } from "../api-schemas.js";
 import { scopesFor } from "../identity/index.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { nameQuery } from "./deploys.js";
 
 const deployKind = z.enum(["deploy", "rollback"]);

@@ -3,7 +3,7 @@ import { capabilitiesOf } from "../../core/contract/index.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { authorize } from "../../core/identity/index.js";
 import { scopesFor } from "../identity/index.js";
 

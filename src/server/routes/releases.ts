@@ -6,7 +6,7 @@ import { authorize, canSomewhereIn, mayRead, refusal, type Action, type AuditAct
 import type { ReleaseRecord } from "../../core/release/release-store.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
-import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../api-deps.js";
 import { scopesFor } from "../identity/index.js";
 import type { EventStreams } from "../event-streams.js";
 import {

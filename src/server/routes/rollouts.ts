@@ -5,7 +5,7 @@ import type { CommandName } from "../../core/rollout/rollout-state.js";
 import type { Context } from "hono";
 import { audited } from "../audit.js";
 import { deployIdParams, deploySchema, errorResponses } from "../api-schemas.js";
-import type { ApiApp, ApiDeps, ApiEnv } from "../http-api.js";
+import type { ApiApp, ApiDeps, ApiEnv } from "../api-deps.js";
 import { visibleDeploy } from "./deploys.js";
 import { authorize } from "../../core/identity/index.js";
 import { deployScope } from "../identity/index.js";

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Code } from "../../core/errors.js";
 import { actions, allowingGrant, describeGrant, refusal, roleNames, type Grant, type Principal } from "../../core/identity/index.js";
 import { errorResponses } from "../api-schemas.js";
-import type { ApiApp } from "../http-api.js";
+import type { ApiApp } from "../api-deps.js";
 import { nameQuery } from "./deploys.js";
 
 const grantSchema = z

@@ -4,7 +4,7 @@ import { roleNames } from "../../core/identity/index.js";
 import type { ManagedToken } from "../../storage/pg-token-store.js";
 import { errorResponses } from "../api-schemas.js";
 import { audited } from "../audit.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { nameQuery } from "./deploys.js";
 
 /** The longest a managed token may live: a token that never expires is one nobody remembers to revoke. */

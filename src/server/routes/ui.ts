@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { serveStatic } from "@hono/node-server/serve-static";
-import type { ApiApp } from "../http-api.js";
+import type { ApiApp } from "../api-deps.js";
 
 /** The web UI's bundle (scripts/build-ui.mjs), beside the sources or the compiled server alike. */
 const uiDir = fileURLToPath(new URL("../../../dist/ui/", import.meta.url));

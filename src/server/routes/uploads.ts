@@ -3,7 +3,7 @@ import type { ReadableStream } from "node:stream/web";
 import { createRoute, z } from "@hono/zod-openapi";
 import { Code } from "../../core/errors.js";
 import { errorResponses } from "../api-schemas.js";
-import type { ApiApp, ApiDeps } from "../http-api.js";
+import type { ApiApp, ApiDeps } from "../api-deps.js";
 import { audited } from "../audit.js";
 import {
   deleteUpload,

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { version } from "../../version.js";
-import type { ApiApp } from "../http-api.js";
+import type { ApiApp } from "../api-deps.js";
 
 /** Answered without a token (as the OpenAPI document is): `manent version` shows it before any sign-in. */
 export const versionPath = "/api/v1/version";
