@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
-import { serverBin, startServer } from "../support/server-process.js";
+import { serverBin, startServer, logMessages } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, manentYml } from "../support/workspace.js";
 
@@ -28,7 +28,8 @@ describe("dbos.database_url by reference, --executor-id", () => {
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const [code] = (await once(child, "exit")) as [number | null];
-    return { code, stderr };
+    // As an operator reads the JSON log (jq -r .msg), and the raw log for what must never be in it.
+    return { code, stderr: `${logMessages(stderr)}\n${stderr}` };
   }
 
   it("reads the URL from an env: reference and runs under the executor id given on the command line", async () => {

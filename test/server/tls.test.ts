@@ -11,7 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { chromium } from "playwright-core";
 import { tlsFetch } from "../../src/cli/tls-transport.js";
 import { TestPostgres } from "../support/postgres.js";
-import { runCli, serverBin, startServer, type CliResult, type ServerProcess } from "../support/server-process.js";
+import { runCli, serverBin, startServer, type CliResult, type ServerProcess, logMessages } from "../support/server-process.js";
 import { TestCa, type Issued } from "../support/test-ca.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -44,7 +44,8 @@ async function refusedStart(ws: Workspace, config: object, ...args: string[]): P
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const [code] = (await once(child, "exit")) as [number | null];
   assert.equal(existsSync(ws.path("work")), false, "the server created its workdir before refusing");
-  return { code, stderr };
+  // As an operator reads the JSON log (jq -r .msg), and the raw log for what must never be in it.
+  return { code, stderr: `${logMessages(stderr)}\n${stderr}` };
 }
 
 /** manent-server serving HTTPS from manent.yml `tls`: the CLI verifies it against a CA, mutual TLS, reloads, refusals. */
