@@ -48,7 +48,10 @@ const artifact = await ws.write("dist/app.txt", "isolation\n");
 const server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" } });
 const b = new ApiClient(server.url, teamB);
 for (let i = 0; i < 200; i++) {
-  const { id } = await b.submit({ descriptor: { ...descriptor("shop", "prod", artifact, `1.${i}.0`), tenant: "team-b" }, descriptor_file: "shop.yml" });
+  const { id } = await b.submit({
+    descriptor: { ...descriptor("shop", "prod", artifact, `1.${i}.0`), tenant: "team-b" },
+    descriptor_file: "shop.yml",
+  });
   await b.deploy(id, 60);
 }
 

@@ -19,6 +19,8 @@ export interface StorageSources {
   deploysInProgress?(): Promise<{ queued: number; running: number }>;
   /** The servers of the fleet, by whether their heartbeat is recent (a database query). */
   fleetServers?(): Promise<{ alive: number; dead: number }>;
+  /** This server's work slots (concurrency): held by deploys running their steps, and deploys waiting for one. */
+  workSlots?(): { held: number; waiting: number } | undefined;
   /** This server's pool of database connections. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number; options: { max?: number | undefined } };
 }
@@ -131,6 +133,18 @@ export function createMetrics(): {
       if (!counts) return;
       this.set({ state: "alive" }, counts.alive);
       this.set({ state: "dead" }, counts.dead);
+    },
+  });
+  new Gauge({
+    name: "manent_work_slots",
+    help: "This server's work slots (concurrency): held by deploys running their steps, and deploys waiting for one (a deploy waiting durably holds none).",
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      const usage = storage?.workSlots?.();
+      if (!usage) return;
+      this.set({ state: "held" }, usage.held);
+      this.set({ state: "waiting" }, usage.waiting);
     },
   });
   new Gauge({

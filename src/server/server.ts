@@ -161,6 +161,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       cacheBytes: () => cache.size(),
       deploysInProgress: () => workflowStore.inProgress(),
       fleetServers: async () => (fleet ? fleet.servers() : { alive: 0, dead: 0 }),
+      workSlots: () => engine?.durableWaits.slots?.usage(),
       pool: db,
     });
     const registry = plugins;

@@ -78,6 +78,8 @@ describe("metrics an SRE can scrape", () => {
     assert.match(text, /^manent_database_pool_max_connections \d+$/m);
     assert.match(text, /^manent_database_pool_connections\{state="idle"\} \d+$/m);
     assert.match(text, /^manent_database_pool_waiting \d+$/m);
+    assert.match(text, /^manent_work_slots\{state="held"\} 0$/m);
+    assert.match(text, /^manent_work_slots\{state="waiting"\} 0$/m);
     assert.match(text, /^manent_deploy_queue_wait_seconds_count\{kind="deploy"\} 2$/m);
     assert.match(text, /^manent_http_requests_total\{method="POST",route="\/api\/v1\/deploys",code="202"\} 2$/m);
     assert.match(text, /^manent_http_requests_total\{method="GET",route="\/api\/v1\/deploys\/:id",code="400"\} 1$/m);
@@ -110,6 +112,7 @@ describe("metrics an SRE can scrape", () => {
       deploysInProgress: async () => ({ queued: 3, running: 1 }),
       fleetServers: async () => ({ alive: 2, dead: 1 }),
       pool: { totalCount: 4, idleCount: 1, waitingCount: 0, options: { max: 20 } },
+      workSlots: () => ({ held: 3, waiting: 2 }),
     });
     const text = await m.registry.metrics();
     for (const name of ["manent_plugin_up", "manent_plugin_restarts_total", "manent_drifted_targets", "manent_upload_bytes"])

@@ -154,7 +154,24 @@ export const manentConfigSchema = z.strictObject({
   artifacts: artifactsConfigSchema,
   uploads: uploadsConfigSchema,
   retention: retentionConfigSchema,
-  concurrency: z.number().int().min(1).max(1000).default(50).describe("How many deploys one server runs at once"),
+  concurrency: z
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(50)
+    .describe(
+      "How many deploys one server runs their steps at once; a deploy waiting (a pause, an approval, a soak, an analysis interval) holds none, and free slots go to the tenant holding the fewest",
+    ),
+  max_waiting: z
+    .number()
+    .int()
+    .min(0)
+    .max(100_000)
+    .default(1000)
+    .describe(
+      "How many deploys one server holds besides those running: waiting durably, or for a slot of concurrency; more stay queued in the database for any server",
+    ),
   shutdown_timeout: durationMs.default(60_000).describe("How long a shutdown waits for running steps"),
 });
 

@@ -88,7 +88,23 @@ interface Checkpoint {
 export class DeployWorkflow {
   constructor(private readonly deps: WorkflowDeps) {}
 
-  async run({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
+  /**
+   * Runs the deploy holding one of the server's work slots (work-slots.ts), given back while it
+   * waits durably; dry runs have a queue of their own and take none.
+   */
+  async run(input: DeployWorkflowInput): Promise<DeployOutcome> {
+    const slots = this.deps.waits.slots;
+    if (!slots || input.submission.kind === "dry_run") return this.runInSlot(input);
+    // Waiting for a slot is a durable wait too: a shutdown need not wait for it, and the record stays queued.
+    await this.deps.waits.during(input.id, () => slots.acquire(input.id, input.record?.tenant ?? ""));
+    try {
+      return await this.runInSlot(input);
+    } finally {
+      slots.release(input.id);
+    }
+  }
+
+  private async runInSlot({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
     const { store } = this.deps;
     const startedAt = Date.now();
     // The record is created here if the submission did not get to write it.

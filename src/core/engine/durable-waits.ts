@@ -1,3 +1,5 @@
+import type { WorkSlots } from "./work-slots.js";
+
 /**
  * The workflows of this process that wait durably right now: on a pause, an approval or an
  * analysis interval, whose deadline is recorded in a checkpointed step. A shutdown need not wait
@@ -7,15 +9,26 @@ export class DurableWaits {
   private readonly waiting = new Map<string, number>();
   private wake: (() => void) | undefined;
 
-  /** Runs `wait` with workflow `id` counted as waiting durably until it returns. */
+  /** `slots`: the work slots a deploy gives back while it waits (work-slots.ts). */
+  constructor(readonly slots?: WorkSlots) {}
+
+  /**
+   * Runs `wait` with workflow `id` counted as waiting durably until it returns. A deploy holding a
+   * work slot gives it back meanwhile and takes one again before it goes on.
+   */
   async during<T>(id: string | undefined, wait: () => Promise<T>): Promise<T> {
     if (id === undefined) return wait();
+    const first = !this.waiting.has(id);
     this.waiting.set(id, (this.waiting.get(id) ?? 0) + 1);
     this.changed();
+    // Waits may nest or overlap (a pause inside a wave's gate): the slot goes at the first, comes back after the last.
+    if (first) this.slots?.suspend(id);
     try {
       return await wait();
     } finally {
       const n = (this.waiting.get(id) ?? 1) - 1;
+      // Still counted as waiting while it waits for a slot: a shutdown need not wait for it.
+      if (n === 0) await this.slots?.resume(id);
       if (n > 0) this.waiting.set(id, n);
       else this.waiting.delete(id);
       this.changed();

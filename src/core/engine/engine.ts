@@ -20,6 +20,7 @@ import { rollbackTarget } from "./rollback-target.js";
 import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
+import { WorkSlots } from "./work-slots.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -91,7 +92,7 @@ export class Engine {
       ...opts,
       metrics: opts.metrics ?? noMetrics,
       cancels: new CancelWatch(opts.store),
-      waits: new DurableWaits(),
+      waits: new DurableWaits(new WorkSlots(opts.config.concurrency)),
     });
     active = new DeployWorkflow(engine.opts);
     DBOS.setConfig({
@@ -107,7 +108,9 @@ export class Engine {
       const concurrency = opts.config.concurrency;
       const deploys = await DBOS.registerQueue(deployQueue, {
         partitionConcurrency: 1,
-        workerConcurrency: concurrency,
+        // DBOS counts a waiting deploy as running: the work slots (work-slots.ts) bound what runs its
+        // steps to concurrency, and the server takes up to max_waiting more that wait.
+        workerConcurrency: concurrency + opts.config.max_waiting,
         minPollingIntervalMs: 100,
         onConflict: "always_update",
       });
