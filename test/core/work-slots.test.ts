@@ -29,6 +29,21 @@ describe("work slots", () => {
     assert.deepEqual(await granted(pending), ["a1", "a2", "a3", "b1"]);
   });
 
+  it("keeps a tenant within its share of the slots, however long its deploys run", async () => {
+    const slots = new WorkSlots(5, 0.8);
+    const pending = new Map<string, Promise<void>>();
+    for (let i = 1; i <= 6; i++) pending.set(`a${i}`, slots.acquire(`a${i}`, "team-a"));
+    assert.deepEqual(await granted(pending), ["a1", "a2", "a3", "a4"], "4 of 5 slots (0.8): one stays free");
+    pending.set("b1", slots.acquire("b1", "team-b"));
+    assert.deepEqual(await granted(pending), ["a1", "a2", "a3", "a4", "b1"], "team-b starts at once, team-a's deploys still running");
+    assert.deepEqual(slots.usage(), { held: 5, waiting: 2 });
+    // A share below one slot is one slot.
+    const tiny = new WorkSlots(2, 0.1);
+    await tiny.acquire("x", "t");
+    const second = new Map([["y", tiny.acquire("y", "t")]]);
+    assert.deepEqual(await granted(second), []);
+  });
+
   it("takes a deploy's slot back while it waits durably, and gives it one again after", async () => {
     const slots = new WorkSlots(1);
     const waits = new DurableWaits(slots);

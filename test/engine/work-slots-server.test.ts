@@ -82,4 +82,33 @@ describe("work slots: waiting holds none, tenants share them", () => {
     // With one slot, team-a's first deploy (maybe its second, taken as team-b submitted) runs before it; then team-b's.
     assert.ok(aAfterB.length >= 3, `team-b started after ${5 - aAfterB.length} of team-a's 5 deploys`);
   });
+
+  it("with tenant_share, starts another tenant's deploy while one tenant's long deploys hold their share", async () => {
+    const config = await ws.write(
+      "shared.yml",
+      manentYml(await pg.createDatabase(), { concurrency: 2, tenant_share: 0.5, workdir: "./work-shared" }),
+    );
+    const shared = await startServer(config, { cwd: ws.dir });
+    try {
+      const long = { plugin: "noop", params: { state_dir: ws.path("state-shared"), delay: "3s" } };
+      for (let i = 1; i <= 2; i++) await ws.write(`envconfig/team-a/l${i}/l${i}/prod.yml`, { ...long, targets: [{ host: `l${i}-1` }] });
+      await ws.write("envconfig/team-b/quick/quick/prod.yml", {
+        plugin: "noop",
+        params: { state_dir: ws.path("state-shared") },
+        targets: [{ host: "q-1" }],
+      });
+      const go = async (tenant: string, app: string) =>
+        (await shared.api.submit({ descriptor: { ...descriptor(app, "prod", artifact), tenant }, descriptor_file: `${app}.yml` })).id;
+      const [l1, l2] = [await go("team-a", "l1"), await go("team-a", "l2")];
+      const quick = await go("team-b", "quick");
+      const q = await shared.api.deploy(quick, 60);
+      assert.equal(q.status, "succeeded");
+      // team-a holds one slot of two (0.5): its second deploy waits, team-b's ran in the other.
+      const [a1, a2] = [await shared.api.deploy(l1, 60), await shared.api.deploy(l2, 60)];
+      assert.ok(Date.parse(q.finished_at!) < Date.parse(a1.finished_at!), "team-b's deploy ended while team-a's first still ran");
+      assert.ok(Date.parse(a2.started_at!) >= Date.parse(a1.finished_at!) - 50, "team-a's second waited for its first");
+    } finally {
+      await shared.stop();
+    }
+  });
 });

@@ -163,6 +163,14 @@ export const manentConfigSchema = z.strictObject({
     .describe(
       "How many deploys one server runs their steps at once; a deploy waiting (a pause, an approval, a soak, an analysis interval) holds none, and free slots go to the tenant holding the fewest",
     ),
+  tenant_share: z
+    .number()
+    .gt(0)
+    .max(1)
+    .default(1)
+    .describe(
+      "The share of concurrency one tenant's deploys may hold at once (at least one slot), so the rest is there for other tenants however long its deploys run; e.g. 0.8 on a server several tenants share (default 1: no limit, a tenant alone uses every slot)",
+    ),
   max_waiting: z
     .number()
     .int()

@@ -92,7 +92,7 @@ export class Engine {
       ...opts,
       metrics: opts.metrics ?? noMetrics,
       cancels: new CancelWatch(opts.store),
-      waits: new DurableWaits(new WorkSlots(opts.config.concurrency)),
+      waits: new DurableWaits(new WorkSlots(opts.config.concurrency, opts.config.tenant_share)),
     });
     active = new DeployWorkflow(engine.opts);
     DBOS.setConfig({

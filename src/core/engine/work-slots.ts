@@ -5,7 +5,9 @@
  * durable-waits.ts), so paused canaries never keep another deploy from starting. A free slot goes
  * to the waiting tenant that holds the fewest, among those the one served longest ago, and to its
  * longest-waiting deploy: a tenant with a thousand deploys queued takes the slots nobody else
- * wants, and another tenant's next deploy takes the next slot that frees.
+ * wants, and another tenant's next deploy takes the next slot that frees. And no tenant holds more
+ * than its share (`tenant_share` of the slots, at least one), so however long one tenant's deploys
+ * run, the rest of the slots are there for the others at once.
  */
 export class WorkSlots {
   /** Workflow id → the tenant whose slot it holds. */
@@ -19,7 +21,15 @@ export class WorkSlots {
   private readonly servedAt = new Map<string, number>();
   private grants = 0;
 
-  constructor(private readonly capacity: number) {}
+  /** The most slots one tenant holds at once. */
+  private readonly perTenant: number;
+
+  constructor(
+    private readonly capacity: number,
+    tenantShare = 1,
+  ) {
+    this.perTenant = Math.max(1, Math.floor(capacity * tenantShare));
+  }
 
   /** Resolves once workflow `id` of `tenant` holds a slot (at once when it holds one already). */
   acquire(id: string, tenant: string): Promise<void> {
@@ -75,7 +85,7 @@ export class WorkSlots {
     while (this.holders.size < this.capacity) {
       let best: string | undefined;
       for (const [tenant, queue] of this.queues) {
-        if (queue.length === 0) continue;
+        if (queue.length === 0 || (this.heldBy.get(tenant) ?? 0) >= this.perTenant) continue;
         if (best === undefined) {
           best = tenant;
           continue;
