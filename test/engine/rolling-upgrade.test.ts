@@ -5,6 +5,7 @@ import pg from "pg";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import type { ReleaseRecord } from "../../src/core/release/release-store.js";
 import { TestPostgres } from "../support/postgres.js";
+import { until } from "../support/until.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -34,15 +35,6 @@ describe("rolling upgrade: an old and a new server on one database", () => {
     await pgServer?.stop();
   });
 
-  const until = async <T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> => {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      const v = await read();
-      if (ok(v)) return v;
-      assert.ok(Date.now() < deadline, `${what}: ${JSON.stringify(v)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
   const start = async (executor: string, version: string): Promise<ServerProcess> => {
     const s = await startServer(ws.path(`${executor}.yml`), { cwd: ws.dir, env: { MANENT_APPLICATION_VERSION: version } });
     servers.push(s);

@@ -4,6 +4,7 @@ import { after, before, describe, it } from "node:test";
 import type { ReleaseRecord } from "../../src/core/release/release-store.js";
 import { readJournal } from "../support/journal.js";
 import { TestPostgres } from "../support/postgres.js";
+import { until } from "../support/until.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -27,16 +28,6 @@ describe("upgrade: in-flight deploys and releases of another build", () => {
     config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
   });
   after(async () => pg?.stop());
-
-  const until = async <T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> => {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      const v = await read();
-      if (ok(v)) return v;
-      assert.ok(Date.now() < deadline, `${what}: ${JSON.stringify(v)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
 
   it("settles a paused canary and a waiting release with a clear record; the release's retry deploys each stage once", async () => {
     const env = (app: string, e: string, extra: Record<string, unknown> = {}) =>

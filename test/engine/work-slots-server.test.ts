@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
+import { deployReaching } from "../support/deploy-wait.js";
 import { TestPostgres } from "../support/postgres.js";
 import { startServer, type ServerProcess } from "../support/server-process.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
@@ -26,15 +27,6 @@ describe("work slots: waiting holds none, tenants share them", () => {
     await pg?.stop();
   });
 
-  const until = async (id: string, ok: (d: DeployRecord) => boolean, what: string): Promise<DeployRecord> => {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const d = await server.api.deploy(id);
-      if (ok(d)) return d;
-      assert.ok(Date.now() < deadline, `${what}: ${JSON.stringify({ status: d.status, rollout: d.rollout?.waiting })}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
   const submit = async (tenant: string, app: string, version = "1.0.0") =>
     (await server.api.submit({ descriptor: { ...descriptor(app, "prod", artifact, version), tenant }, descriptor_file: `${app}.yml` })).id;
 
@@ -49,7 +41,7 @@ describe("work slots: waiting holds none, tenants share them", () => {
       });
       const id = await submit("untenanted", app);
       // Each pauses although the one before holds the server's only slot... while it works.
-      await until(id, (d) => (d.rollout?.waiting ?? null) !== null, `${app} pauses`);
+      await deployReaching(server.api, id, (d) => (d.rollout?.waiting ?? null) !== null, `${app} pauses`);
       paused.push(id);
     }
     await ws.write("envconfig/untenanted/plain/plain/prod.yml", {
