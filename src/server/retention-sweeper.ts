@@ -7,6 +7,7 @@ import { Code, ManentError } from "../core/errors.js";
 import { RetentionSweep, type SweepResult } from "../core/retention/retention-sweep.js";
 import { exportAuditRows } from "../storage/audit-export.js";
 import { PgRetentionStore } from "../storage/pg-retention.js";
+import { IntervalTask } from "./interval-task.js";
 
 /**
  * Runs the retention sweep every `intervalMs` (retention.sweep_interval) on every server; the
@@ -14,23 +15,30 @@ import { PgRetentionStore } from "../storage/pg-retention.js";
  * joins the one running.
  */
 export class RetentionSweeper {
-  private timer: NodeJS.Timeout | undefined;
+  private readonly every: IntervalTask;
   private running: Promise<SweepResult | undefined> | undefined;
-  private stopped = false;
 
   constructor(
     private readonly sweep: RetentionSweep,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.every = new IntervalTask(intervalMs, () =>
+      this.now().then(
+        () => undefined,
+        (err: unknown) =>
+          this.logger.warn("the retention sweep failed; tried again at the next interval", { error: ManentError.from(err).message }),
+      ),
+    );
+  }
 
   start(): void {
-    if (this.intervalMs > 0) this.schedule();
+    this.every.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
+    await this.every.stop();
+    // A sweep asked for by hand may still run.
     await this.running?.catch(() => undefined);
   }
 
@@ -38,19 +46,6 @@ export class RetentionSweeper {
   now(): Promise<SweepResult | undefined> {
     this.running ??= this.sweep.run().finally(() => (this.running = undefined));
     return this.running;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.now()
-        .catch((err: unknown) =>
-          this.logger.warn("the retention sweep failed; tried again at the next interval", { error: ManentError.from(err).message }),
-        )
-        .finally(() => this.schedule());
-    }, this.intervalMs);
-    // A pending sweep never keeps the process alive.
-    this.timer.unref();
   }
 }
 

@@ -2,6 +2,7 @@ import type { Logger } from "../core/contract/index.js";
 import { formatBytes } from "../core/config/format-bytes.js";
 import { ManentError } from "../core/errors.js";
 import type { UploadRetention } from "../storage/upload-retention.js";
+import { IntervalTask } from "./interval-task.js";
 
 /**
  * Sweeps the uploads no deploy needs every `intervalMs` (uploads.retention.sweep_interval). Every
@@ -9,33 +10,22 @@ import type { UploadRetention } from "../storage/upload-retention.js";
  * upload once.
  */
 export class UploadSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly every: IntervalTask;
 
   constructor(
     private readonly retention: UploadRetention,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.every = new IntervalTask(intervalMs, () => this.sweepOnce());
+  }
 
   start(): void {
-    if (this.intervalMs > 0) this.schedule();
+    this.every.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.sweepOnce().finally(() => this.schedule());
-    }, this.intervalMs);
-    // A pending sweep never keeps the process alive.
-    this.timer.unref();
+  stop(): Promise<void> {
+    return this.every.stop();
   }
 
   private async sweepOnce(): Promise<void> {
