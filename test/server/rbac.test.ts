@@ -221,6 +221,25 @@ describe("roles and permissions", () => {
     assert.doesNotMatch(r.stderr, /no tenant/);
   });
 
+  it("lets only an admin of every tenant sweep the history (retention_sweep)", async () => {
+    for (const [token, name] of [
+      [tokens.viewer, "looker"],
+      [tokens.teamB, "bank-ci"],
+      [tokens.prodApprover, "release"],
+    ] as const) {
+      const r = await request(token, "POST", "/api/v1/retention/sweep");
+      assert.equal(r.status, 403, `${name}: ${r.text}`);
+      assert.match(
+        r.error!.message,
+        new RegExp(`^${name} may not retention_sweep .*needs the retention_sweep permission \\(role admin\\)`),
+      );
+    }
+    // The admin of every tenant may; this server has no policy, which the answer says.
+    const root = await request(tokens.admin, "POST", "/api/v1/retention/sweep");
+    assert.equal(root.status, 412, root.text);
+    assert.match(root.error!.message, /no retention policy is configured \(retention in manent\.yml\): everything is kept/);
+  });
+
   it("records each action's principal and where in the audit log", async () => {
     const { entries } = await api(tokens.admin).audit({ action: "submit", outcome: "permission_denied" });
     const refused = entries.find((e) => e.actor_id === "token:dev-ci");
