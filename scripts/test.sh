@@ -11,4 +11,19 @@ if [ "${#files[@]}" -eq 0 ]; then echo "no test files match '${1:-}'" >&2; exit 
 node scripts/build-js.mjs --if-stale
 # The browser tests load dist/ui: bundled again each run (about 0.1 s), so an edit under ui/ is what they test.
 node scripts/build-ui.mjs >/dev/null
-exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"
+# One Postgres for the whole run (test/support/shared-postgres.ts): each file makes and drops its
+# own databases on it instead of running initdb and a postmaster of its own. A TEST_DATABASE_URL
+# already set (a server of yours) is used as it is.
+if [ -z "${TEST_DATABASE_URL:-}" ]; then
+  url_file=$(mktemp)
+  node --import tsx test/support/shared-postgres.ts "$url_file" &
+  shared_pg=$!
+  trap 'kill "$shared_pg" 2>/dev/null; wait "$shared_pg" 2>/dev/null; rm -f "$url_file"' EXIT
+  until [ -s "$url_file" ]; do
+    kill -0 "$shared_pg" 2>/dev/null || { echo "the shared test Postgres did not start" >&2; exit 1; }
+    sleep 0.2
+  done
+  TEST_DATABASE_URL=$(cat "$url_file")
+  export TEST_DATABASE_URL
+fi
+node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"

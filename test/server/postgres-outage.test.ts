@@ -184,30 +184,26 @@ describe("Postgres outages", () => {
 
   describe("an external Postgres", () => {
     let pgServer: TestPostgres;
-    before(async () => (pgServer = await TestPostgres.start()));
+    before(async () => (pgServer = await TestPostgres.startOwn()));
     after(async () => pgServer?.stop());
 
-    it(
-      "restarted under the server: 503 while it is away, the deploy in flight completes",
-      { skip: process.env.TEST_DATABASE_URL !== undefined },
-      async () => {
-        await envconfig("ext");
-        const server = await startServer(await ws.write("external.yml", manentYml(await pgServer.createDatabase())), { cwd: ws.dir });
-        const probe = new ApiProbe(server.url);
-        try {
-          const id = await submitUntilAccepted(server, "ext", "2.0.0");
-          // The test's Postgres is an EmbeddedDatabase too, supervised by this process: killed, it comes back.
-          const pid = await postmasterPid(pgServer.dataDir!);
-          process.kill(pid, "SIGKILL");
-          while ((probe.statuses.get(503) ?? 0) === 0) await new Promise((r) => setTimeout(r, 50));
-          assert.equal(await awaitEnd(server, id), "succeeded");
-          await probe.stop();
-          assert.equal(probe.statuses.get(500) ?? 0, 0, JSON.stringify([...probe.statuses]));
-        } finally {
-          await probe.stop();
-          await server.stop();
-        }
-      },
-    );
+    it("restarted under the server: 503 while it is away, the deploy in flight completes", async () => {
+      await envconfig("ext");
+      const server = await startServer(await ws.write("external.yml", manentYml(await pgServer.createDatabase())), { cwd: ws.dir });
+      const probe = new ApiProbe(server.url);
+      try {
+        const id = await submitUntilAccepted(server, "ext", "2.0.0");
+        // The test's Postgres is an EmbeddedDatabase too, supervised by this process: killed, it comes back.
+        const pid = await postmasterPid(pgServer.dataDir!);
+        process.kill(pid, "SIGKILL");
+        while ((probe.statuses.get(503) ?? 0) === 0) await new Promise((r) => setTimeout(r, 50));
+        assert.equal(await awaitEnd(server, id), "succeeded");
+        await probe.stop();
+        assert.equal(probe.statuses.get(500) ?? 0, 0, JSON.stringify([...probe.statuses]));
+      } finally {
+        await probe.stop();
+        await server.stop();
+      }
+    });
   });
 });

@@ -7,20 +7,30 @@ import { EmbeddedDatabase } from "../../src/storage/embedded-postgres.js";
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
 /**
- * One real Postgres for a test file (the embedded one, or TEST_DATABASE_URL's server), and a
- * fresh database per test so tests never see each other's deploys or DBOS state.
+ * One real Postgres for a test file, and a fresh database per test so tests never see each
+ * other's deploys or DBOS state. The server is TEST_DATABASE_URL's when set (scripts/test.sh starts
+ * one for the whole run: test/support/shared-postgres.ts), else an embedded one of this file's.
  */
 export class TestPostgres {
   private counter = 0;
+  private readonly created: string[] = [];
   private constructor(
     private readonly adminUrl: string,
     private readonly cleanup: () => Promise<void>,
-    /** The data directory of the embedded one (none with TEST_DATABASE_URL). */
+    /** The data directory of an embedded one of this file's (none on TEST_DATABASE_URL's server). */
     readonly dataDir?: string,
   ) {}
 
+  /** TEST_DATABASE_URL's server, or one of this file's when it is unset. */
   static async start(): Promise<TestPostgres> {
-    if (process.env.TEST_DATABASE_URL) return new TestPostgres(process.env.TEST_DATABASE_URL, async () => {});
+    const shared = process.env.TEST_DATABASE_URL;
+    if (!shared) return TestPostgres.startOwn();
+    const server: TestPostgres = new TestPostgres(shared, () => server.dropCreated());
+    return server;
+  }
+
+  /** An embedded Postgres of this file's alone, for a test that stops or kills the server itself. */
+  static async startOwn(): Promise<TestPostgres> {
     const dir = await mkdtemp(join(tmpdir(), "manent-pg-"));
     await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user
     const db = await EmbeddedDatabase.start(dir, quiet);
@@ -37,13 +47,8 @@ export class TestPostgres {
   /** Creates an empty database and returns its URL. */
   async createDatabase(): Promise<string> {
     const name = `manent_test_${process.pid}_${Date.now()}_${++this.counter}`;
-    const client = new pg.Client(this.adminUrl);
-    await client.connect();
-    try {
-      await client.query(`create database ${name}`);
-    } finally {
-      await client.end();
-    }
+    await this.admin((client) => client.query(`create database ${name}`));
+    this.created.push(name);
     const url = new URL(this.adminUrl);
     url.pathname = `/${name}`;
     return url.toString();
@@ -51,5 +56,25 @@ export class TestPostgres {
 
   stop(): Promise<void> {
     return this.cleanup();
+  }
+
+  /** On a server shared with other files, what this one created goes (a server left connected is disconnected). */
+  private async dropCreated(): Promise<void> {
+    const names = this.created.splice(0);
+    if (names.length === 0) return;
+    await this.admin(async (client) => {
+      for (const name of names) await client.query(`drop database if exists ${name} with (force)`);
+    });
+  }
+
+  private async admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+    const client = new pg.Client(this.adminUrl);
+    client.on("error", () => undefined);
+    await client.connect();
+    try {
+      return await work(client);
+    } finally {
+      await client.end();
+    }
   }
 }
