@@ -8,6 +8,7 @@ export default tseslint.config(
       "dist/**",
       "node_modules/**",
       "src/external/gen/**",
+      "bench/support/gen-es/**",
       "sdk/**",
       ".tools/**",
       ".tmp/**",
