@@ -305,4 +305,29 @@ describe("CI workload identity", () => {
     const aborted: DeployRecord = await deployReaching(admin(), submitted.id, (d) => d.status !== "running", "ended", 30_000);
     assert.notEqual(aborted.status, "succeeded");
   });
+
+  it("refuses to start with an entry that would trust any repository on its issuer, naming file, field and reason", async () => {
+    const bad = await ws.write(
+      "unsafe.yml",
+      manentYml(undefined, {
+        auth: {
+          workload_identities: [
+            {
+              name: "anyone",
+              issuer: "https://token.actions.githubusercontent.com",
+              audience,
+              claims: { sub: "*" },
+              role: "deployer",
+              tenant: "team-a",
+            },
+          ],
+        },
+      }),
+    );
+    const refused = await startServer(bad, { cwd: ws.dir }).then(
+      () => assert.fail("the server started"),
+      (err: Error) => err.message,
+    );
+    assert.match(refused, /unsafe\.yml: auth\.workload_identities\.0\.claims: unsafe: no claim pins whose job it is/);
+  });
 });
