@@ -331,3 +331,55 @@ describe("CI workload identity", () => {
     assert.match(refused, /unsafe\.yml: auth\.workload_identities\.0\.claims: unsafe: no claim pins whose job it is/);
   });
 });
+
+/**
+ * One provider for people (auth.oidc) and CI jobs: told apart by the audience, so a person's ID
+ * token is never taken for a job's, nor a job's for a person's.
+ */
+describe("CI workload identity beside sign-in at the same issuer", () => {
+  let pg: TestPostgres;
+  let ws: Workspace;
+  let provider: RunningOidcProvider;
+  let server: ServerProcess;
+
+  before(async () => {
+    pg = await TestPostgres.start();
+    ws = await createWorkspace();
+    provider = await startOidcProvider({ client: { id: "manent", secret: "same-issuer-secret" }, jobAudiences: [audience] });
+    const config = await ws.write(
+      "manent.yml",
+      manentYml(await pg.createDatabase(), {
+        auth: {
+          grants: [{ role: "viewer", users: ["repo:acme/shop:environment:prod"], tenant: "team-a" }],
+          oidc: { issuer: provider.issuer, client_id: "manent", client_secret: "env:OIDC_SECRET", cli_client_id: "manent-cli" },
+          workload_identities: [
+            { name: "shop", issuer: provider.issuer, audience, claims: { repository: "acme/shop" }, role: "deployer", tenant: "team-a" },
+          ],
+        },
+      }),
+    );
+    server = await startServer(config, { cwd: ws.dir, env: { OIDC_SECRET: "same-issuer-secret" } });
+  });
+  after(async () => {
+    await server?.stop();
+    await provider?.close();
+    await pg?.stop();
+  });
+
+  it("takes a token for the jobs' audience as a job, and one for the CLI's client, with the same subject, as a person", async () => {
+    const claims = githubJobClaims("acme/shop", "refs/heads/main", "prod");
+    const job = await new ApiClient(server.url, await provider.mintJobToken(audience, claims)).whoami();
+    assert.deepEqual(
+      [job.kind, job.id, job.grants.map((g) => g.role)],
+      ["workload", `workload:${provider.issuer}#${claims.sub}`, ["deployer"]],
+    );
+    // The same claims issued to the CLI's client (as `manent login` would get): a person, with auth.grants' role only.
+    const key = provider.signingKey();
+    const now = Math.floor(Date.now() / 1000);
+    const person = await new SignJWT({ ...claims, iss: provider.issuer, aud: "manent-cli", iat: now, exp: now + 300 })
+      .setProtectedHeader({ alg: "RS256", kid: key.kid })
+      .sign(await importJWK(key.jwk, "RS256"));
+    const me = await new ApiClient(server.url, person).whoami();
+    assert.deepEqual([me.kind, me.id, me.grants.map((g) => g.role)], ["user", `user:${claims.sub}`, ["viewer"]]);
+  });
+});
