@@ -239,6 +239,8 @@ describe("CI workload identity", () => {
     assert.notEqual(cli.code, 0);
     assert.match(cli.stderr, /matches no auth\.workload_identities entry/);
     assert.ok(!cli.stderr.includes(token.split(".")[2]!));
+    // Nor in the server's log (the access line of each refused request included).
+    assert.ok(!server.logs().includes(token.split(".")[2]!), "the server logged the token");
     // A claim missing is said so: a job with no environment matches only the ref entry.
     const missing = await forge({ ...decodeJwt(token), repository: "acme/shop", environment: undefined, ref: "main" });
     assert.match((await refusal(as(missing).whoami())).message, /github-shop-prod: claim environment is missing \(wants prod\)/);
