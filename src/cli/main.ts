@@ -49,7 +49,7 @@ export async function main(argv: string[]): Promise<void> {
         .default("http://127.0.0.1:8080")
         .argParser(parseServerUrl),
     )
-    .addOption(new Option("--token <token>", "API token").env("MANENT_TOKEN"))
+    .addOption(new Option("--token <token>", "API token, or a CI job's own ID token (auth.workload_identities)").env("MANENT_TOKEN"))
     .addOption(
       new Option(
         "--ca-file <pem>",

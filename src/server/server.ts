@@ -31,6 +31,7 @@ import { databasePool } from "../storage/database-pool.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
 import { idTokenCheck, sessionCheck } from "./oidc/credential-checks.js";
+import { WorkloadIssuers, workloadIdentityCheck } from "./workload-identity/index.js";
 import { RelyingParty } from "./oidc/relying-party.js";
 import { PgSessionStore } from "../storage/pg-session-store.js";
 import { createApiHandler } from "./http-api.js";
@@ -90,11 +91,19 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   // Read first (an env: or file: reference), so a missing secret fails the start before anything runs.
   const externalDatabaseUrl = config.dbos.database_url ? await resolveDatabaseUrl(config.dbos.database_url) : undefined;
   // The ways to sign in, asked in order; with none configured the API is open (on loopback only).
-  const open = config.auth.tokens.length === 0 && config.auth.oidc === undefined;
+  const open = config.auth.tokens.length === 0 && config.auth.oidc === undefined && config.auth.workload_identities.length === 0;
   assertOpenOnLoopbackOnly(config, open);
   const staticTokens = await staticTokenCheck(config);
   // The client secret is read now: a missing one stops the start naming the field. The provider is read when first needed.
   const relyingParty = config.auth.oidc ? await RelyingParty.create(config.auth.oidc, config.file, config.baseDir) : undefined;
+  // The CA files of CI issuers are read now too; each issuer is discovered when its first token arrives.
+  const workloads =
+    config.auth.workload_identities.length > 0
+      ? workloadIdentityCheck(
+          await WorkloadIssuers.create(config.auth.workload_identities, config.file, config.baseDir),
+          config.auth.oidc?.issuer,
+        )
+      : undefined;
   refusePlaintextOnNetwork(config, opts.listen !== undefined);
   const certificates = config.tls?.cert_file !== undefined ? await ServerCertificates.load(config, logger) : undefined;
   const metrics = createMetrics();
@@ -265,7 +274,13 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const tokens = new ManagedTokens(new PgTokenStore(db), new Set(config.auth.tokens.map((t) => t.name)), logger);
     const sessions = new PgSessionStore(db);
     const auth = createAuthenticator(
-      [staticTokens, tokens.check, ...(relyingParty ? [idTokenCheck(relyingParty, config), sessionCheck(sessions, config)] : [])],
+      [
+        staticTokens,
+        tokens.check,
+        // Before a person's ID token: a CI job's token from the issuer auth.oidc trusts too is told apart by its audience.
+        ...(workloads ? [workloads] : []),
+        ...(relyingParty ? [idTokenCheck(relyingParty, config), sessionCheck(sessions, config)] : []),
+      ],
       { open },
     );
     health = new DatabaseHealth(db, logger);

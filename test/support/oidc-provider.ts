@@ -4,7 +4,9 @@
  * whose login names the account), the device authorization grant, PKCE, refresh tokens and
  * revocation. Its accounts are static people with a `groups` claim. Its signing keys are ours,
  * so a test can rotate them (`rotateKeys`: a new provider on the same listener, signing with a new key,
- * the old one still published, as a provider does during a rotation).
+ * the old one still published, as a provider does during a rotation). It also mints CI jobs' ID
+ * tokens (`mintJobToken`: GitHub Actions' or GitLab CI's claims, for an audience the job asks
+ * for), signed by the provider itself as the tokens it issues to people.
  */
 import { createServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
@@ -40,6 +42,54 @@ export interface OidcProviderOptions {
   idTokenTtl?: number;
   /** Served over https with this certificate (an organisation's provider signed by a private CA); default plain http. */
   tls?: { cert: string; key: string };
+  /** The audiences CI jobs may ask tokens for (`mintJobToken`); each is a client of the provider, as GitHub's audience is. */
+  jobAudiences?: string[];
+}
+
+/** A CI job's claims, as GitHub Actions or GitLab CI put them in its ID token (sub, repository, ref, environment…). */
+export type JobClaims = { sub: string } & Record<string, string | number | boolean>;
+
+/** GitHub Actions' claims for a job of `repository` on `ref`, deploying to `environment` if given (sub as GitHub makes it). */
+export function githubJobClaims(repository: string, ref: string, environment?: string): JobClaims {
+  const [owner] = repository.split("/");
+  return {
+    sub: environment ? `repo:${repository}:environment:${environment}` : `repo:${repository}:ref:${ref}`,
+    repository,
+    repository_owner: owner!,
+    repository_id: "123456789",
+    repository_owner_id: "987654",
+    ref,
+    ref_type: ref.startsWith("refs/tags/") ? "tag" : "branch",
+    sha: "f1d2d2f924e986ac86fdf7b36c94bcdf32beec15",
+    workflow: "deploy",
+    job_workflow_ref: `${repository}/.github/workflows/deploy.yml@${ref}`,
+    event_name: "push",
+    run_id: "7001",
+    run_attempt: "1",
+    actor: "octocat",
+    runner_environment: "github-hosted",
+    ...(environment && { environment }),
+  };
+}
+
+/** GitLab CI's claims for a job of project `path` on branch `ref`, deploying to `environment` if given. */
+export function gitlabJobClaims(path: string, ref: string, environment?: string): JobClaims {
+  const namespace = path.slice(0, path.lastIndexOf("/"));
+  return {
+    sub: `project_path:${path}:ref_type:branch:ref:${ref}`,
+    namespace_id: "4242",
+    namespace_path: namespace,
+    project_id: "31337",
+    project_path: path,
+    user_login: "gitlab-user",
+    pipeline_id: "9001",
+    pipeline_source: "push",
+    job_id: "9002",
+    ref,
+    ref_type: "branch",
+    ref_protected: "true",
+    ...(environment && { environment, environment_protected: "true", deployment_tier: "production" }),
+  };
 }
 
 export interface SigningKey {
@@ -57,6 +107,8 @@ export interface RunningOidcProvider {
   grants: string[];
   /** Registers the web UI client's redirect URIs (known once manent-server has its port). */
   setRedirectUris(uris: string[]): void;
+  /** An ID token for a CI job with these claims, issued to `audience` (one of `jobAudiences`), signed with the provider's current key. */
+  mintJobToken(audience: string, claims: JobClaims): Promise<string>;
   /** Restarts it on the same port signing with a new key; the previous key stays published for tokens already issued. */
   rotateKeys(): Promise<SigningKey>;
   close(): Promise<void>;
@@ -103,6 +155,14 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
         response_types: ["code"],
         token_endpoint_auth_method: "none",
       },
+      // A CI job's audience: the provider issues it ID tokens only (mintJobToken), as GitHub Actions does for any audience asked for.
+      ...(opts.jobAudiences ?? []).map((audience) => ({
+        client_id: audience,
+        redirect_uris: ["http://127.0.0.1/unused"],
+        grant_types: ["authorization_code"],
+        response_types: ["code" as const],
+        token_endpoint_auth_method: "none" as const,
+      })),
     ],
     jwks: { keys: keys.map((k) => k.jwk) },
     cookies: { keys: cookieKeys },
@@ -154,8 +214,10 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
   });
 
   const grants: string[] = [];
+  let current: Provider | undefined;
   const mount = (): void => {
     const provider = new Provider(issuer, configuration());
+    current = provider;
     provider.on("grant.success", (ctx) => grants.push(String(ctx.oidc.params?.grant_type)));
     // Its own "Sign-in" page is a dev page that names the account by its login; quiet its warnings.
     provider.on("server_error", (_ctx, err) => process.stderr.write(`oidc-provider: ${String(err)}\n`));
@@ -179,6 +241,15 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Runn
       // A new provider on the same listener (its clients are fixed at construction); keys unchanged.
       redirectUris = uris;
       mount();
+    },
+    async mintJobToken(audience, claims) {
+      const provider = current!;
+      const client = await provider.Client.find(audience);
+      if (!client) throw new Error(`${audience} is not one of the provider's jobAudiences`);
+      // The provider's own IdToken: its issuer, audience (the client), lifetime (ttl.IdToken) and signing key.
+      const token = new provider.IdToken({ sub: claims.sub }, { client });
+      for (const [name, value] of Object.entries(claims)) token.set(name, value);
+      return token.issue({ use: "idtoken" });
     },
     async rotateKeys() {
       keys = [await newSigningKey(), keys[0]!];

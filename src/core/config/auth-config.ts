@@ -2,6 +2,7 @@ import { z } from "zod";
 import { roleNames } from "../identity/grants.js";
 import { oidcConfigSchema } from "./oidc-config.js";
 import { secretRefSchema } from "./secret-ref.js";
+import { checkWorkloadIdentities, workloadIdentitySchema } from "./workload-identity-config.js";
 
 /**
  * manent.yml's `auth` section: who may call the API (static tokens, people through `grants`) and
@@ -89,10 +90,35 @@ export const authConfigSchema = z
     tokens: z.array(token).default([]).describe("API tokens; none (and no other way to sign in): the API is open, on loopback only"),
     grants: z.array(grant).default([]).describe("Roles of people signed in with OpenID Connect, by group or user, and where they apply"),
     oidc: oidcConfigSchema.optional(),
+    workload_identities: z
+      .array(workloadIdentitySchema)
+      .max(500)
+      .default([])
+      .describe(
+        "CI jobs that call the API with their own OpenID Connect ID token (GitHub Actions, GitLab CI), by issuer, audience and claims; a token matching several entries gets all their roles",
+      ),
   })
-  .default({ tokens: [], grants: [] })
+  .superRefine((auth, ctx) => {
+    checkWorkloadIdentities(auth.workload_identities, ctx, ["workload_identities"]);
+    // A person's ID token (issued to the web UI's or the CLI's client) must never pass for a CI job's.
+    const people = auth.oidc && [auth.oidc.client_id, auth.oidc.cli_client_id ?? auth.oidc.client_id];
+    for (const [i, w] of auth.workload_identities.entries()) {
+      if (people && sameIssuer(w.issuer, auth.oidc!.issuer) && people.includes(w.audience)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["workload_identities", i, "audience"],
+          message: `${w.audience} is a client id of auth.oidc at the same issuer: people's ID tokens would pass for this CI job's; give the jobs an audience of their own`,
+        });
+      }
+    }
+  })
+  .default({ tokens: [], grants: [], workload_identities: [] })
   .describe("Who may call the API, and what each may do where");
 
 export type AuthConfig = z.output<typeof authConfigSchema>;
 export type TokenConfig = AuthConfig["tokens"][number];
 export type GrantConfig = AuthConfig["grants"][number];
+
+function sameIssuer(a: string, b: string): boolean {
+  return a.replace(/\/+$/, "") === b.replace(/\/+$/, "");
+}

@@ -5,7 +5,7 @@ import { durationMs } from "./duration.js";
 import { secretRefSchema } from "./secret-ref.js";
 
 /** An http(s) URL; plain http only on a loopback host (a provider on the same machine, as in tests). */
-const httpsUrl = (what: string) =>
+export const httpsUrl = (what: string) =>
   z
     .string()
     .max(2048)

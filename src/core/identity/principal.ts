@@ -5,13 +5,13 @@
  */
 import type { Grant } from "./grants.js";
 
-export type PrincipalKind = "user" | "token" | "anonymous";
+export type PrincipalKind = "user" | "token" | "workload" | "anonymous";
 
 export interface Principal {
   kind: PrincipalKind;
   /**
    * Whom the caller counts as: `user:<sub>` for a person (the OIDC subject), `token:<name>` for a
-   * manent.yml token, `anonymous` on an open API; a managed token counts as whom it acts for (its
+   * manent.yml token, `workload:<issuer>#<sub>` for a CI job's own ID token (auth.workload_identities), `anonymous` on an open API; a managed token counts as whom it acts for (its
    * creator, through any tokens that created it), so one person with several tokens is still one.
    * Separation of duties compares these, never display names.
    */
@@ -19,7 +19,7 @@ export interface Principal {
   /** Shown in messages, the audit log and on deploys: a person's e-mail (else the subject), a token's name. */
   name: string;
   email?: string;
-  /** A person's groups from the provider's groups claim; empty for a token. */
+  /** A person's groups from the provider's groups claim; empty for a CI job. */
   groups: readonly string[];
   /** What the caller may do where: the roles bound to it (policy.ts decides with them). */
   grants: readonly Grant[];

@@ -31,7 +31,7 @@ export interface IdentityClaims {
 export interface VerifierOptions {
   issuer: string;
   jwksUri: URL;
-  /** The client ids whose ID tokens are accepted (the web UI's and the CLI's). */
+  /** The client ids whose ID tokens `verify` accepts (the web UI's and the CLI's). */
   audiences: string[];
   /** What the provider says it signs with (discovery); intersected with the asymmetric ones. */
   providerAlgorithms?: string[] | undefined;
@@ -66,6 +66,28 @@ export class IdTokenVerifier {
   /** The token's identity; throws `unauthenticated` saying why it is refused (never echoing the token). */
   async verify(token: string, expect: { nonce?: string; audience?: string } = {}): Promise<IdentityClaims> {
     const refuse = (why: string) => new ManentError(Code.Unauthenticated, `ID token refused: ${why}`);
+    const audiences = expect.audience ? [expect.audience] : this.opts.audiences;
+    const payload = await this.verifiedClaims(token, audiences);
+    if (expect.nonce !== undefined && payload.nonce !== expect.nonce) throw refuse("nonce does not match the sign-in");
+    const email = typeof payload.email === "string" && payload.email.length <= 320 ? payload.email : undefined;
+    return {
+      subject: payload.sub!,
+      ...(email !== undefined && { email }),
+      // The boolean true only (OIDC Core 5.1): a string "true" or an absent claim is not the provider's word.
+      emailVerified: email !== undefined && payload.email_verified === true,
+      groups: groupsOf(payload[this.opts.groupsClaim]),
+      expiresAt: payload.exp!,
+      ...(groupsOmitted(payload, this.opts.groupsClaim) && { groupsOmitted: true as const }),
+    };
+  }
+
+  /**
+   * Every claim of a token whose signature, issuer, audience (one of `audiences`), lifetime and
+   * algorithm verify (a CI job's token, whose claims the workload policies match); throws
+   * `unauthenticated` saying why not, `unavailable` when the signing keys cannot be read.
+   */
+  async verifiedClaims(token: string, audiences: readonly string[]): Promise<JWTPayload> {
+    const refuse = (why: string) => new ManentError(Code.Unauthenticated, `ID token refused: ${why}`);
     let unverified: JWTPayload;
     try {
       const header = decodeProtectedHeader(token);
@@ -79,12 +101,11 @@ export class IdTokenVerifier {
     }
     // Cheap checks first, so a stranger's token never makes us fetch the JWKS.
     if (unverified.iss !== this.opts.issuer) throw refuse(`issued by ${JSON.stringify(unverified.iss ?? null)}, not ${this.opts.issuer}`);
-    const audiences = expect.audience ? [expect.audience] : this.opts.audiences;
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, this.jwks, {
         issuer: this.opts.issuer,
-        audience: audiences,
+        audience: [...audiences],
         algorithms: this.algorithms,
         requiredClaims: ["sub", "exp", "iat"],
         clockTolerance: this.opts.clockTolerance ?? 30,
@@ -103,17 +124,7 @@ export class IdTokenVerifier {
     if (aud.length > 1 && (typeof payload.azp !== "string" || !audiences.includes(payload.azp))) {
       throw refuse("issued to another party (azp)");
     }
-    if (expect.nonce !== undefined && payload.nonce !== expect.nonce) throw refuse("nonce does not match the sign-in");
-    const email = typeof payload.email === "string" && payload.email.length <= 320 ? payload.email : undefined;
-    return {
-      subject: payload.sub!,
-      ...(email !== undefined && { email }),
-      // The boolean true only (OIDC Core 5.1): a string "true" or an absent claim is not the provider's word.
-      emailVerified: email !== undefined && payload.email_verified === true,
-      groups: groupsOf(payload[this.opts.groupsClaim]),
-      expiresAt: payload.exp!,
-      ...(groupsOmitted(payload, this.opts.groupsClaim) && { groupsOmitted: true as const }),
-    };
+    return payload;
   }
 }
 

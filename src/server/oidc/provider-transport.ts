@@ -11,8 +11,12 @@ import { fetchConnecting } from "../../net/fetch-connecting.js";
  * for discovery, the code exchange and the signing keys alike. Read once at start-up, so a missing
  * or unreadable file stops the server naming the field rather than failing the first sign-in.
  */
-export async function providerTransport(caFile: string, configFile: string, baseDir: string): Promise<typeof fetch> {
-  const field = "auth.oidc.ca_file";
+export async function providerTransport(
+  caFile: string,
+  configFile: string,
+  baseDir: string,
+  field = "auth.oidc.ca_file",
+): Promise<typeof fetch> {
   const path = resolve(baseDir, caFile);
   const refuse = (why: string) =>
     new ManentError(Code.InvalidArgument, `${configFile}: ${field}: ${why}`, { details: { file: configFile, field } });

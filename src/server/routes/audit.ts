@@ -15,8 +15,14 @@ const entrySchema = z
       .string()
       .nullable()
       .describe("who acted: a person's e-mail (else subject) or a token's name; null when unknown (a refused sign-in)"),
-    actor_kind: z.string().nullable().describe("user, token or anonymous; null when unknown or for entries from before it was recorded"),
-    actor_id: z.string().nullable().describe('the principal\'s unique id: "user:<subject>", "token:<name>" or "anonymous"'),
+    actor_kind: z
+      .string()
+      .nullable()
+      .describe("user, token, workload (a CI job's ID token) or anonymous; null when unknown or for entries from before it was recorded"),
+    actor_id: z
+      .string()
+      .nullable()
+      .describe('the principal\'s unique id: "user:<subject>", "token:<name>", "workload:<issuer>#<subject>" or "anonymous"'),
     actor_email: z.string().nullable(),
     actor_groups: z.array(z.string()).nullable().describe("a person's groups when they acted"),
     tenant: z.string().nullable(),
@@ -45,9 +51,9 @@ const list = createRoute({
         .describe("who acted, by name: a token's name or a person's e-mail"),
       actor_id: z
         .string()
-        .refine(safeText(300), "must be at most 300 characters, without NUL or control characters")
+        .refine(safeText(3000), "must be at most 3000 characters, without NUL or control characters")
         .optional()
-        .describe('who acted, by id: "user:<subject>", "token:<name>"'),
+        .describe('who acted, by id: "user:<subject>", "token:<name>", "workload:<issuer>#<subject>"'),
       action: z
         .string()
         .max(40)

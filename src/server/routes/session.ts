@@ -16,9 +16,11 @@ const grantSchema = z
 
 const principalSchema = z
   .object({
-    kind: z.enum(["user", "token", "anonymous"]),
-    id: z.string().describe('unique: "user:<subject>", "token:<name>" or "anonymous"'),
-    name: z.string().describe("a person's verified e-mail (else subject), or a token's name"),
+    kind: z.enum(["user", "token", "workload", "anonymous"]),
+    id: z
+      .string()
+      .describe('unique: "user:<subject>", "token:<name>", "workload:<issuer>#<subject>" (a CI job\'s ID token) or "anonymous"'),
+    name: z.string().describe("a person's verified e-mail (else subject), a token's name, or a CI job's subject"),
     email: z.string().optional(),
     groups: z.array(z.string()).describe("a person's groups (empty for a token)"),
     grants: z.array(grantSchema).describe("the roles bound to the caller and where they apply"),

@@ -1,0 +1,3 @@
+export * from "./workload-identity-check.js";
+export * from "./workload-issuers.js";
+export * from "./workload-match.js";
