@@ -18,3 +18,4 @@ export * from "./envconfig-cache.js";
 export * from "./drift-ignore.js";
 export * from "./git-envconfig-source.js";
 export * from "./git-provider-config.js";
+export * from "./verification-config.js";
