@@ -112,10 +112,12 @@ describe("verified artifacts", () => {
     const config = await serverWs.write(
       "manent.yml",
       manentYml(databaseUrl, {
+        plugins: { noop: { artifact_types: ["file"] }, kubernetes: {} },
         auth: { tokens: [{ name: "team-a", tenant: "team-a", sha256: createHash("sha256").update(teamToken).digest("hex") }] },
         verification: {
           policies: [
             { name: "prod-ssh", environment: "prod", ssh: { allowed_signers: "./keys/allowed_signers" } },
+            { name: "web-images", application: "web", image_digests: true },
             {
               name: "stage-sigstore",
               environment: "stage*",
@@ -134,6 +136,13 @@ describe("verified artifacts", () => {
         retry_interval: "10ms",
       });
     }
+    // The tenant's envconfig turns the plugin's digest check off: the operator's policy holds all the same.
+    await serverWs.write("envconfig/team-a/web/web/test.yml", {
+      plugin: "kubernetes",
+      targets: [{ host: "127.0.0.1", port: 1 }],
+      params: { namespace: "web", token_secret: "kube-token", require_image_digest: "false" },
+      secrets: [{ name: "kube-token", ref: `file:${await serverWs.write("kube-token", "not-a-real-token\n")}` }],
+    });
     server = await startServer(config, { cwd: serverWs.dir });
     team = new ApiClient(server.url, teamToken);
   });
@@ -292,5 +301,54 @@ describe("verified artifacts", () => {
     const body = (await res.json()) as { error: { message: string; details: { field: string } } };
     assert.match(body.error.message, /artifact\.signature: \/etc\/passwd is not under a directory the server allows/);
     assert.equal(body.error.details.field, "artifact.signature");
+  });
+
+  it("image_digests: a tag-only image is refused at validation, naming the file and the field, whatever the envconfig says", async () => {
+    const digest = `sha256:${"b".repeat(64)}`;
+    const manifest = (image: string) =>
+      [
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "metadata: {name: web}",
+        "spec:",
+        "  selector: {matchLabels: {app: web}}",
+        "  template:",
+        "    metadata: {labels: {app: web}}",
+        "    spec:",
+        `      containers: [{name: sidecar, image: "busybox@${digest}"}, {name: web, image: "${image}"}]`,
+        "",
+      ].join("\n");
+    await clientWs.write("k8s/web.yaml", manifest("nginx:1.27"));
+    await clientWs.write("web.yml", {
+      apiVersion: "manent/v1",
+      tenant: "team-a",
+      application: "web",
+      environment: "test",
+      artifact: { type: "kubernetes", name: "web", version: "1.0.0", source: "k8s/web.yaml" },
+    });
+    for (const args of [
+      ["deploy", "-f", "web.yml"],
+      ["deploy", "--dry-run", "-f", "web.yml"],
+    ]) {
+      const out = await cli(...args);
+      assert.equal(out.code, 1, out.stdout + out.stderr);
+    }
+    const [dryRun, deploy] = (await team.list({ tenant: "team-a", application: "web" })).deploys;
+    for (const summary of [dryRun!, deploy!]) {
+      const d = await finished(summary.id);
+      assert.equal(d.status, "failed");
+      assert.equal(d.error!.code, "invalid_argument", d.error!.message);
+      assert.match(
+        d.error!.message,
+        /require_image_digest is set and these images are not pinned by @sha256: digest \(name@sha256:<digest>\): web\.yaml: Deployment\/web: spec\.template\.spec\.containers\[1\]\.image "nginx:1\.27"$/,
+      );
+      assert.equal(d.error!.details!.field, "spec.template.spec.containers[1].image");
+      assert.equal(d.steps.find((s) => s.name === "validate")!.status, "failed");
+      assert.deepEqual(
+        d.steps.filter((s) => ["checkpoint", "deploy"].includes(s.name)),
+        [],
+        "the cluster was not asked anything",
+      );
+    }
   });
 });
