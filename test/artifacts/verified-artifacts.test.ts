@@ -181,6 +181,16 @@ describe("verified artifacts", () => {
       /^upload:[0-9a-f]{64}\/shop-1\.0\.0\.tar\.sig$/,
     );
     assert.ok((await touched("prod")).length > 0, "the target was deployed");
+    // The signature's upload is kept as the artifact's is: a retry or a redeploy of this release reads it again.
+    const signatureSha = /^upload:([0-9a-f]{64})\//.exec(
+      (d.request.descriptor as { artifact: { signature: string } }).artifact.signature,
+    )![1]!;
+    const del = await fetch(new URL(`/api/v1/uploads/${signatureSha}`, server.url), {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${teamToken}` },
+    });
+    assert.equal(del.status, 409);
+    assert.match(((await del.json()) as { error: { message: string } }).error.message, new RegExp(d.id));
 
     const status = await cli("status", latest!.id, "-o", "text");
     assert.equal(status.code, 0, status.stderr);
