@@ -1,4 +1,5 @@
 import type { DeployView } from "../core/engine/deploy-events.js";
+import { verifiedLine } from "./progress-printer.js";
 import { envconfigOrigin } from "./envconfig-origin.js";
 import type { Painter } from "./output/colour.js";
 
@@ -25,6 +26,7 @@ export function deployView(d: DeployView, paint: Painter): string[] {
   if (d.submitted_by) field("Submitted", `by ${d.submitted_by} at ${d.created_at}`);
   if (d.retry_of) field("Retry of", d.retry_of);
   if (d.envconfig) field("Envconfig", envconfigOrigin(d.envconfig));
+  for (const v of d.verification ?? []) field("Verified", verifiedLine(v).replace(/^verified /, ""));
   if (d.retried_by?.length) field("Retried by", d.retried_by.join(", "));
   const r = d.rollout;
   if (r?.waiting) field("Waiting", r.waiting.hint + (r.waiting.until ? ` (until ${r.waiting.until})` : ""));

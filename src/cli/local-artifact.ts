@@ -48,13 +48,36 @@ export async function artifactOverrides(
   const artifact = descriptor.artifact as Record<string, unknown>;
   const tenant = typeof descriptor.tenant === "string" ? descriptor.tenant : "untenanted";
   let source = o.source === undefined ? undefined : await absoluteSource(o.source, process.cwd());
-  if (source !== undefined && !isRemoteSource(source)) source = (await uploadLocalArtifact(await api(), tenant, source, "--source")).source;
+  // The signature goes with the bytes it signs: named in the descriptor, else the file beside a local artifact.
+  let signatureBeside: string | undefined;
+  if (source !== undefined && !isRemoteSource(source)) {
+    signatureBeside = await signatureBesideOf(source);
+    // The descriptor's signature is of its own artifact, not of the one --source names.
+    delete artifact.signature;
+    source = (await uploadLocalArtifact(await api(), tenant, source, "--source")).source;
+  }
   if (source === undefined && typeof artifact.source === "string" && !isRemoteSource(artifact.source)) {
+    if (artifact.signature === undefined) signatureBeside = await signatureBesideOf(artifact.source);
     artifact.source = (await uploadLocalArtifact(await api(), tenant, artifact.source, `${file}: artifact.source`)).source;
+  }
+  if (signatureBeside !== undefined) artifact.signature = signatureBeside;
+  if (typeof artifact.signature === "string" && !isRemoteSource(artifact.signature)) {
+    artifact.signature = (await uploadLocalArtifact(await api(), tenant, artifact.signature, `${file}: artifact.signature`)).source;
   }
   return {
     ...(o.version !== undefined && { version: o.version }),
     ...(source !== undefined && { source }),
     ...(o.sha256 !== undefined && { sha256: o.sha256 }),
   };
+}
+
+/** The names a signature of a local artifact may have beside it: an SSH signature, then a Sigstore bundle. */
+export const signatureSuffixes = [".sig", ".sigstore.json"] as const;
+
+/** The first signature file beside a local artifact (`<file>.sig`, `<file>.sigstore.json`), if one is there. */
+async function signatureBesideOf(file: string): Promise<string | undefined> {
+  for (const suffix of signatureSuffixes) {
+    if ((await stat(file + suffix).catch(() => undefined))?.isFile()) return file + suffix;
+  }
+  return undefined;
 }

@@ -625,7 +625,13 @@ async function readDescriptor(file: string): Promise<Record<string, unknown>> {
   const descriptor = parseYaml(text, file, descriptorSchema);
   return {
     ...descriptor,
-    artifact: { ...descriptor.artifact, source: await absoluteSource(descriptor.artifact.source, dirname(resolve(file))) },
+    artifact: {
+      ...descriptor.artifact,
+      source: await absoluteSource(descriptor.artifact.source, dirname(resolve(file))),
+      ...(descriptor.artifact.signature !== undefined && {
+        signature: await absoluteSource(descriptor.artifact.signature, dirname(resolve(file))),
+      }),
+    },
   };
 }
 

@@ -1,3 +1,4 @@
+import type { ArtifactVerification } from "../core/verification/verification-result.js";
 import type { DeployView } from "../core/engine/deploy-events.js";
 import type { StepRecord } from "../core/engine/deploy-store.js";
 import { plain, type Painter } from "./output/colour.js";
@@ -38,6 +39,7 @@ export class ProgressPrinter {
 
   finish(d: DeployView): void {
     this.update(d);
+    for (const v of d.verification ?? []) this.write(verifiedLine(v));
     if (d.retried_by?.length) this.write(`retried by ${d.retried_by.join(", ")}`);
     this.write(d.error ? `${this.paint.status(d.status)}: ${d.error.message}` : this.paint.status(d.status));
   }
@@ -47,6 +49,11 @@ export class ProgressPrinter {
     this.printed.add(key);
     this.write(line);
   }
+}
+
+/** One verification of the artifact, as `manent status` and `manent deploy` print it. */
+export function verifiedLine(v: ArtifactVerification): string {
+  return `verified ${v.digest}: ${v.method} ${v.identity ? `${v.identity} ` : ""}${v.key} (policy ${v.policy})`;
 }
 
 function label(d: DeployView): string {

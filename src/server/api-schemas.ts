@@ -64,6 +64,17 @@ export const envconfigOriginSchema = z
   })
   .openapi("EnvconfigOrigin");
 
+export const artifactVerificationSchema = z
+  .object({
+    policy: z.string().describe("the verification policy of manent.yml"),
+    method: z.enum(["ssh", "sigstore"]).describe("ssh: an OpenSSH signature; sigstore: a Sigstore bundle"),
+    key: z.string().describe("the key that signed: an SSH key's fingerprint, or a Sigstore public key's id and fingerprint"),
+    identity: z.string().optional().describe("ssh: the allowed_signers principal that signed"),
+    key_type: z.string().optional().describe("ssh: the key's type"),
+    digest: z.string().describe("the bytes verified, sha256:<hex>"),
+  })
+  .openapi("ArtifactVerification");
+
 export const deploySummarySchema = z
   .object({
     id: z.string(),
@@ -100,6 +111,12 @@ export const deploySchema = deploySummarySchema
     targets: z.array(targetSchema),
     rollout: rolloutViewSchema.nullable().describe("waves and canary, for a deploy with rollout settings"),
     retried_by: z.array(z.string()).describe("the retries of this deploy (`manent retry`), oldest first"),
+    verification: z
+      .array(artifactVerificationSchema)
+      .nullable()
+      .describe(
+        "what verified the artifact, one entry per verification policy of manent.yml that wanted a signature (the fetch step's output); null when none did or the artifact was not fetched",
+      ),
   })
   .openapi("Deploy");
 

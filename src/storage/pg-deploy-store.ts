@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { ArtifactVerification } from "../core/verification/verification-result.js";
 import type { Capability, TargetResult } from "../core/contract/index.js";
 import {
   terminalStatuses,
@@ -286,10 +287,13 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       rollout: rollout && { ...rollout, commands },
       steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
       targets: targets.rows as TargetProgress[],
+      verification: verificationOf(steps.rows as StepRecord[]),
     };
   }
 
-  async listDeploys(f: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by">[]> {
+  async listDeploys(
+    f: ListFilter,
+  ): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by" | "verification">[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     for (const key of ["tenant", "application", "environment", "artifact", "status"] as const) {
@@ -409,11 +413,25 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 }
 
+/** The verification the fetch step recorded in its output, if it recorded one. */
+function verificationOf(steps: StepRecord[]): ArtifactVerification[] | null {
+  const fetch = steps.find((s) => s.name === "fetch" && s.status === "succeeded");
+  if (!fetch?.output?.result) return null;
+  try {
+    const v = (JSON.parse(fetch.output.result) as { verification?: unknown }).verification;
+    return Array.isArray(v) ? (v as ArtifactVerification[]) : null;
+  } catch {
+    return null;
+  }
+}
+
 function iso(v: unknown): string | null {
   return v instanceof Date ? v.toISOString() : v == null ? null : String(v);
 }
 
-function toDeploy(r: Record<string, unknown>): Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by"> {
+function toDeploy(
+  r: Record<string, unknown>,
+): Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by" | "verification"> {
   return {
     id: r.id as string,
     kind: r.kind as DeployRecord["kind"],

@@ -32,7 +32,7 @@ export interface SweptUpload {
 
 /**
  * The deploys of a tenant that need its uploads. A deploy or dry run names an upload in its request
- * (`artifact.source`, or `overrides.source`: upload:<sha256>/<file>). It needs it while it is
+ * (`artifact.source`, or `overrides.source`: upload:<sha256>/<file>; `artifact.signature` too). It needs it while it is
  * queued or running (it may still fetch it, also when resumed after a crash), and when its version
  * is one of the last `keepReleases` versions released (succeeded deploys and rollbacks) in its
  * application/artifact/environment: a rollback may return there, and a redeploy of that version
@@ -50,10 +50,14 @@ const needsSql = `
        and (w.status in ('ENQUEUED', 'PENDING', 'DELAYED')
             or (w.workflow_uuid is null and c.claimed_at > now() - make_interval(secs => $4::double precision / 1000)))
   ), named as (
-    select d.id, d.kind, d.application, d.artifact, d.environment, d.version, d.status,
-           substring(coalesce(d.request->'overrides'->>'source', d.request->'descriptor'->'artifact'->>'source')
-                     from '^upload:([0-9a-f]{64})/') as sha256
+    -- The artifact's upload, and its signature's (artifact.signature) when that is an upload too.
+    select d.id, d.kind, d.application, d.artifact, d.environment, d.version, d.status, u.sha256
       from manent.deploys d
+     cross join lateral (values
+             (substring(coalesce(d.request->'overrides'->>'source', d.request->'descriptor'->'artifact'->>'source')
+                        from '^upload:([0-9a-f]{64})/')),
+             (substring(d.request->'descriptor'->'artifact'->>'signature' from '^upload:([0-9a-f]{64})/'))
+           ) as u(sha256)
      where d.tenant = $1 and d.kind in ('deploy', 'dry_run')
   ), releases as (
     select application, artifact, environment, version,

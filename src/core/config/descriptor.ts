@@ -41,6 +41,17 @@ export const artifactSchema = z.strictObject({
     .regex(/^[0-9a-f]{64}$/, { message: "must be 64 lower-case hex digits" })
     .optional()
     .describe("Expected sha256 of the artifact's bytes, checked after the fetch (`--sha256` overrides it)"),
+  signature: z
+    .string()
+    .min(1)
+    .max(4096, { message: "must be at most 4096 characters" })
+    .refine(safeText(4096), { message: "must not contain NUL, control characters or lone surrogates" })
+    .optional()
+    .meta({
+      description:
+        "Where the artifact's signature is (an SSH signature or a Sigstore bundle), in the forms artifact.source takes; absent: the CLI sends <source>.sig or <source>.sigstore.json when one lies beside a local artifact",
+      examples: ["dist/hello-1.0.0.tar.gz.sig"],
+    }),
 });
 
 /** What to deploy (`hello.yml`). */

@@ -19,3 +19,4 @@ export * from "./drift-ignore.js";
 export * from "./git-envconfig-source.js";
 export * from "./git-provider-config.js";
 export * from "./workload-identity-config.js";
+export * from "./verification-config.js";

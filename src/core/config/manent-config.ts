@@ -7,6 +7,7 @@ import { gitProvider } from "./git-provider-config.js";
 import { tlsConfigSchema } from "./tls-config.js";
 import { uploadsConfigSchema } from "./uploads-config.js";
 import { retentionConfigSchema } from "./retention-config.js";
+import { verificationConfigSchema } from "./verification-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -152,6 +153,7 @@ export const manentConfigSchema = z.strictObject({
     .describe("Where each deploy's envconfig comes from"),
   auth: authConfigSchema,
   artifacts: artifactsConfigSchema,
+  verification: verificationConfigSchema,
   uploads: uploadsConfigSchema,
   retention: retentionConfigSchema,
   concurrency: z

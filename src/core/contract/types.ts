@@ -9,6 +9,8 @@ export interface Artifact {
   source: string;
   /** Hex sha256 of the bytes, when the descriptor gave one or after manent fetched them. */
   sha256?: string;
+  /** Where the artifact's signature is (in the forms `source` takes), when the descriptor names one. */
+  signature?: string;
   /** Local path of the verified, immutable copy under workdir (set after the fetch step). */
   path?: string;
 }

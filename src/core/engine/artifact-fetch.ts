@@ -112,7 +112,18 @@ export function cachedArtifact(artifact: Artifact, ctx: Pick<ArtifactContext, "c
  * whose host resolves only to allowed addresses (nothing is fetched yet).
  */
 export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactContext): Promise<void> {
+  if (artifact.signature !== undefined) await checkSource(artifact.signature, ctx).catch((err: unknown) => rethrowAsSignature(err));
+  await checkSource(artifact.source, ctx);
   const source = parseArtifactSource(artifact.source);
+  if (source.kind === "upload" && artifact.sha256 && artifact.sha256 !== source.sha256) {
+    throw new ManentError(Code.InvalidArgument, "artifact.sha256: differs from the sha256 of the upload artifact.source names", {
+      details: { field: "artifact.sha256" },
+    });
+  }
+}
+
+async function checkSource(raw: string, ctx: ArtifactContext): Promise<void> {
+  const source = parseArtifactSource(raw);
   const policy = policyOf(ctx);
   if (source.kind === "url") {
     await policy.checkUrl(source.url);
@@ -129,11 +140,45 @@ export async function checkArtifactSource(artifact: Artifact, ctx: ArtifactConte
       `no upload ${source.sha256} for tenant ${ctx.tenant}: upload the file first (the manent CLI does when the source is a local file)`,
     );
   }
-  if (artifact.sha256 && artifact.sha256 !== source.sha256) {
-    throw new ManentError(Code.InvalidArgument, "artifact.sha256: differs from the sha256 of the upload artifact.source names", {
-      details: { field: "artifact.sha256" },
-    });
+}
+
+/** A signature is small: one larger than this is refused unread. */
+const maxSignatureBytes = 1024 * 1024;
+
+/**
+ * Reads the signature `artifact.signature` names (an upload, an allowed server path or URL), under
+ * the same rules as the artifact's source. Absent: undefined. Refusals name artifact.signature.
+ */
+export async function readSignature(artifact: Artifact, ctx: ArtifactContext, signal: AbortSignal): Promise<Buffer | undefined> {
+  if (artifact.signature === undefined) return undefined;
+  try {
+    const stream = await openSource(parseArtifactSource(artifact.signature), ctx, signal);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxSignatureBytes) {
+        stream.destroy();
+        throw new ManentError(Code.InvalidArgument, `artifact.signature: larger than ${maxSignatureBytes} bytes: not a signature`, {
+          details: { field: "artifact.signature" },
+        });
+      }
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks);
+  } catch (err) {
+    return rethrowAsSignature(err, Code.Unavailable);
   }
+}
+
+/** An error about the signature's source names artifact.signature, not artifact.source. */
+function rethrowAsSignature(err: unknown, fallback?: Code): never {
+  const e = ManentError.from(err, fallback);
+  if (e.details?.field !== "artifact.source") throw e;
+  throw new ManentError(e.code, e.message.replace(/^artifact\.source: /, "artifact.signature: "), {
+    cause: err,
+    details: { ...e.details, field: "artifact.signature" },
+  });
 }
 
 async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: AbortSignal): Promise<Readable> {

@@ -2,6 +2,7 @@ import type { Capability, TargetResult } from "../contract/index.js";
 import type { EnvconfigOrigin } from "../config/index.js";
 import type { ErrorJSON } from "../errors.js";
 import type { ScopePattern } from "../identity/index.js";
+import type { ArtifactVerification } from "../verification/verification-result.js";
 import type { CommandRecord, RolloutState, RolloutView } from "../rollout/rollout-state.js";
 
 export type DeployKind = "deploy" | "dry_run" | "rollback";
@@ -75,6 +76,8 @@ export interface DeployRecord extends DeployKey {
   retried_by: string[];
   /** Waves and canary of a deploy with rollout settings; null otherwise. */
   rollout: RolloutView | null;
+  /** What verified its artifact under manent.yml's verification policies (its fetch step's output); null when no policy wanted a signature or it was not fetched. */
+  verification: ArtifactVerification[] | null;
 }
 
 export interface ListFilter {
@@ -141,7 +144,9 @@ export interface DeployStore {
   /** The gate after the deploy step: false when a cancel came first. */
   commitDeployStep(id: string): Promise<boolean>;
   getDeploy(id: string): Promise<DeployRecord | undefined>;
-  listDeploys(filter: ListFilter): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by">[]>;
+  listDeploys(
+    filter: ListFilter,
+  ): Promise<Omit<DeployRecord, "steps" | "targets" | "request" | "rollout" | "retried_by" | "verification">[]>;
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
   lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
   saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;

@@ -5,6 +5,7 @@ import type { UploadStore } from "../artifacts/upload-store.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type { Network } from "../artifacts/network.js";
 import type {
+  Artifact,
   Capability,
   Deployer,
   HostedPlugin,
@@ -20,7 +21,9 @@ import type {
 import { isDryRunner, isReleaseInspector, isRollbacker, ResultError, targetId } from "../contract/index.js";
 import { secretRefSchema, type CallbackEvent, type LoadedConfig, type SecretRef } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
-import { fetchArtifact } from "./artifact-fetch.js";
+import { fetchArtifact, readSignature } from "./artifact-fetch.js";
+import { policiesFor, verifyArtifact, wantsSignature } from "../verification/artifact-verifier.js";
+import type { ArtifactVerification } from "../verification/verification-result.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
 import { postWebhook } from "./webhook-poster.js";
@@ -72,6 +75,9 @@ const seq = { resolve: 1, started: 2, fetch: 3, validate: 4, checkpoint: 5, depl
 /** How often a deploy waiting for the one ahead of it looks again. */
 const aheadRecheckMs = 200;
 const once: StepPolicy = { maxRetries: 0, intervalMs: 0 };
+
+/** The fetch step's output: the artifact, and what verified it when a policy wants a signature. */
+type FetchedArtifact = Artifact & { verification?: ArtifactVerification[] };
 
 interface Checkpoint {
   releases: TargetRelease[];
@@ -171,22 +177,35 @@ export class DeployWorkflow {
   }
 
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
-    const artifact = await this.step(id, seq.fetch, "fetch", r.steps.fetch, ({ signal }) =>
-      fetchArtifact(
-        r.artifact,
-        {
-          config: this.deps.config,
-          tenant: r.tenant,
-          network: this.deps.network,
-          ...(this.deps.uploads && { uploads: this.deps.uploads }),
-          ...(this.deps.cache && { cache: { cache: this.deps.cache, holder: id } }),
-        },
-        signal,
-      ),
-    );
+    // The operator's verification policies as manent.yml says now: a deploy resolved before a policy was added is held to it too.
+    const policies = policiesFor(this.deps.config.verification, r);
+    const fetched = await this.step(id, seq.fetch, "fetch", r.steps.fetch, async ({ signal }): Promise<FetchedArtifact> => {
+      const ctx = {
+        config: this.deps.config,
+        tenant: r.tenant,
+        network: this.deps.network,
+        ...(this.deps.uploads && { uploads: this.deps.uploads }),
+        ...(this.deps.cache && { cache: { cache: this.deps.cache, holder: id } }),
+      };
+      const artifact = await fetchArtifact(r.artifact, ctx, signal);
+      if (!policies.some(wantsSignature)) return artifact;
+      // Verified before the plugin sees it: a refusal ends the deploy before validate, with no target touched.
+      const verification = await verifyArtifact({
+        artifact: artifact as Artifact & { sha256: string; path: string },
+        signature: await readSignature(artifact, ctx, signal),
+        policies,
+        configFile: this.deps.config.file,
+        baseDir: this.deps.config.baseDir,
+      });
+      return { ...artifact, verification };
+    });
+    const { verification: _verification, ...artifact } = fetched;
     // Held again when the fetch step is replayed from its checkpoint (a resumed deploy).
     if (artifact.path) this.deps.cache?.hold(id, dirname(artifact.path));
-    const resolved = { ...r, artifact };
+    // image_digests: the kubernetes plugin's own check, forced on whatever the envconfig's params say.
+    const forced: Record<string, string> =
+      r.plugin === "kubernetes" && policies.some((p) => p.image_digests) ? { require_image_digest: "true" } : {};
+    const resolved = { ...r, artifact, params: { ...r.params, ...forced } };
     const caps = await this.validate(id, resolved, plugin);
 
     if (r.kind === "dry_run") {

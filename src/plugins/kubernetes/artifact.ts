@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { Parser, type ReadEntry } from "tar";
 import { Code, ManentError } from "../../core/errors.js";
@@ -21,7 +22,8 @@ export async function loadArtifact(path: string): Promise<ArtifactContent> {
   } catch (err) {
     throw new ManentError(Code.FailedPrecondition, `kubernetes: cannot read artifact ${path}: ${(err as Error).message}`, { cause: err });
   }
-  if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return { kind: "manifests", files: [{ name: path, text: bytes.toString("utf8") }] };
+  // Named by its file name in messages: the artifact's name, not the server's cache path (the tenant's business is the former).
+  if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return { kind: "manifests", files: [{ name: basename(path), text: bytes.toString("utf8") }] };
 
   const files = await untar(bytes, path);
   const chart = [...files.keys()].find((n) => /^[^/]+\/Chart\.yaml$/.test(n));

@@ -27,14 +27,16 @@ export function manifestObjects(
   vars: Record<string, string>,
   params: KubernetesParams,
 ): KubeObject[] {
-  const objs = content.files.flatMap((f) => parseManifests(substitute(f.text, vars, f.name), f.name));
-  checkPolicies(objs, params);
-  return objs;
+  return content.files.flatMap((f) => {
+    const objs = parseManifests(substitute(f.text, vars, f.name), f.name);
+    checkPolicies(objs, params, f.name);
+    return objs;
+  });
 }
 
-function checkPolicies(objs: KubeObject[], params: KubernetesParams): void {
+function checkPolicies(objs: KubeObject[], params: KubernetesParams, file: string): void {
   checkNamespaces(objs, params.namespace);
-  if (params.require_image_digest) checkImageDigests(objs);
+  if (params.require_image_digest) checkImageDigests(objs, file);
 }
 
 export interface Rendered {
@@ -79,7 +81,7 @@ export async function renderForCluster(
     const all = parseManifests(text, `chart ${content.chartName}`);
     objs = params.helm_include_hooks ? all : all.filter((o) => !isHelmHook(o));
     skipped = all.length - objs.length;
-    checkPolicies(objs, params);
+    checkPolicies(objs, params, `chart ${content.chartName}`);
   }
 
   // Kinds defined by CRDs of this very release: scope comes from the CRD, not from discovery.

@@ -58,9 +58,13 @@ spec:
     const req = makeRequest({ artifactPath: path, version: "1.0.0", params: { "var.REPLICAS": "1", require_image_digest: "true" } });
     const err = await rejection(d.validate(req));
     assert.equal(err.code, Code.InvalidArgument);
-    assert.match(err.message, /Deployment\/hello container hello image "hashicorp\/http-echo:1\.0"/);
-    assert.match(err.message, /CronJob\/nightly container init image "busybox:1\.36"/);
-    assert.doesNotMatch(err.message, /container run/);
+    // Each refused image by file, object and field.
+    assert.match(err.message, /tags\.yaml: Deployment\/hello: spec\.template\.spec\.containers\[0\]\.image "hashicorp\/http-echo:1\.0"/);
+    assert.match(
+      err.message,
+      /tags\.yaml: CronJob\/nightly: spec\.jobTemplate\.spec\.template\.spec\.initContainers\[0\]\.image "busybox:1\.36"/,
+    );
+    assert.doesNotMatch(err.message, /busybox@/);
     // deploy refuses too, before touching the cluster
     const before = (await cp.auditedRequests()).length;
     const deployErr = await rejection(d.deploy(req));

@@ -1,0 +1,100 @@
+import { z } from "zod";
+
+const pattern = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(63)
+    .regex(/^[a-z0-9._*-]+$/, { message: `must be a ${what} name or a pattern of lower-case letters, digits, '.', '_', '-' and '*'` });
+
+const file = (description: string, example: string) =>
+  z
+    .string()
+    .min(1)
+    .max(4096)
+    .meta({ description, examples: [example] });
+
+const sshSchema = z
+  .strictObject({
+    allowed_signers: file(
+      "The OpenSSH allowed_signers file (ssh-keygen(1) ALLOWED SIGNERS) whose keys may sign, relative to the server's working directory",
+      "/etc/manent/allowed_signers",
+    ),
+    namespace: z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9][A-Za-z0-9@._-]*$/, { message: "must be letters, digits, '@', '.', '_' or '-'" })
+      .default("manent-artifact")
+      .describe('The namespace the signature must be made in (`ssh-keygen -Y sign -n`); default "manent-artifact"'),
+  })
+  .describe("SSH signatures (`ssh-keygen -Y sign`), checked with `ssh-keygen -Y verify` against allowed_signers");
+
+const sigstoreSchema = z
+  .strictObject({
+    public_keys: z
+      .array(
+        z.strictObject({
+          id: z
+            .string()
+            .min(1)
+            .max(128)
+            .regex(/^[A-Za-z0-9][A-Za-z0-9@._:/-]*$/, { message: "must be letters, digits, '@', '.', '_', ':', '/' or '-'" })
+            .meta({
+              description: "The key's id: a bundle names it (publicKey.hint) and the deploy records it",
+              examples: ["release-2026"],
+            }),
+          file: file("The public key in PEM (SubjectPublicKeyInfo), relative to the server's working directory", "/etc/manent/release.pub"),
+        }),
+      )
+      .min(1)
+      .max(50)
+      .describe("Keys a Sigstore bundle may be signed with (the bundle's publicKey.hint names one); checked offline"),
+  })
+  .refine((s) => new Set(s.public_keys.map((k) => k.id)).size === s.public_keys.length, { message: "public_keys ids must be unique" })
+  .describe("Sigstore bundles (.sigstore.json) signed with a key, verified offline with sigstore-js against these public keys");
+
+export const verificationPolicySchema = z
+  .strictObject({
+    name: z
+      .string()
+      .min(1)
+      .max(63)
+      .regex(/^[a-z0-9][a-z0-9._-]*$/, { message: "must be lower-case letters, digits, '.', '_' or '-'" })
+      .meta({ description: "The policy's name: refusals and deploy records name it", examples: ["prod-signed"] }),
+    tenant: pattern("tenant").default("*").describe("The tenants it applies to (a name or a pattern, `*` for any)"),
+    application: pattern("application").default("*").describe("The applications it applies to (a name or a pattern)"),
+    environment: pattern("environment").default("*").describe("The environments it applies to (a name or a pattern, e.g. `prod*`)"),
+    ssh: sshSchema.optional(),
+    sigstore: sigstoreSchema.optional(),
+    image_digests: z
+      .boolean()
+      .default(false)
+      .describe(
+        "kubernetes artifacts: every container image must be referenced by digest (name@sha256:…); a tag-only image is refused naming its file and field",
+      ),
+  })
+  .refine((p) => p.ssh !== undefined || p.sigstore !== undefined || p.image_digests, {
+    message: "requires nothing: give ssh, sigstore or image_digests",
+  });
+
+/**
+ * Verified artifacts (`verification` in manent.yml). Operator policy: envconfigs and descriptors,
+ * which tenants write, cannot loosen it. Every policy matching a deploy applies.
+ */
+export const verificationConfigSchema = z
+  .strictObject({
+    policies: z
+      .array(verificationPolicySchema)
+      .max(100)
+      .default([])
+      .refine((list) => new Set(list.map((p) => p.name)).size === list.length, { message: "policy names must be unique" })
+      .describe(
+        "Verification policies by tenant, application and environment pattern; every policy matching a deploy applies (its artifact must carry a signature one of the policy's keys or signers verifies)",
+      ),
+  })
+  .default({ policies: [] })
+  .describe("Verified artifacts: which deploys need a valid signature over their artifact, and from whom (none by default)");
+
+export type VerificationConfig = z.output<typeof verificationConfigSchema>;
+export type VerificationPolicy = z.output<typeof verificationPolicySchema>;

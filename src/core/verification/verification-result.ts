@@ -1,0 +1,17 @@
+/** Who signed an artifact, as one method found it. */
+export interface Verified {
+  method: "ssh" | "sigstore";
+  /** The key: an SSH key's fingerprint (SHA256:…), or a Sigstore public key's id and fingerprint. */
+  key: string;
+  /** The signer: an allowed_signers principal (ssh). */
+  identity?: string;
+  /** The SSH key's type (ED25519, RSA, ECDSA…). */
+  key_type?: string;
+}
+
+/** One policy's verdict on a deploy's artifact: recorded in the fetch step's output and the deploy record. */
+export interface ArtifactVerification extends Verified {
+  policy: string;
+  /** The bytes verified: `sha256:<hex>`. */
+  digest: string;
+}
