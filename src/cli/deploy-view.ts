@@ -26,6 +26,7 @@ export function deployView(d: DeployView, paint: Painter): string[] {
   if (d.retry_of) field("Retry of", d.retry_of);
   if (d.envconfig) field("Envconfig", envconfigOrigin(d.envconfig));
   if (d.retried_by?.length) field("Retried by", d.retried_by.join(", "));
+  if (d.waiting) field("Waiting", d.waiting.hint);
   const r = d.rollout;
   if (r?.waiting) field("Waiting", r.waiting.hint + (r.waiting.until ? ` (until ${r.waiting.until})` : ""));
   if (r?.message) field("Message", r.message);

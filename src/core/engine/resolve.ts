@@ -46,6 +46,8 @@ export interface Submission {
    * crash), runs exactly these and never reads the envconfig again.
    */
   resolved?: RecordedSettings;
+  /** An admin's override of the deploy windows (deploy_windows in manent.yml): the deploy runs at once; audited by the server. */
+  window_override?: { reason: string; by: string };
 }
 
 /** What a deploy took from its envconfig (and manent.yml) when it was resolved: kept so a retry runs with the same. */

@@ -14,7 +14,7 @@ export type WindowVerdict =
   | { open: true }
   | {
       open: false;
-      /** The first instant from which it may run (ms since the epoch); null when none within a year. */
+      /** The first instant from which it may run (ms since the epoch); null when none is found within a year (or 200 changes of the rules). */
       until: number | null;
       /** The rule that keeps it out now: `deny window <name>`, `freeze <name>: <reason>`, `outside allow windows <a, b>`. */
       rule: string;
@@ -29,8 +29,12 @@ interface Span {
 
 /** The farthest the next opening is looked for: past it, a deploy is told there is none. */
 const horizonMs = 366 * 86_400_000;
-/** Bound on the steps of the search (each moves past one closing rule): calendars far beyond any real one. */
-const maxSteps = 10_000;
+/**
+ * Bound on the steps of the search, each past the rules closed at one instant (a submission pays for
+ * them: croner takes about a millisecond a look here): an hourly deny window of an hour, chained all
+ * year, would take 8,784. Past it too, a deploy is told no opening was found.
+ */
+const maxSteps = 200;
 
 interface CompiledWindow {
   name: string;
