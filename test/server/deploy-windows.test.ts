@@ -44,10 +44,14 @@ describe("deploy windows", () => {
       { name: "ci", tenant: "team-a", role: "deployer", token: tokens.deployer },
     ]));
     await ws.write("staging.yml", shop("staging"));
-    for (const env of ["prod", "staging", "dev"]) {
-      await ws.write(`envconfig/team-a/shop/shop/${env}.yml`, {
+    for (const [app, env] of [
+      ["shop", "prod"],
+      ["shop", "staging"],
+      ["cart", "prod"],
+    ] as const) {
+      await ws.write(`envconfig/team-a/${app}/${app}/${env}.yml`, {
         plugin: "noop",
-        targets: [{ host: `shop-${env}` }],
+        targets: [{ host: `${app}-${env}` }],
         params: { state_dir: ws.path("state") },
       });
     }
@@ -133,6 +137,19 @@ describe("deploy windows", () => {
     assert.equal(audit.entries[0]!.message, "INC-42 hotfix");
     assert.equal(audit.entries[0]!.deploy_id, d.id);
     assert.equal(audit.entries[0]!.actor, "root");
+  });
+
+  it("cancels a deploy waiting for its window at once: nothing ran", async () => {
+    const cart = { ...descriptor("cart", "prod", artifact), tenant: "team-a" };
+    const { id } = await api(tokens.deployer).submit({ descriptor: cart, descriptor_file: "cart.yml" });
+    await deployReaching(api(tokens.deployer), id, (x) => x.waiting != null, "waiting for its window");
+    const cancelled = await api(tokens.deployer).cancel(id);
+    assert.equal(cancelled.cancel?.outcome, "cancelled");
+    const d = await api(tokens.deployer).deploy(id, 60);
+    assert.equal(d.status, "cancelled");
+    assert.equal(d.steps.length, 0, "no step ran");
+    const events = await eventsUntil(id, (e) => e.type === "deploy.waiting" && e.data.waiting === null);
+    assert.ok(events.some((e) => e.type === "deploy.status" && e.data.status === "cancelled"));
   });
 
   it("keeps the wait across a SIGKILL of the server, and runs the deploy once the freeze ends", async () => {
