@@ -98,8 +98,11 @@ export class DeployWorkflow {
    */
   async run(input: DeployWorkflowInput): Promise<DeployOutcome> {
     const { windows } = this.deps;
-    // Deploys (not dry runs or rollbacks) wait for their deploy window first, holding no slot; an admin's override skips it.
-    if (windows && !windows.empty && input.submission.kind === "deploy" && input.record && !input.submission.window_override) {
+    // Deploys (not dry runs or rollbacks) wait for their deploy window first, holding no slot; an
+    // admin's override skips it. Decided by the input (`windowed`, set at submission), never by the
+    // windows in force now: a replay after a restart with other windows takes the same steps.
+    const { submission } = input;
+    if (windows && submission.windowed && submission.kind === "deploy" && input.record && !submission.window_override) {
       await waitForWindow({ ...this.deps, windows }, input.id, input.record, input.record);
     }
     const slots = this.deps.waits.slots;

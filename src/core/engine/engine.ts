@@ -188,7 +188,7 @@ export class Engine {
       ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
     };
     // The workflow runs what was validated now (see Submission.resolved); the record keeps what was submitted.
-    const pinned: Submission = { ...submission, resolved: recordedSettings(r) };
+    const pinned: Submission = { ...submission, resolved: recordedSettings(r), ...(!this.opts.windows.empty && { windowed: true }) };
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record
     // without a workflow. Both writes are idempotent.
@@ -262,7 +262,7 @@ export class Engine {
           ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
           ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
         };
-        return { id, record, partition: partitionKey(key), resolved: recordedSettings(r) };
+        return { id, record, partition: partitionKey(key), resolved: recordedSettings(r), windowed: !this.opts.windows.empty };
       },
       { name: `${step}:resolve` },
     );
@@ -271,7 +271,7 @@ export class Engine {
       workflowID: id,
       queueName: deployQueue,
       enqueueOptions: { queuePartitionKey: prepared.partition },
-    })({ id, submission: { ...submission, resolved: prepared.resolved }, record });
+    })({ id, submission: { ...submission, resolved: prepared.resolved, ...(prepared.windowed && { windowed: true }) }, record });
     await DBOS.runStep(() => store.createDeploy(record), { name: `${step}:record` });
     void this.queues.wake(deployQueue);
     return id;
