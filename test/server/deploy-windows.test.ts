@@ -48,6 +48,8 @@ describe("deploy windows", () => {
       ["shop", "prod"],
       ["shop", "staging"],
       ["cart", "prod"],
+      ["promo", "dev"],
+      ["promo", "staging"],
     ] as const) {
       await ws.write(`envconfig/team-a/${app}/${app}/${env}.yml`, {
         plugin: "noop",
@@ -137,6 +139,25 @@ describe("deploy windows", () => {
     assert.equal(audit.entries[0]!.message, "INC-42 hotfix");
     assert.equal(audit.entries[0]!.deploy_id, d.id);
     assert.equal(audit.entries[0]!.actor, "root");
+  });
+
+  it("fails a release's stage whose deploy a refuse-mode window keeps out, naming the rule", async () => {
+    await ws.write("envconfig/team-a/promo/pipeline.yml", { stages: [{ environment: "dev" }, { environment: "staging" }] });
+    const promo = { ...descriptor("promo", "dev", artifact), tenant: "team-a" };
+    const { id } = await api(tokens.admin).startRelease({ descriptor: promo, descriptor_file: "promo.yml" });
+    let r = await api(tokens.admin).release(id);
+    await api(tokens.admin).streamEvents(
+      `/api/v1/releases/${id}/events`,
+      (e) => {
+        if (e.type === "release.status" || e.type === "release.updated") r = { ...r, ...(e.data as Partial<typeof r>) };
+        return r.status !== "running";
+      },
+      { after: 0 },
+    );
+    r = await api(tokens.admin).release(id);
+    assert.equal(r.status, "failed");
+    assert.equal(r.stages[0]!.status, "succeeded");
+    assert.match(r.error!.message, /stage 2 \(staging\): staging: .*refused: outside its deploy window \(deny window staging-closed\)/);
   });
 
   it("cancels a deploy waiting for its window at once: nothing ran", async () => {
