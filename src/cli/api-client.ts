@@ -23,7 +23,7 @@ export class ApiClient {
     private readonly fetch: typeof globalThis.fetch = globalThis.fetch,
   ) {}
 
-  submit(body: Record<string, unknown>): Promise<{ id: string; queued_behind?: string }> {
+  submit(body: Record<string, unknown>): Promise<{ id: string; queued_behind?: string; waiting?: { hint: string } }> {
     return this.request("POST", "/api/v1/deploys", body);
   }
 

@@ -28,6 +28,7 @@ export function deployView(d: DeployView, paint: Painter): string[] {
   if (d.envconfig) field("Envconfig", envconfigOrigin(d.envconfig));
   for (const v of d.verification ?? []) field("Verified", verifiedLine(v).replace(/^verified /, ""));
   if (d.retried_by?.length) field("Retried by", d.retried_by.join(", "));
+  if (d.waiting) field("Waiting", d.waiting.hint);
   const r = d.rollout;
   if (r?.waiting) field("Waiting", r.waiting.hint + (r.waiting.until ? ` (until ${r.waiting.until})` : ""));
   if (r?.message) field("Message", r.message);

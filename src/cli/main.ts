@@ -101,14 +101,35 @@ export async function main(argv: string[]): Promise<void> {
       "take the artifact from here instead: a local file (uploaded), an http(s) URL or a file:// path on the server",
     )
     .option("--sha256 <hex>", "expected sha256 of the artifact")
+    .option(
+      "--override-window <reason>",
+      "deploy now whatever the deploy windows and freezes say (admins only: the window_override permission); the reason is kept in the audit log",
+    )
     .option("--no-wait", "print the deploy id and return at once")
     .addOption(output())
     .action(
-      async (o: { file: string; dryRun?: boolean; version?: string; source?: string; sha256?: string; wait: boolean; output?: Output }) => {
+      async (o: {
+        file: string;
+        dryRun?: boolean;
+        version?: string;
+        source?: string;
+        sha256?: string;
+        overrideWindow?: string;
+        wait: boolean;
+        output?: Output;
+      }) => {
         const descriptor = await readDescriptor(o.file);
         const { artifactOverrides } = await import("./local-artifact.js");
         const overrides = await artifactOverrides(client, descriptor, o.file, o, absoluteSource);
-        const submitted = await (await client()).submit({ descriptor, descriptor_file: o.file, dry_run: o.dryRun === true, overrides });
+        const submitted = await (
+          await client()
+        ).submit({
+          descriptor,
+          descriptor_file: o.file,
+          dry_run: o.dryRun === true,
+          overrides,
+          ...(o.overrideWindow !== undefined && { window_override: { reason: o.overrideWindow } }),
+        });
         await follow(await client(), submitted, o.wait, outputOf(o.output), colours);
       },
     );

@@ -20,6 +20,8 @@ export class ProgressPrinter {
 
   update(d: DeployView): void {
     this.once(`head`, `${label(d)}`);
+    // Each wait for a deploy window once (a new round after a restart with other windows prints its own line).
+    if (d.waiting) this.once(`waiting:${d.waiting.since}:${d.waiting.until ?? ""}`, `  … ${d.waiting.hint}`);
     for (const step of d.steps) {
       if (step.status === "running")
         this.once(`${step.name}:running:${step.attempts}`, `  … ${step.name}${step.attempts > 1 ? ` (attempt ${step.attempts})` : ""}`);

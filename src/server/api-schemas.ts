@@ -104,8 +104,19 @@ export const deploySummarySchema = z
   })
   .openapi("DeploySummary");
 
+export const deployWaitingSchema = z
+  .object({
+    kind: z.literal("deploy_window").describe("held back by a deploy window or a freeze (deploy_windows in manent.yml)"),
+    since: z.string(),
+    until: z.string().nullable().describe("when it may run; null when no opening is found within a year"),
+    rule: z.string().describe("the rule that keeps it out: `deny window NAME`, `freeze NAME: REASON`, `outside allow window NAME`"),
+    hint: z.string().describe("`waiting for deploy window until <time> (<rule>)`"),
+  })
+  .openapi("DeployWaiting");
+
 export const deploySchema = deploySummarySchema
   .extend({
+    waiting: deployWaitingSchema.nullable().optional().describe("what the queued deploy waits for before it starts; null: nothing"),
     request: z.record(z.string(), z.unknown()).describe("what was submitted: descriptor, overrides, file names (never secret values)"),
     steps: z.array(stepSchema),
     targets: z.array(targetSchema),
@@ -162,6 +173,14 @@ export const submitBodySchema = z
     overrides: z
       .strictObject({ version: overrideText(128).optional(), source: overrideText(4096).optional(), sha256: overrideText(64).optional() })
       .default({}),
+    window_override: z
+      .strictObject({
+        reason: overrideText(500)
+          .refine((s) => s.trim().length > 0, { message: "must say why" })
+          .describe("why the deploy runs outside its deploy windows (kept in the audit log)"),
+      })
+      .optional()
+      .describe("run at once whatever the deploy windows and freezes say: admins only (the window_override permission), audited"),
   })
   .openapi("SubmitRequest");
 
@@ -184,6 +203,7 @@ export const submittedSchema = z
   .object({
     id: z.string(),
     queued_behind: z.string().optional().describe("the deploy of the same application and environment this one waits for"),
+    waiting: deployWaitingSchema.optional().describe("the deploy window it waits for before it starts, when one keeps it out now"),
     status: z.literal("queued"),
   })
   .openapi("Submitted");

@@ -118,6 +118,10 @@ export const eventStatements = [
        perform manent.append_event(new.tenant, new.id, 'deploy.status', jsonb_build_object(
          'status', new.status, 'error', new.error, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at));
      end if;
+     -- What a queued deploy waits for (a deploy window), read generically as the rollout below.
+     if (to_jsonb(new) -> 'waiting') is distinct from (to_jsonb(old) -> 'waiting') then
+       perform manent.append_event(new.tenant, new.id, 'deploy.waiting', jsonb_build_object('waiting', to_jsonb(new) -> 'waiting'));
+     end if;
      -- The rollout state (a jsonb column, when the deploy has waves or a canary), read generically.
      old_rollout := to_jsonb(old) -> 'rollout';
      new_rollout := to_jsonb(new) -> 'rollout';

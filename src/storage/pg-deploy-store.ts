@@ -14,6 +14,7 @@ import {
   type StepRecord,
   type StepStatus,
   type TargetProgress,
+  type DeployWaiting,
 } from "../core/engine/deploy-store.js";
 import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
@@ -249,8 +250,12 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     return rows.rowCount === 1;
   }
 
+  async setWaiting(id: string, waiting: DeployWaiting | null): Promise<void> {
+    await this.pool.query(`update manent.deploys set waiting = $2::jsonb where id = $1`, [id, waiting && JSON.stringify(waiting)]);
+  }
+
   async getDeploy(id: string): Promise<DeployRecord | undefined> {
-    const deploy = await this.pool.query(`select ${deployColumns}, request, rollout from manent.deploys where id = $1`, [id]);
+    const deploy = await this.pool.query(`select ${deployColumns}, request, rollout, waiting from manent.deploys where id = $1`, [id]);
     const row = deploy.rows[0] as Record<string, unknown> | undefined;
     if (!row) return undefined;
     const steps = await this.pool.query(
@@ -285,6 +290,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       request: row.request as Record<string, unknown>,
       retried_by: retries.rows.map((r) => r.id),
       rollout: rollout && { ...rollout, commands },
+      waiting: (row.waiting as DeployWaiting | null) ?? null,
       steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
       targets: targets.rows as TargetProgress[],
       verification: verificationOf(steps.rows as StepRecord[]),

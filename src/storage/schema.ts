@@ -87,6 +87,8 @@ export const schemaStatements = [
   `create index if not exists deploys_retry_of on manent.deploys (retry_of) where retry_of is not null`,
   // Where the envconfig a deploy runs came from (provider, path, sha256, git commit), resolved once at submission.
   `alter table manent.deploys add column if not exists envconfig jsonb`,
+  // What a queued deploy waits for before it starts (a deploy window: deploy_windows in manent.yml).
+  `alter table manent.deploys add column if not exists waiting jsonb`,
   // The deploy of each key that may run now (see PgDeployStore.claimKey): one row per key, taken in one statement.
   `create table if not exists manent.deploy_key_runs (
      tenant text not null,

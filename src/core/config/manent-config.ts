@@ -8,6 +8,7 @@ import { tlsConfigSchema } from "./tls-config.js";
 import { uploadsConfigSchema } from "./uploads-config.js";
 import { retentionConfigSchema } from "./retention-config.js";
 import { verificationConfigSchema } from "./verification-config.js";
+import { deployWindowsConfigSchema } from "./deploy-windows-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -156,6 +157,7 @@ export const manentConfigSchema = z.strictObject({
   verification: verificationConfigSchema,
   uploads: uploadsConfigSchema,
   retention: retentionConfigSchema,
+  deploy_windows: deployWindowsConfigSchema,
   concurrency: z
     .number()
     .int()

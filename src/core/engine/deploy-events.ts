@@ -1,5 +1,5 @@
 import type { ErrorJSON } from "../errors.js";
-import { terminalStatuses, type DeployRecord, type DeployStatus, type StepStatus } from "./deploy-store.js";
+import { terminalStatuses, type DeployRecord, type DeployStatus, type DeployWaiting, type StepStatus } from "./deploy-store.js";
 
 /**
  * A change of a deploy, as the event streams carry it (`GET /api/v1/deploys/{id}/events`,
@@ -49,6 +49,10 @@ export const deployEventTypes = {
   "deploy.status": {
     about: "The deploy's status, error or plugin changed; a terminal `status` (succeeded, failed, rolled_back, cancelled) is its end",
     data: ["status", "error", "plugin", "started_at", "finished_at"],
+  },
+  "deploy.waiting": {
+    about: "A queued deploy waits for its deploy window (`waiting`: kind, since, until, rule, hint), or no longer does (`waiting` null)",
+    data: ["waiting"],
   },
   "step.started": {
     about: "An attempt of a step began (`attempt` counts from 1; a retry is a new attempt)",
@@ -196,6 +200,8 @@ export function applyEvent(d: DeployView | undefined, e: DeployEvent): DeployVie
       targets.sort((a, b) => (a.phase === b.phase ? (a.host < b.host ? -1 : a.host > b.host ? 1 : 0) : a.phase < b.phase ? -1 : 1));
       return { ...d, targets };
     }
+    case "deploy.waiting":
+      return { ...d, waiting: (data.waiting as DeployWaiting | null) ?? null };
     case "rollout.updated": {
       // The state as the workflow wrote it; operator commands live beside it, as the API lists them.
       const prev = (d as { rollout?: { commands?: unknown[] } | null }).rollout;

@@ -52,6 +52,19 @@ export interface TargetProgress {
   details: Record<string, string> | null;
 }
 
+/** What a queued deploy waits for before it starts, as its record and the `deploy.waiting` event show it. */
+export interface DeployWaiting {
+  /** `deploy_window`: held back by a deploy window or a freeze (deploy_windows in manent.yml). */
+  kind: "deploy_window";
+  since: string;
+  /** When it may run; null when no opening is found within a year. */
+  until: string | null;
+  /** The rule that keeps it out: `deny window NAME`, `freeze NAME: REASON`, `outside allow window NAME`. */
+  rule: string;
+  /** One line for people: `waiting for deploy window until <time> (<rule>)`. */
+  hint: string;
+}
+
 export interface DeployRecord extends DeployKey {
   id: string;
   kind: DeployKind;
@@ -78,6 +91,8 @@ export interface DeployRecord extends DeployKey {
   rollout: RolloutView | null;
   /** What verified its artifact under manent.yml's verification policies (its fetch step's output); null when no policy wanted a signature or it was not fetched. */
   verification: ArtifactVerification[] | null;
+  /** What the deploy waits for before it starts (a deploy window); null when nothing (set by getDeploy). */
+  waiting?: DeployWaiting | null;
 }
 
 export interface ListFilter {
@@ -150,6 +165,8 @@ export interface DeployStore {
   /** The newest succeeded deploy (not dry-run) of a key, optionally older than a version. */
   lastSucceeded(key: DeployKey, exceptVersion?: string): Promise<{ id: string; version: string } | undefined>;
   saveCapabilities(plugin: string, capabilities: Capability[]): Promise<void>;
+  /** Sets (or, with null, clears) what the deploy waits for before it starts. */
+  setWaiting(id: string, waiting: DeployWaiting | null): Promise<void>;
   /**
    * Replaces the rollout state of a deploy (written at every transition of its waves and canary),
    * unless a later `revision` is stored: a resumed workflow replays its transitions with the same

@@ -41,6 +41,8 @@ import { TargetRecorder } from "./target-recorder.js";
 import { mergeResults, pendingTargets } from "./target-resume.js";
 import { deployPerTarget } from "./per-target-calls.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
+import type { DeployWindows } from "../windows/deploy-windows.js";
+import { waitForWindow } from "../windows/window-wait.js";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -68,6 +70,8 @@ export interface WorkflowDeps {
   uploads?: UploadStore;
   /** The artifacts cache's bound; what a deploy fetched is held until it ends. */
   cache?: ArtifactCache;
+  /** The deploy windows (deploy_windows in manent.yml) a deploy waits for before it takes a work slot. */
+  windows?: DeployWindows;
 }
 
 /** User-facing order of the steps. */
@@ -99,6 +103,14 @@ export class DeployWorkflow {
    * waits durably; dry runs have a queue of their own and take none.
    */
   async run(input: DeployWorkflowInput): Promise<DeployOutcome> {
+    const { windows } = this.deps;
+    // Deploys (not dry runs or rollbacks) wait for their deploy window first, holding no slot; an
+    // admin's override skips it. Decided by the input (`windowed`, set at submission), never by the
+    // windows in force now: a replay after a restart with other windows takes the same steps.
+    const { submission } = input;
+    if (windows && submission.windowed && submission.kind === "deploy" && input.record && !submission.window_override) {
+      await waitForWindow({ ...this.deps, windows }, input.id, input.record, input.record);
+    }
     const slots = this.deps.waits.slots;
     if (!slots || input.submission.kind === "dry_run") return this.runInSlot(input);
     // Waiting for a slot is a durable wait too: a shutdown need not wait for it, and the record stays queued.

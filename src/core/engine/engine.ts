@@ -24,6 +24,7 @@ import { WorkSlots } from "./work-slots.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
+import { DeployWindows, type WindowWait } from "../windows/deploy-windows.js";
 
 export interface EngineOptions {
   config: LoadedConfig;
@@ -39,6 +40,8 @@ export interface EngineOptions {
   uploads?: UploadStore;
   /** The artifacts cache's bound (artifacts.cache_size). */
   cache?: ArtifactCache;
+  /** The clock deploy windows are read by (default Date.now); a test sets one to be at any date. */
+  clock?: () => number;
 }
 
 export const deployWorkflowName = "manent.deploy";
@@ -77,7 +80,9 @@ export class Engine {
   /** This build's DBOS application version (version.ts), read once: every workflow it starts carries it. */
   readonly applicationVersion: string = applicationVersion();
 
-  private constructor(private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits }) {
+  private constructor(
+    private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits; windows: DeployWindows },
+  ) {
     this.queues = new QueueWake(opts.logger);
   }
 
@@ -93,6 +98,7 @@ export class Engine {
       metrics: opts.metrics ?? noMetrics,
       cancels: new CancelWatch(opts.store),
       waits: new DurableWaits(new WorkSlots(opts.config.concurrency, opts.config.tenant_share)),
+      windows: new DeployWindows(opts.config.deploy_windows, opts.clock),
     });
     active = new DeployWorkflow(engine.opts);
     DBOS.setConfig({
@@ -145,13 +151,24 @@ export class Engine {
    * Validates a submission and starts its workflow. Bad input throws `invalid_argument` and records
    * nothing; once recorded, a deploy is never lost: if its workflow cannot start it is marked failed.
    */
-  async submit(submission: Submission, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
+  async submit(
+    submission: Submission,
+    submitter?: { name: string; id: string },
+  ): Promise<{ id: string; queued_behind?: string; waiting?: WindowWait }> {
     const { config, plugins, store, uploads } = this.opts;
     const id = randomUUID();
     const r = await resolveSubmission(config, plugins, submission, this.opts, id).catch(async (err: unknown) => {
       await uploads?.unclaim(id).catch(() => undefined); // else kept a while (upload-retention.ts)
       throw err;
     });
+    // Refused here (nothing recorded) when a deploy window in refuse mode keeps it out; a wait is the workflow's.
+    let waiting: WindowWait | undefined;
+    try {
+      waiting = r.kind === "deploy" ? this.opts.windows.admit(r, submission.window_override) : undefined;
+    } catch (err) {
+      await uploads?.unclaim(id).catch(() => undefined);
+      throw err;
+    }
     await faultPause("submit", "resolved");
     if (r.kind === "rollback") {
       // Fixed now, so the record names the version and a later deploy cannot change the target.
@@ -171,7 +188,7 @@ export class Engine {
       ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
     };
     // The workflow runs what was validated now (see Submission.resolved); the record keeps what was submitted.
-    const pinned: Submission = { ...submission, resolved: recordedSettings(r) };
+    const pinned: Submission = { ...submission, resolved: recordedSettings(r), ...(!this.opts.windows.empty && { windowed: true }) };
     // The workflow is queued first and carries its record, which it writes itself when it starts:
     // a server killed between the two leaves a queued workflow that records itself, never a record
     // without a workflow. Both writes are idempotent.
@@ -202,7 +219,7 @@ export class Engine {
     // Started now when its partition is free, rather than at the queue's next poll. Woken once the
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
-    return ahead ? { id, queued_behind: ahead } : { id };
+    return { id, ...(ahead && { queued_behind: ahead }), ...(waiting && { waiting }) };
   }
 
   /** The upload a submission claimed at its resolve (a retry of bytes this server has cached names none). */
@@ -232,6 +249,8 @@ export class Engine {
     const prepared = await DBOS.runStep(
       async () => {
         const r = await resolveSubmission(config, plugins, submission, this.opts);
+        // A stage's deploy in a deploy window's refuse mode fails the stage; in wait mode it waits in its workflow.
+        this.opts.windows.admit(r, submission.window_override);
         const id = randomUUID();
         const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
         const record: NewDeploy = {
@@ -243,7 +262,7 @@ export class Engine {
           ...(submitter !== undefined && { submittedBy: submitter.name, submittedById: submitter.id }),
           ...(r.envconfigOrigin && { envconfig: r.envconfigOrigin }),
         };
-        return { id, record, partition: partitionKey(key), resolved: recordedSettings(r) };
+        return { id, record, partition: partitionKey(key), resolved: recordedSettings(r), windowed: !this.opts.windows.empty };
       },
       { name: `${step}:resolve` },
     );
@@ -252,7 +271,7 @@ export class Engine {
       workflowID: id,
       queueName: deployQueue,
       enqueueOptions: { queuePartitionKey: prepared.partition },
-    })({ id, submission: { ...submission, resolved: prepared.resolved }, record });
+    })({ id, submission: { ...submission, resolved: prepared.resolved, ...(prepared.windowed && { windowed: true }) }, record });
     await DBOS.runStep(() => store.createDeploy(record), { name: `${step}:record` });
     void this.queues.wake(deployQueue);
     return id;
@@ -301,6 +320,8 @@ export class Engine {
       );
     }
     if (state.previous === "queued") {
+      // A deploy waiting for its deploy window on this server goes on at once, to end.
+      this.opts.cancels.notify(id);
       // Out of the queue too; its record is already `cancelled`, and the workflow, if it was just
       // starting, sees that and runs nothing.
       await DBOS.cancelWorkflow(id).catch((err: unknown) =>

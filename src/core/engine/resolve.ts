@@ -46,6 +46,13 @@ export interface Submission {
    * crash), runs exactly these and never reads the envconfig again.
    */
   resolved?: RecordedSettings;
+  /** An admin's override of the deploy windows (deploy_windows in manent.yml): the deploy runs at once; audited by the server. */
+  window_override?: { reason: string; by: string };
+  /**
+   * Set at submission when deploy windows were configured: the workflow then looks at them before
+   * it starts. Fixed in the input, so a replay after a restart with other windows takes the same steps.
+   */
+  windowed?: boolean;
 }
 
 /** What a deploy took from its envconfig (and manent.yml) when it was resolved: kept so a retry runs with the same. */

@@ -30,7 +30,8 @@ export class CancelWatch {
     private readonly pollMs = 500,
   ) {}
 
-  watch(id: string): { signal: AbortSignal; stop(): void } {
+  /** `pollMs`: how often the record is read for a cancel taken by another server (a long wait reads it less often). */
+  watch(id: string, pollMs = this.pollMs): { signal: AbortSignal; stop(): void } {
     const ac = new AbortController();
     const fire = (): void => ac.abort(userCancelled());
     const set = this.waiting.get(id) ?? new Set<() => void>();
@@ -41,7 +42,7 @@ export class CancelWatch {
         (yes) => yes && fire(),
         () => undefined, // the database is away: the next poll asks again
       );
-    }, this.pollMs);
+    }, pollMs);
     timer.unref();
     return {
       signal: ac.signal,

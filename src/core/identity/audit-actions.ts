@@ -26,5 +26,6 @@ export const auditActions = [
   "release_promote",
   "release_retry",
   "retention_sweep",
+  "window_override",
 ] as const;
 export type AuditAction = (typeof auditActions)[number];

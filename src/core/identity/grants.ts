@@ -14,6 +14,7 @@ export const actions = [
   "plugin_restart",
   "envconfig_refresh",
   "retention_sweep",
+  "window_override",
   "audit_read",
   "token_admin",
 ] as const;

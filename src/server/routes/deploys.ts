@@ -14,7 +14,7 @@ import {
   submitBodySchema,
   submittedSchema,
 } from "../api-schemas.js";
-import { audited } from "../audit.js";
+import { audited, record } from "../audit.js";
 import { authorize, mayRead, type Principal } from "../../core/identity/index.js";
 import { deployScope, descriptorScope, scopesFor } from "../identity/index.js";
 import type { ApiApp, ApiDeps } from "../api-deps.js";
@@ -132,16 +132,21 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
     const caller = c.get("caller");
     const scope = descriptorScope(body.descriptor);
     const action = body.dry_run ? "dry_run" : "submit";
+    const override = body.window_override && !body.dry_run ? body.window_override : undefined;
     const submission: Submission = {
       kind: body.dry_run ? "dry_run" : "deploy",
       descriptor: body.descriptor,
       descriptorFile: body.descriptor_file,
       overrides: dropUndefined(body.overrides),
+      ...(override && { window_override: { reason: override.reason, by: submitter(caller).name } }),
     };
     const out = await audited(c, action, { ...scope }, async () => {
       authorize(caller, action, scope);
+      // Overriding the deploy windows is an admin's: a deployer is refused (403) and nothing is queued.
+      if (override) authorize(caller, "window_override", scope);
       return deps.engine.submit(submission, submitter(caller));
     });
+    if (override) await record(c, "window_override", { ...scope, deployId: out.id }, "ok", override.reason);
     return c.json({ ...out, status: "queued" as const }, 202);
   });
 
