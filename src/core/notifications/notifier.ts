@@ -58,6 +58,8 @@ const retryable = new Set<Code>([Code.Unavailable, Code.DeadlineExceeded, Code.R
 /** An ended delivery's row is kept this long (the key that makes a replayed event one notification), then deleted. */
 const keepEndedMs = 7 * 86_400_000;
 const pruneEveryMs = 3_600_000;
+/** Reads of the log at most this often: a deploy writes its events in bursts, and a busy server's wakes are many. */
+const minPumpGapMs = 250;
 
 /**
  * Turns the event log's deploy and release events into notifications to the channels the
@@ -116,7 +118,11 @@ export class Notifier {
   }
 
   private async run(): Promise<void> {
+    let pumpedAt = 0;
     while (!this.stopped) {
+      const gap = pumpedAt + minPumpGapMs - Date.now();
+      if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap).unref());
+      pumpedAt = Date.now();
       this.woken = false;
       let sleepMs = idleMs;
       try {
