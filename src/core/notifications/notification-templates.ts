@@ -44,7 +44,8 @@ export const defaultTemplates: Record<NotificationEvent, { subject: string; text
  */
 const escapes: Record<NotificationChannel["type"], (v: string) => string> = {
   slack: (v) => v.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
-  teams: (v) => v.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, "\\$&"),
+  // The characters that make emphasis, code, links and headings anywhere in a line (list markers need a line's start, which a value inside a sentence never has).
+  teams: (v) => v.replace(/[\\`*_[\]()#|<>~]/g, "\\$&"),
   email: (v) => v,
   webhook: (v) => v,
 };
