@@ -185,7 +185,9 @@ function walk(schema: Schema, path: string, rows: Row[], required: boolean): voi
     const keyDef = def(unwrap(d.keyType as Schema).inner);
     const key = keyDef.type === "enum" ? `<${Object.values(keyDef.entries as Record<string, string>).join("|")}>` : "<name>";
     const v = unwrap(d.valueType as Schema);
-    if (def(v.inner).type === "object") walk(d.valueType as Schema, `${path}.${key}`, rows, false);
+    const vt = def(v.inner).type;
+    // A map of one of several shapes (notifications.channels: slack, teams, email, webhook): each shape's keys.
+    if (vt === "object" || vt === "union") walk(d.valueType as Schema, `${path}.${key}`, rows, false);
   }
   // The `[]` of a list of objects and the `<name>` of a map were pushed as the container's own row.
   if (path.endsWith("[]") || path.endsWith(">"))

@@ -24,6 +24,9 @@ import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
 import { PgAuditLog } from "../storage/pg-audit-log.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { PgEventHub } from "../storage/pg-event-hub.js";
+import { PgNotificationStore } from "../storage/pg-notification-store.js";
+import { Notifier } from "../core/notifications/notifier.js";
+import { notificationSender } from "../net/notification-sender.js";
 import { migrate, underSchemaLock } from "../storage/schema.js";
 import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
@@ -134,12 +137,14 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let sweeper: UploadSweeper | undefined;
   let historySweeper: RetentionSweeper | undefined;
   let driftChecks: DriftScheduler | undefined;
+  let notifier: Notifier | undefined;
   const cleanup = async (): Promise<void> => {
     for (const repository of gitRepositories) repository.stop();
     health?.stop();
     await sweeper?.stop();
     await historySweeper?.stop();
     await driftChecks?.stop();
+    await notifier?.stop();
     await events?.close(); // ends the event streams, which would otherwise hold the HTTP server open
     await fleet?.stop();
     await closeHttp();
@@ -258,6 +263,16 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       if (isFinishEvent(e)) scheduler.wake();
     });
     scheduler.start();
+    // Notifications follow the event log: planned from it into an outbox and delivered beside the deploys, never in them.
+    const notifications = new Notifier({
+      config: config.notifications,
+      store: new PgNotificationStore(db),
+      sender: notificationSender(config, network),
+      logger,
+    });
+    notifier = notifications;
+    events.subscribe({}, () => notifications.wake());
+    notifications.start();
     const autoDeploy = new AutoDeployer({
       config,
       releases: driftStore,
@@ -325,6 +340,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         (closing ??= (async () => {
           logger.info("shutting down: waiting for running steps", { timeout_ms: config.shutdown_timeout });
           await driftChecks?.stop();
+          await notifier?.stop();
           await events?.close();
           await sweeper?.stop();
           await historySweeper?.stop();

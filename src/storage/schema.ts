@@ -7,6 +7,7 @@ import { tokenStatements } from "./tokens-schema.js";
 import { sessionStatements } from "./pg-session-store.js";
 import { driftStatements } from "./pg-drift-store.js";
 import { releaseStatements } from "./pg-release-store.js";
+import { notificationStatements } from "./pg-notification-store.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -165,6 +166,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...driftStatements,
     ...eventStatements,
     ...releaseStatements,
+    ...notificationStatements,
     ...auditStatements,
   ])
     await pool.query(sql);

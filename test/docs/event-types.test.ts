@@ -6,6 +6,7 @@ import { eventStatements } from "../../src/storage/events-schema.js";
 import { schemaStatements } from "../../src/storage/schema.js";
 import { driftEvent } from "../../src/storage/pg-drift-store.js";
 import { releaseStatements } from "../../src/storage/pg-release-store.js";
+import { notificationEvents } from "../../src/storage/pg-notification-store.js";
 
 /**
  * The event types docs/reference/events.md lists (generated from `deployEventTypes`) are the ones
@@ -52,6 +53,8 @@ describe("event types", () => {
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
   // Appended by the drift checks with their rows, not by a trigger.
   written.set(driftEvent.type, [...driftEvent.data]);
+  // Appended by the notifications' outbox when a delivery ends.
+  for (const e of Object.values(notificationEvents)) written.set(e.type, [...e.data]);
 
   it("documents every type the triggers write, and no other", () => {
     assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());

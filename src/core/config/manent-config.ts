@@ -9,6 +9,7 @@ import { uploadsConfigSchema } from "./uploads-config.js";
 import { retentionConfigSchema } from "./retention-config.js";
 import { verificationConfigSchema } from "./verification-config.js";
 import { deployWindowsConfigSchema } from "./deploy-windows-config.js";
+import { notificationsConfigSchema } from "./notifications-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -158,6 +159,7 @@ export const manentConfigSchema = z.strictObject({
   uploads: uploadsConfigSchema,
   retention: retentionConfigSchema,
   deploy_windows: deployWindowsConfigSchema,
+  notifications: notificationsConfigSchema,
   concurrency: z
     .number()
     .int()

@@ -101,6 +101,16 @@ export const deployEventTypes = {
       "A drift check (src/core/drift) found targets whose state (in_sync, drifted, unknown, error) or changes differ from the last check, under the deploy it compared with: `targets` are those targets' records",
     data: ["tenant", "application", "artifact", "environment", "targets"],
   },
+  "notification.delivered": {
+    about:
+      "A notification (docs/operations/notifications.md) reached its channel: the channel's name and type, the event notified, after how many attempts; under the deploy or release it is about",
+    data: ["channel", "channel_type", "event", "attempts"],
+  },
+  "notification.failed": {
+    about:
+      "A notification was given up: its channel refused it (a 4xx answer, a refused address) or every attempt failed; `error` says why (never the channel's URL)",
+    data: ["channel", "channel_type", "event", "attempts", "error"],
+  },
   "release.created": {
     about:
       "A release was started (`manent release start`, or `manent release retry`: then `retry_of` names the release it retries, null otherwise); `release_id` is set on the release's events, `deploy_id` is null",
