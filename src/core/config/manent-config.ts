@@ -7,6 +7,7 @@ import { gitProvider } from "./git-provider-config.js";
 import { tlsConfigSchema } from "./tls-config.js";
 import { uploadsConfigSchema } from "./uploads-config.js";
 import { retentionConfigSchema } from "./retention-config.js";
+import { secretStoresConfigSchema } from "./secret-stores-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -154,6 +155,7 @@ export const manentConfigSchema = z.strictObject({
   artifacts: artifactsConfigSchema,
   uploads: uploadsConfigSchema,
   retention: retentionConfigSchema,
+  secret_stores: secretStoresConfigSchema,
   concurrency: z
     .number()
     .int()
