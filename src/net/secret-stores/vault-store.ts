@@ -29,9 +29,10 @@ const field = "secret_stores.vault";
  *
  * The token is held in memory only. A renewable token is renewed when two thirds of its lease have
  * passed, so it never expires while the server runs; when Vault gives a shorter lease than asked
- * (the token's max TTL is near), an AppRole token is replaced by a new login before it ends. A token
- * Vault refuses (403) on a read is dropped and the sign-in made again once, so a rotated token file
- * or an expired login heals without a restart. Nothing read is kept: each read asks Vault.
+ * (the token's max TTL is near), an AppRole token is replaced by a new login before it ends. When a
+ * read is refused (403) and Vault no longer knows the token, the token is dropped and the sign-in
+ * made again once, so a rotated token file or an expired login heals without a restart; a 403 with
+ * a valid token is the policy's answer. Nothing read is kept: each read asks Vault.
  */
 export class VaultStore {
   private session: Promise<Session> | undefined;
@@ -56,8 +57,8 @@ export class VaultStore {
     const path = [ref.mount, "data", ...ref.path.split("/")].map(encodeURIComponent).join("/");
     let session = await this.signedIn(shown);
     let answer = await this.request("GET", path, session.token, shown);
-    if (answer.status === 403) {
-      // Expired, revoked or rotated: one new sign-in, then Vault's answer stands.
+    if (answer.status === 403 && !(await this.stillValid(session, shown))) {
+      // The token itself is refused (expired, revoked; a rotated token file): one new sign-in, then Vault's answer stands.
       this.drop(session);
       session = await this.signedIn(shown);
       answer = await this.request("GET", path, session.token, shown);
@@ -139,6 +140,11 @@ export class VaultStore {
     clearTimeout(this.timer);
     this.current = undefined;
     this.session = undefined;
+  }
+
+  /** Whether Vault still knows the token (a 403 on a read is then the policy's, not the token's). */
+  private async stillValid(session: Session, shown: string): Promise<boolean> {
+    return (await this.request("GET", "auth/token/lookup-self", session.token, shown)).status === 200;
   }
 
   /** A token: the configured one (looked up for its lease) or an AppRole login's. */
