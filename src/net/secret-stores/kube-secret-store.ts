@@ -5,7 +5,7 @@ import { readSecretRef } from "../../core/config/secret-ref.js";
 import type { KubeStoreConfig } from "../../core/config/secret-stores-config.js";
 import { formatDeploySecretRef, type KubeSecretRef } from "../../core/config/store-secret-ref.js";
 import { Code, ManentError } from "../../core/errors.js";
-import { transportReason } from "./vault-store.js";
+import { transportFailure } from "./transport-failure.js";
 
 const field = "secret_stores.kubernetes";
 
@@ -96,13 +96,7 @@ export class KubeSecretStore {
     const details = { ref: shown };
     const status = (err as { code?: unknown }).code;
     if (typeof status !== "number")
-      return new ManentError(
-        Code.Unavailable,
-        `${shown}: the Kubernetes API server at ${this.config.server} cannot be reached: ${transportReason(err, this.config.timeout)}`,
-        {
-          details,
-        },
-      );
+      return transportFailure(err, shown, `the Kubernetes API server at ${this.config.server}`, this.config.timeout, `${field}.ca_file`);
     if (status === 404)
       return new ManentError(Code.FailedPrecondition, `${shown}: there is no Secret ${ref.name} in namespace ${ref.namespace} (404)`, {
         details,

@@ -4,6 +4,7 @@ import type { VaultStoreConfig } from "../../core/config/secret-stores-config.js
 import { formatDeploySecretRef, type VaultSecretRef } from "../../core/config/store-secret-ref.js";
 import { Code, ManentError } from "../../core/errors.js";
 import { caFetch } from "../ca-fetch.js";
+import { transportFailure } from "./transport-failure.js";
 
 /** The token manent holds: what Vault said of it when it was obtained or last renewed. */
 interface Session {
@@ -261,13 +262,7 @@ export class VaultStore {
         ...(body !== undefined && { body: JSON.stringify(body) }),
       });
     } catch (err) {
-      throw new ManentError(
-        Code.Unavailable,
-        `${shown}: Vault at ${this.config.address} cannot be reached: ${transportReason(err, this.config.timeout)}`,
-        {
-          details: { ref: shown },
-        },
-      );
+      throw transportFailure(err, shown, `Vault at ${this.config.address}`, this.config.timeout, `${field}.ca_file`);
     }
     if (res.status !== 200) {
       await res.body?.cancel().catch(() => undefined);
@@ -281,11 +276,4 @@ export class VaultStore {
       });
     }
   }
-}
-
-/** Why a request got no answer, without anything of the request (no header, no body). */
-export function transportReason(err: unknown, timeoutMs: number): string {
-  const e = err as { name?: string; cause?: { code?: string; message?: string } };
-  if (e.name === "TimeoutError") return `no answer within ${timeoutMs / 1000}s`;
-  return e.cause?.code ?? e.cause?.message ?? (err as Error).message;
 }
