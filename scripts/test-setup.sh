@@ -32,5 +32,3 @@ bash scripts/ci/go.sh --no-test
 bash scripts/ci/kubernetes.sh --no-test
 bash scripts/ci/gateway-api.sh >/dev/null
 bash scripts/ci/kube-control-plane.sh
-# Vault (dev mode, on 127.0.0.1) for the secret-store tests: built from the Go module proxy into .tools/bin.
-bash scripts/ci/vault.sh
