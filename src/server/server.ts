@@ -44,6 +44,7 @@ import { createMetrics } from "./metrics.js";
 import { StartupHandler } from "./startup-handler.js";
 import { RequestLog } from "./request-log.js";
 import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
+import { openSecretStores } from "../net/secret-stores/open-secret-stores.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
 import { isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
@@ -79,6 +80,8 @@ export interface ServeOptions {
 export async function serve(configFile: string, opts: ServeOptions): Promise<RunningServer> {
   const { logger } = opts;
   const loaded = await loadManentConfig(configFile);
+  // The stores' CA files are read now (a missing one stops the start); a store is asked nothing until a step needs a value.
+  const secretStores = await openSecretStores(loaded.secret_stores, loaded.file, loaded.baseDir, logger);
   // Each git envconfig provider is fetched before the server answers: a deploy never reads a repository not yet fetched.
   // A failed first fetch keeps the last good commit of a previous run (kept in the workdir) and is logged.
   const gitRepositories = loaded.envconfig.providers.flatMap((p) =>
@@ -88,6 +91,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   const config: LoadedConfig = {
     ...loaded,
     gitEnvconfig: new Map(gitRepositories.map((r) => [r.name, r])),
+    secretStores,
     ...(opts.listen && { listen: opts.listen }),
     ...(opts.executorId && { dbos: { ...loaded.dbos, executor_id: opts.executorId } }),
   };
@@ -140,6 +144,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let notifier: Notifier | undefined;
   const cleanup = async (): Promise<void> => {
     for (const repository of gitRepositories) repository.stop();
+    secretStores.close();
     health?.stop();
     await sweeper?.stop();
     await historySweeper?.stop();

@@ -81,8 +81,13 @@ describe("bad input", () => {
     ));
   it("13. secret reference of an unknown kind", () =>
     withEnvconfig(
+      { ...goodEnvconfig(), secrets: [{ name: "k", ref: "aws:kv/k" }] },
+      /test\.yml: secrets\.0\.ref: must be "file:\/absolute\/path", "env:NAME", "vault:mount\/path#key" or "k8s:namespace\/name#key"/,
+    ));
+  it("13b. malformed vault: reference", () =>
+    withEnvconfig(
       { ...goodEnvconfig(), secrets: [{ name: "k", ref: "vault:kv/k" }] },
-      /test\.yml: secrets\.0\.ref: must be "file:\/absolute\/path" or "env:NAME"/,
+      /test\.yml: secrets\.0\.ref: must be "vault:mount\/path#key" .*: the #key is missing/,
     ));
   it("14. secret file that does not exist", () =>
     withEnvconfig(

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { driftIgnoreSchema } from "./drift-ignore.js";
 import { durationMs } from "./duration.js";
-import { secretRefSchema } from "./secret-ref.js";
+import { deploySecretRefSchema } from "./store-secret-ref.js";
 import { analysisSectionSchema } from "../rollout/analysis/index.js";
 import { rolloutSchema } from "../rollout/rollout-config.js";
 
@@ -126,9 +126,10 @@ export const envconfigSchema = z.strictObject({
           .string()
           .min(1)
           .meta({ description: "The name the plugin asks for", examples: ["kube-token"] }),
-        ref: secretRefSchema.meta({
-          description: "Where the value is read, only during the plugin call that asks for it",
-          examples: ["file:/etc/manent/kube-token", "env:DEPLOY_KEY"],
+        ref: deploySecretRefSchema.meta({
+          description:
+            "Where the value is read, only during the plugin call that asks for it: a file, a variable of the server's environment, a Vault KV v2 key or a Kubernetes Secret's key (the stores of secret_stores in manent.yml, within the paths allowed to the tenant)",
+          examples: ["file:/etc/manent/kube-token", "env:DEPLOY_KEY", "vault:secret/team-a/db#password", "k8s:team-a-secrets/db#password"],
         }),
       }),
     )

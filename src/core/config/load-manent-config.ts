@@ -1,4 +1,5 @@
 import type { GitEnvconfigSource } from "./git-envconfig-source.js";
+import type { SecretStores } from "../secret-stores/secret-stores.js";
 import { resolve } from "node:path";
 import { builtinPlugins } from "../../plugins/builtin.js";
 import { Code, ManentError } from "../errors.js";
@@ -18,6 +19,8 @@ export interface LoadedConfig extends ManentConfig {
   envconfigCache?: EnvconfigCache;
   /** The git envconfig providers' fetched repositories, by provider name (set by the server). */
   gitEnvconfig?: ReadonlyMap<string, GitEnvconfigSource>;
+  /** The external secret stores of secret_stores, opened (set by the server; absent: vault: and k8s: references cannot be read). */
+  secretStores?: SecretStores;
 }
 
 /** Loads and validates manent.yml. Throws `invalid_argument`/`not_found` naming file, field and reason. */

@@ -10,6 +10,7 @@ import { retentionConfigSchema } from "./retention-config.js";
 import { verificationConfigSchema } from "./verification-config.js";
 import { deployWindowsConfigSchema } from "./deploy-windows-config.js";
 import { notificationsConfigSchema } from "./notifications-config.js";
+import { secretStoresConfigSchema } from "./secret-stores-config.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -160,6 +161,7 @@ export const manentConfigSchema = z.strictObject({
   retention: retentionConfigSchema,
   deploy_windows: deployWindowsConfigSchema,
   notifications: notificationsConfigSchema,
+  secret_stores: secretStoresConfigSchema,
   concurrency: z
     .number()
     .int()

@@ -8,7 +8,7 @@ import {
   type Request,
   type TargetDrift,
 } from "../contract/index.js";
-import { findEnvconfig, secretRefSchema, type LoadedConfig, type SecretRef } from "../config/index.js";
+import { deploySecretRefSchema, findEnvconfig, type DeploySecretRef, type LoadedConfig } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
 import { openCallSecrets } from "../engine/call-secrets.js";
 import { sendCallback, type CallbackPayload } from "../engine/callbacks.js";
@@ -143,8 +143,8 @@ export class DriftChecker {
       const reason = `plugin ${r.plugin} does not report drift (it does not declare the drift capability)`;
       return r.targets.map((t) => record(targetId(t), "unknown", { reason }));
     }
-    const refs = new Map<string, SecretRef>(r.secrets.map((s) => [s.name, secretRefSchema.parse(s.ref)]));
-    const secrets = openCallSecrets(refs, "drift");
+    const refs = new Map<string, DeploySecretRef>(r.secrets.map((s) => [s.name, deploySecretRefSchema.parse(s.ref)]));
+    const secrets = openCallSecrets(refs, "drift", this.opts.config.secretStores);
     const req: Request = {
       deploymentId: release.deploy_id,
       tenant: r.tenant,

@@ -1,6 +1,7 @@
 import type { SecretsAccessor } from "../contract/index.js";
-import { readSecretRef, type SecretRef } from "../config/index.js";
+import { formatDeploySecretRef, isStoreSecretRef, readSecretRef, type DeploySecretRef } from "../config/index.js";
 import { Code, ManentError } from "../errors.js";
+import type { SecretStores } from "../secret-stores/secret-stores.js";
 
 export interface CallSecrets {
   accessor: SecretsAccessor;
@@ -9,11 +10,12 @@ export interface CallSecrets {
 }
 
 /**
- * Secrets for one plugin call. Values are read from their references at lookup time, never
- * stored, and only while the call runs; a lookup after `close()`, or of a name the envconfig does not
- * declare, fails with `failed_precondition` (permanent).
+ * Secrets for one plugin call. Values are read from their references at lookup time (a file, a
+ * variable, or asked of the store: `stores`), never stored, and only while the call runs; a lookup
+ * after `close()`, or of a name the envconfig does not declare, fails with `failed_precondition`
+ * (permanent). A store's error keeps its code (unavailable: retried) and names the reference.
  */
-export function openCallSecrets(refs: ReadonlyMap<string, SecretRef>, call: string): CallSecrets {
+export function openCallSecrets(refs: ReadonlyMap<string, DeploySecretRef>, call: string, stores: SecretStores | undefined): CallSecrets {
   let open = true;
   return {
     accessor: {
@@ -26,11 +28,23 @@ export function openCallSecrets(refs: ReadonlyMap<string, SecretRef>, call: stri
           // The envconfig has to change before the lookup can succeed: a retry cannot fix it.
           throw new ManentError(
             Code.FailedPrecondition,
-            `secret "${name}" is not declared in the envconfig's secrets (add {name: ${name}, ref: "file:/path" or "env:NAME"} under secrets:)`,
+            `secret "${name}" is not declared in the envconfig's secrets (add {name: ${name}, ref: "file:/path", "env:NAME", "vault:mount/path#key" or "k8s:namespace/name#key"} under secrets:)`,
             { details: { secret: name } },
           );
         }
-        return readSecretRef(name, ref);
+        if (!isStoreSecretRef(ref)) return readSecretRef(name, ref);
+        if (!stores)
+          throw new ManentError(
+            Code.FailedPrecondition,
+            `secret "${name}" (${formatDeploySecretRef(ref)}): no secret store is open in this process`,
+            {
+              details: { secret: name },
+            },
+          );
+        return stores.read(ref).catch((err: unknown) => {
+          const e = ManentError.from(err);
+          throw new ManentError(e.code, `secret "${name}": ${e.message}`, { details: { ...e.details, secret: name } });
+        });
       },
     },
     close() {

@@ -19,7 +19,7 @@ import type {
   TargetResult,
 } from "../contract/index.js";
 import { isDryRunner, isReleaseInspector, isRollbacker, ResultError, targetId } from "../contract/index.js";
-import { secretRefSchema, type CallbackEvent, type LoadedConfig, type SecretRef } from "../config/index.js";
+import { deploySecretRefSchema, type CallbackEvent, type DeploySecretRef, type LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact, readSignature } from "./artifact-fetch.js";
 import { policiesFor, verifyArtifact, wantsSignature } from "../verification/artifact-verifier.js";
@@ -485,8 +485,8 @@ export class DeployWorkflow {
     fn: (req: Request) => Promise<T>,
     scope?: CallScope,
   ): Promise<T> {
-    const refs = new Map<string, SecretRef>(r.secrets.map((s) => [s.name, secretRefSchema.parse(s.ref)]));
-    const secrets = withSecrets ? openCallSecrets(refs, phase) : undefined;
+    const refs = new Map<string, DeploySecretRef>(r.secrets.map((s) => [s.name, deploySecretRefSchema.parse(s.ref)]));
+    const secrets = withSecrets ? openCallSecrets(refs, phase, this.deps.config.secretStores) : undefined;
     const recorder = new TargetRecorder(this.deps.store, id, phase, this.deps.logger);
     const seen = new Set<string>();
     const record = (t: TargetResult): void => {

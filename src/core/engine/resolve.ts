@@ -5,10 +5,10 @@ import type { Artifact, IgnoreRule, Target } from "../contract/index.js";
 import {
   artifactSchema,
   checkSecretRef,
+  deploySecretRefSchema,
   descriptorSchema,
   findEnvconfig,
-  formatSecretRef,
-  secretRefSchema,
+  formatDeploySecretRef,
   validate,
   versionSchema,
   type Callback,
@@ -23,6 +23,7 @@ import type { PluginRegistry } from "./plugin-registry.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
 import type { AnalysisSection } from "../rollout/analysis/index.js";
 import { checkRolloutSettings, rolloutSecretRefs } from "../rollout/rollout-checks.js";
+import { checkDeploySecret } from "../secret-stores/check-deploy-secret.js";
 
 /** What a client submits: the descriptor as parsed from its file, and the CLI's overrides. */
 export interface Submission {
@@ -154,7 +155,7 @@ export async function resolveSubmission(
     const as = s.resolved ? "as resolved at submission" : "as recorded by the retried deploy";
     return {
       ...recorded,
-      ...(await checkRecordedSettings(recorded, plugins, artifact, config.file, as)),
+      ...(await checkRecordedSettings(recorded, plugins, artifact, config, descriptor.tenant, as)),
       kind: s.kind,
       tenant: descriptor.tenant,
       application: descriptor.application,
@@ -174,7 +175,7 @@ export async function resolveSubmission(
   const { envconfig, file, origin } = await findEnvconfig(config, key);
   const where = file ?? config.file;
   for (const [i, secret] of envconfig.secrets.entries()) {
-    await checkSecretRef(secret.name, secret.ref).catch((err: unknown) => {
+    await checkDeploySecret(config, descriptor.tenant, secret.name, secret.ref).catch((err: unknown) => {
       throw new ManentError(Code.InvalidArgument, `${where}: secrets.${i}.ref: ${ManentError.from(err).message}`, {
         details: { file: where, field: `secrets.${i}.ref` },
       });
@@ -220,7 +221,7 @@ export async function resolveSubmission(
       name: t.name ?? t.host,
     })),
     params: { ...envconfig.params },
-    secrets: envconfig.secrets.map((x) => ({ name: x.name, ref: formatSecretRef(x.ref) })),
+    secrets: envconfig.secrets.map((x) => ({ name: x.name, ref: formatDeploySecretRef(x.ref) })),
     rollbackEnabled: envconfig.rollback.enabled,
     parallel: envconfig.parallel,
     steps: {
@@ -266,12 +267,13 @@ async function checkRecordedSettings(
   recorded: RecordedSettings,
   plugins: PluginRegistry,
   artifact: Artifact,
-  configFile: string,
+  config: LoadedConfig,
+  tenant: string,
   as: string,
 ): Promise<Pick<ResolvedDeploy, "plugin">> {
-  const where = `${recorded.envconfigFile ?? configFile} (${as})`;
+  const where = `${recorded.envconfigFile ?? config.file} (${as})`;
   for (const [i, secret] of recorded.secrets.entries()) {
-    await checkSecretRef(secret.name, secretRefSchema.parse(secret.ref)).catch((err: unknown) => {
+    await checkDeploySecret(config, tenant, secret.name, deploySecretRefSchema.parse(secret.ref)).catch((err: unknown) => {
       throw new ManentError(Code.InvalidArgument, `${where}: secrets.${i}.ref: ${ManentError.from(err).message}`, {
         details: { file: where, field: `secrets.${i}.ref` },
       });
