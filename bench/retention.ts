@@ -8,13 +8,17 @@
  *     `--deploys` deploys, a sweep (POST /api/v1/retention/sweep) after each; the database's size
  *     after each round. Flat from the second round on means the sweep keeps up.
  *
- * Run: node --import tsx bench/retention.ts [--apps 20] [--deploys 1000] [--rounds 5] [--keep 10] [--json]
+ * `--ref <commit>` runs part 1 a second time, first, with the server of that commit (checked out in a
+ * temporary git worktree): what a deploy kept before and after, side by side in one run.
+ *
+ * Run: node --import tsx bench/retention.ts [--apps 20] [--deploys 1000] [--rounds 5] [--keep 10] [--ref <commit>] [--json]
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { checkoutRef } from "./support/ref-checkout.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -22,6 +26,7 @@ const { values: opts } = parseArgs({
     deploys: { type: "string", default: "1000" },
     rounds: { type: "string", default: "5" },
     keep: { type: "string", default: "10" },
+    ref: { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -65,10 +70,14 @@ async function sizes(db: pg.Client): Promise<{ total: number; tables: { table: s
   return { total, tables: tables.rows.map((t) => ({ table: t.table, rows: Math.max(0, Number(t.rows)), bytes: Number(t.bytes) })) };
 }
 
-async function withServer<T>(extra: Record<string, unknown>, fn: (server: ServerProcess, db: pg.Client) => Promise<T>): Promise<T> {
+async function withServer<T>(
+  extra: Record<string, unknown>,
+  fn: (server: ServerProcess, db: pg.Client) => Promise<T>,
+  bin?: string,
+): Promise<T> {
   const url = await pgServer.createDatabase();
   const config = await ws.write(`manent-${Date.now()}.yml`, manentYml(url, { concurrency: 100, ...extra }));
-  const server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" } });
+  const server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" }, ...(bin ? { bin } : {}) });
   const db = new pg.Client(url);
   await db.connect();
   try {
@@ -79,23 +88,40 @@ async function withServer<T>(extra: Record<string, unknown>, fn: (server: Server
   }
 }
 
-// 1. Without a policy: what one deploy costs.
-const growth = await withServer({}, async (server, db) => {
-  await deployMany(server, apps, 0); // warm-up: every application has its first deploy, the tables their first pages
-  const before = await sizes(db);
-  await deployMany(server, perRound, 1);
-  const afterSizes = await sizes(db);
-  const per = (now: number, then: number) => Math.round((now - then) / perRound);
-  return {
-    bytes_per_deploy: per(afterSizes.total, before.total),
-    tables: afterSizes.tables
-      .map((t) => {
-        const was = before.tables.find((b) => b.table === t.table);
-        return { table: t.table, rows_per_deploy: (t.rows - (was?.rows ?? 0)) / perRound, bytes_per_deploy: per(t.bytes, was?.bytes ?? 0) };
-      })
-      .filter((t) => t.bytes_per_deploy !== 0 || t.rows_per_deploy !== 0),
-  };
-});
+// 1. Without a policy: what one deploy costs (with --ref, the reference's server first).
+const reference = opts.ref === undefined ? undefined : await checkoutRef(opts.ref);
+const growthOf = (bin?: string) =>
+  withServer(
+    {},
+    async (server, db) => {
+      await deployMany(server, apps, 0); // warm-up: every application has its first deploy, the tables their first pages
+      const before = await sizes(db);
+      await deployMany(server, perRound, 1);
+      const afterSizes = await sizes(db);
+      const per = (now: number, then: number) => Math.round((now - then) / perRound);
+      return {
+        bytes_per_deploy: per(afterSizes.total, before.total),
+        tables: afterSizes.tables
+          .map((t) => {
+            const was = before.tables.find((b) => b.table === t.table);
+            return {
+              table: t.table,
+              rows_per_deploy: (t.rows - (was?.rows ?? 0)) / perRound,
+              bytes_per_deploy: per(t.bytes, was?.bytes ?? 0),
+            };
+          })
+          .filter((t) => t.bytes_per_deploy !== 0 || t.rows_per_deploy !== 0),
+      };
+    },
+    bin,
+  );
+let growthRef: Awaited<ReturnType<typeof growthOf>> | undefined;
+try {
+  growthRef = reference && (await growthOf(reference.bin));
+} finally {
+  await reference?.remove();
+}
+const growth = await growthOf();
 
 // 2. With a policy: the size round after round.
 const flat = await withServer({ retention: { sweep_interval: 0, deploys: { keep_last: keep } } }, async (server, db) => {
@@ -111,14 +137,21 @@ const flat = await withServer({ retention: { sweep_interval: 0, deploys: { keep_
 await pgServer.stop();
 
 if (opts.json) {
-  process.stdout.write(`${JSON.stringify({ apps, deploys: perRound, keep, growth, flat }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ apps, deploys: perRound, keep, ref: opts.ref, growth_ref: growthRef, growth, flat })}\n`);
 } else {
   const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
-  process.stdout.write(`without a policy: ${kb(growth.bytes_per_deploy)} per no-op deploy (${perRound} deploys, ${apps} applications)\n`);
-  for (const t of growth.tables)
+  const print = (what: string, g: typeof growth) => {
+    const rows = g.tables.reduce((n, t) => n + t.rows_per_deploy, 0);
     process.stdout.write(
-      `  ${t.table.padEnd(32)} ${t.rows_per_deploy.toFixed(1).padStart(6)} rows  ${kb(t.bytes_per_deploy).padStart(9)}\n`,
+      `${what}without a policy: ${kb(g.bytes_per_deploy)} and ${rows.toFixed(1)} rows per no-op deploy (${perRound} deploys, ${apps} applications)\n`,
     );
+    for (const t of g.tables)
+      process.stdout.write(
+        `  ${t.table.padEnd(32)} ${t.rows_per_deploy.toFixed(1).padStart(6)} rows  ${kb(t.bytes_per_deploy).padStart(9)}\n`,
+      );
+  };
+  if (growthRef) print(`${opts.ref}: `, growthRef);
+  print(opts.ref ? "this checkout: " : "", growth);
   process.stdout.write(`with retention deploys.keep_last ${keep} (${apps} applications: ${apps * keep} deploys kept at most):\n`);
   for (const r of flat)
     process.stdout.write(

@@ -17,15 +17,13 @@
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 5]
  *        [--ref <commit>] [--json]
  */
-import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, symlink } from "node:fs/promises";
-import { loadavg, tmpdir } from "node:os";
-import path from "node:path";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
-import { repoRoot, startServer, type ServerProcess } from "../test/support/server-process.js";
+import { startServer, type ServerProcess } from "../test/support/server-process.js";
+import { checkoutRef } from "./support/ref-checkout.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
 const { values: opts } = parseArgs({
@@ -68,25 +66,6 @@ interface FleetFigures {
   queued_ms_p50: number;
   running_ms_p50: number;
   load_average: number;
-}
-
-/** A checkout of `ref` in a temporary worktree, its dist/ built (with this checkout's node_modules): its server binary. */
-async function checkout(ref: string): Promise<{ bin: string; remove: () => Promise<void> }> {
-  const dir = path.join(await mkdtemp(path.join(tmpdir(), "manent-bench-ref-")), "tree");
-  execFileSync("git", ["-C", repoRoot, "worktree", "add", "--detach", dir, ref], { stdio: "ignore" });
-  const remove = async () => {
-    execFileSync("git", ["-C", repoRoot, "worktree", "remove", "--force", dir], { stdio: "ignore" });
-    await rm(path.dirname(dir), { recursive: true, force: true });
-  };
-  try {
-    await symlink(path.join(repoRoot, "node_modules"), path.join(dir, "node_modules"));
-    for (const script of ["scripts/build-js.mjs", "scripts/build-ui.mjs"])
-      execFileSync(process.execPath, [script], { cwd: dir, stdio: "ignore" });
-    return { bin: path.join(dir, "bin/manent-server.js"), remove };
-  } catch (err) {
-    await remove();
-    throw err;
-  }
 }
 
 async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
@@ -208,7 +187,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
 }
 
 const results: FleetFigures[] = [];
-const reference = opts.ref === undefined ? undefined : await checkout(opts.ref);
+const reference = opts.ref === undefined ? undefined : await checkoutRef(opts.ref);
 try {
   for (const n of fleets) {
     // The reference first, then this checkout, fleet by fleet: the machine's load drifts less between the two.
