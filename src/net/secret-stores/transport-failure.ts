@@ -1,19 +1,5 @@
 import { Code, ManentError } from "../../core/errors.js";
-
-/** Node's codes for a server certificate that does not verify (OpenSSL's, and the host name check). */
-const tlsCodes = new Set([
-  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-  "UNABLE_TO_GET_ISSUER_CERT",
-  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-  "SELF_SIGNED_CERT_IN_CHAIN",
-  "DEPTH_ZERO_SELF_SIGNED_CERT",
-  "CERT_SIGNATURE_FAILURE",
-  "CERT_UNTRUSTED",
-  "CERT_REJECTED",
-  "CERT_HAS_EXPIRED",
-  "CERT_NOT_YET_VALID",
-  "ERR_TLS_CERT_ALTNAME_INVALID",
-]);
+import { tlsVerifyCodes } from "../tls-verify-codes.js";
 
 /** The first error code (ECONNREFUSED, a TLS code) in an error's cause chain (fetch and node-fetch wrap it). */
 function errorCode(err: unknown): string | undefined {
@@ -32,7 +18,7 @@ function errorCode(err: unknown): string | undefined {
  */
 export function transportFailure(err: unknown, shown: string, store: string, timeoutMs: number, caField: string): ManentError {
   const code = errorCode(err);
-  if (code !== undefined && tlsCodes.has(code))
+  if (code !== undefined && tlsVerifyCodes.has(code))
     return new ManentError(
       Code.FailedPrecondition,
       `${shown}: cannot verify the certificate of ${store} (${code}): set ${caField} to the CA that signed it`,

@@ -4,6 +4,7 @@ import { Code, ManentError } from "../../core/errors.js";
 import { targetId, type Target } from "../../core/contract/index.js";
 import { KubeApiError, type KubeStatus } from "./kube-api-error.js";
 import type { KubeObject } from "./objects.js";
+import { tlsVerifyCodes } from "../../net/tls-verify-codes.js";
 
 /** One resource of an API group version, as discovery lists it. */
 export interface ApiResource {
@@ -271,26 +272,11 @@ export class ClusterClient {
   }
 }
 
-/** Node's codes for a server certificate that does not verify (OpenSSL's, and the host name check). */
-const tlsCodes = new Set([
-  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-  "UNABLE_TO_GET_ISSUER_CERT",
-  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-  "SELF_SIGNED_CERT_IN_CHAIN",
-  "DEPTH_ZERO_SELF_SIGNED_CERT",
-  "CERT_SIGNATURE_FAILURE",
-  "CERT_UNTRUSTED",
-  "CERT_REJECTED",
-  "CERT_HAS_EXPIRED",
-  "CERT_NOT_YET_VALID",
-  "ERR_TLS_CERT_ALTNAME_INVALID",
-]);
-
 /** The TLS verification code anywhere in an error's cause chain (fetch wraps it), if any. */
 function tlsFailure(err: unknown): string | undefined {
   for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && tlsCodes.has(code)) return code;
+    if (typeof code === "string" && tlsVerifyCodes.has(code)) return code;
   }
   return undefined;
 }
