@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, type KeyObject } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { bundleFromJSON, isBundleWithPublicKey, type Bundle } from "@sigstore/bundle";
-import { toSignedEntity, Verifier, type TrustMaterial } from "@sigstore/verify";
+import type { Bundle } from "@sigstore/bundle";
+import type { TrustMaterial } from "@sigstore/verify";
 import type { Verified } from "./verification-result.js";
 
 /** A key a policy accepts: its id (the bundle's publicKey.hint) and the PEM file it is read from. */
@@ -24,6 +24,11 @@ export function looksLikeJson(bytes: Buffer): boolean {
  * Throws a plain Error whose message is the reason.
  */
 export async function verifySigstoreBundle(artifact: Buffer, sha256: string, bytes: Buffer, keys: SigstoreKey[]): Promise<Verified> {
+  // Imported here: sigstore-js costs every server start a tenth of a second, and most verify nothing.
+  const [{ bundleFromJSON, isBundleWithPublicKey }, { toSignedEntity, Verifier }] = await Promise.all([
+    import("@sigstore/bundle"),
+    import("@sigstore/verify"),
+  ]);
   let json: unknown;
   try {
     json = JSON.parse(bytes.toString("utf8"));
