@@ -43,6 +43,7 @@ import { deployPerTarget } from "./per-target-calls.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { DeployWindows } from "../windows/deploy-windows.js";
 import { waitForWindow } from "../windows/window-wait.js";
+import type { WindowOverrideStore, WindowOverrideWatch } from "../windows/window-overrides.js";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -72,6 +73,8 @@ export interface WorkflowDeps {
   cache?: ArtifactCache;
   /** The deploy windows (deploy_windows in manent.yml) a deploy waits for before it takes a work slot. */
   windows?: DeployWindows;
+  /** Overrides an admin gives a deploy already waiting for its window. */
+  windowOverrides?: { store: WindowOverrideStore; watch: WindowOverrideWatch };
 }
 
 /** User-facing order of the steps. */
