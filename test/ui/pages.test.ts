@@ -114,7 +114,21 @@ describe("web UI pages", () => {
     artifact = await ws.write("dist/app.txt", "pages\n");
     const config = await ws.write(
       "manent.yml",
-      manentYml(await pg.createDatabase(), { auth: { tokens: [{ name: "admin", tenant: "*", sha256: sha(adminToken) }] } }),
+      manentYml(await pg.createDatabase(), {
+        auth: { tokens: [{ name: "admin", tenant: "*", sha256: sha(adminToken) }] },
+        // Environment "frozen" is in a freeze for the next day: its deploys wait for the window.
+        deploy_windows: {
+          freezes: [
+            {
+              name: "pages",
+              start: new Date(Date.now() - 3_600_000).toISOString(),
+              end: new Date(Date.now() + 86_400_000).toISOString(),
+              reason: "UI test",
+              environment: "frozen",
+            },
+          ],
+        },
+      }),
     );
     server = await startServer(config, { cwd: ws.dir });
     api = new ApiClient(server.url, adminToken);
@@ -162,6 +176,31 @@ describe("web UI pages", () => {
     await chromium?.close();
     await server?.stop();
     await pg?.stop();
+  });
+
+  it("shows a deploy waiting for its window and lets an admin start it, with the reason asked for", async () => {
+    await ws.write("envconfig/untenanted/held/held/frozen.yml", { plugin: "noop", targets: [{ host: "held-1" }] });
+    const { id } = await api.submit({ descriptor: descriptor("held", "frozen", artifact, "1.0.0"), descriptor_file: "held.yml" });
+    for (let d = await api.deploy(id); !d.waiting; d = await api.deploy(id)) {
+      assert.equal(d.status, "queued");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const page = await signedIn();
+    const asked: string[] = [];
+    page.removeAllListeners("dialog");
+    page.on("dialog", (d) => {
+      asked.push(d.message());
+      void d.accept("INC-9 from the web UI");
+    });
+    await page.goto(`${server.url}/#/deploys/${id}`);
+    await page.locator("#deploy-waiting", { hasText: /waiting for deploy window until .* \(freeze pages: UI test\)/ }).waitFor();
+    await page.getByRole("button", { name: "Override window" }).click();
+    await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor();
+    assert.equal(await page.locator("#deploy-waiting").count(), 0, "no longer waiting");
+    assert.match(asked[0] ?? "", /outside its deploy window\? Say why/);
+    const audit = await api.audit({ action: "window_override" });
+    assert.equal(audit.entries.find((e) => e.deploy_id === id)?.message, "INC-9 from the web UI");
+    await page.context().close();
   });
 
   it("writes a target's error in its cell, readable without a mouse and by a screen reader", async () => {

@@ -70,6 +70,14 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
     );
   };
 
+  // An admin starts a deploy held back by a deploy window now, saying why (kept in the audit log).
+  const overridable = can(session.me, "window_override", { tenant: d.tenant, application: d.application, environment: d.environment });
+  const overrideWindow = async (): Promise<void> => {
+    const reason = prompt("Start this deploy now, outside its deploy window? Say why (kept in the audit log):");
+    if (reason === null) return;
+    await act("override", `/api/v1/deploys/${id}/window-override`, { reason });
+  };
+
   // What retry.ts retries: a deploy that ended without its release in place; shown to who may submit it again.
   // A release's deploy is retried with its release (retry.ts refuses it alone): the release's page has the button.
   const ofRelease = (record.request as { release?: { id: string; stage: number } }).release;
@@ -164,10 +172,20 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
       <p class="error" role="alert">
         {d.error ? d.error.message : ""}
       </p>
+      {d.status === "queued" && d.waiting && (
+        <p class="waiting" role="status" id="deploy-waiting">
+          {d.waiting.hint}, since <Time iso={d.waiting.since} />
+        </p>
+      )}
       <div class="actions" role="group" aria-label="actions">
         {running && (
           <button disabled={busy} onClick={() => void act("cancel", `/api/v1/deploys/${id}/cancel`, {}, "Cancel this deploy?")}>
             Cancel
+          </button>
+        )}
+        {d.status === "queued" && d.waiting && overridable && (
+          <button disabled={busy} onClick={() => void overrideWindow()}>
+            Override window
           </button>
         )}
         {running && rollout?.waiting?.kind === "approval" && (
