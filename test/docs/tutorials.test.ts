@@ -83,3 +83,4 @@ testPage("docs/tutorials/release-through-environments.md", async () => baseSetup
 
 // The quickstart's envconfig moved into a git repository on this machine, read by the git provider.
 testPage("docs/tutorials/configuration-from-git.md", async () => baseSetup(repoRoot));
+testPage("docs/operations/deploy-windows.md", async () => baseSetup(repoRoot));
