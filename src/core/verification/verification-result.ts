@@ -1,10 +1,12 @@
 /** Who signed an artifact, as one method found it. */
 export interface Verified {
   method: "ssh" | "sigstore";
-  /** The key: an SSH key's fingerprint (SHA256:…), or a Sigstore public key's id and fingerprint. */
+  /** The key: an SSH key's fingerprint (SHA256:…), a Sigstore public key's id and fingerprint, or `certificate SHA256:…` (a keyless certificate's fingerprint). */
   key: string;
-  /** The signer: an allowed_signers principal (ssh). */
+  /** The signer: an allowed_signers principal (ssh), or a keyless certificate's subject alternative name (sigstore). */
   identity?: string;
+  /** A keyless certificate's OIDC issuer (sigstore). */
+  issuer?: string;
   /** The SSH key's type (ED25519, RSA, ECDSA…). */
   key_type?: string;
 }
