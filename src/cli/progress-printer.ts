@@ -56,7 +56,8 @@ export class ProgressPrinter {
 /** One verification of the artifact, as `manent status` and `manent deploy` print it. */
 export function verifiedLine(v: ArtifactVerification): string {
   const who = v.identity ? `${v.identity} ${v.issuer ? `(issuer ${v.issuer}) ` : ""}` : "";
-  return `verified ${v.digest}: ${v.method} ${who}${v.key} (policy ${v.policy})`;
+  // An image's digest is in its reference.
+  return `verified ${v.image ?? v.digest}: ${v.method} ${who}${v.key} (policy ${v.policy})`;
 }
 
 function label(d: DeployView): string {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { secretRefSchema } from "./secret-ref.js";
 
 const pattern = (what: string) =>
   z
@@ -145,6 +146,57 @@ const sigstoreSchema = z
     "Sigstore bundles (.sigstore.json), verified offline with sigstore-js: signed with one of public_keys, or keyless with a certificate naming one of keyless.identities",
   );
 
+const registrySchema = z
+  .strictObject({
+    host: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$/, { message: "must be a registry host, with an optional :port" })
+      .meta({
+        description: "The registry's host as image references name it (`docker.io` is Docker Hub); only listed registries are asked",
+        examples: ["registry.acme.example:5000"],
+      }),
+    ca_file: file("PEM certificates to trust for this registry's TLS beside the system's roots", "/etc/manent/registry-ca.pem").optional(),
+    username: z.string().min(1).max(256).optional().describe("The registry user to sign in as (with password); absent: anonymous"),
+    password: secretRefSchema
+      .meta({
+        description: "The registry password or token: a secret reference (`file:PATH` or `env:NAME`)",
+        examples: ["file:/etc/manent/registry-password"],
+      })
+      .optional(),
+  })
+  .refine((r) => (r.username === undefined) === (r.password === undefined), { message: "give username and password together" })
+  .describe("A registry image signatures are fetched from");
+
+const imageSignaturesSchema = z
+  .strictObject({
+    public_keys: z
+      .array(
+        z.strictObject({
+          id: z
+            .string()
+            .min(1)
+            .max(128)
+            .regex(/^[A-Za-z0-9][A-Za-z0-9@._:/-]*$/, { message: "must be letters, digits, '@', '.', '_', ':', '/' or '-'" })
+            .meta({ description: "The key's id: the deploy records it", examples: ["images-2026"] }),
+          file: file("The cosign public key in PEM (cosign.pub), relative to the server's working directory", "/etc/manent/cosign.pub"),
+        }),
+      )
+      .min(1)
+      .max(50)
+      .describe("Keys an image's cosign signature may be made with (`cosign sign --key`)"),
+    registries: z
+      .array(registrySchema)
+      .min(1)
+      .max(50)
+      .refine((l) => new Set(l.map((r) => r.host)).size === l.length, { message: "registry hosts must be unique" })
+      .describe("The registries images may come from: an image on another registry is refused, and no other host is contacted"),
+  })
+  .describe(
+    "kubernetes artifacts: every container image must be referenced by digest and carry a cosign signature (the `sha256-<digest>.sig` tag in its registry) one of public_keys verifies; implies image_digests",
+  );
+
 export const verificationPolicySchema = z
   .strictObject({
     name: z
@@ -164,9 +216,10 @@ export const verificationPolicySchema = z
       .describe(
         "kubernetes artifacts: every container image must be referenced by digest (name@sha256:…); a tag-only image is refused naming its file and field",
       ),
+    image_signatures: imageSignaturesSchema.optional(),
   })
-  .refine((p) => p.ssh !== undefined || p.sigstore !== undefined || p.image_digests, {
-    message: "requires nothing: give ssh, sigstore or image_digests",
+  .refine((p) => p.ssh !== undefined || p.sigstore !== undefined || p.image_digests || p.image_signatures !== undefined, {
+    message: "requires nothing: give ssh, sigstore, image_digests or image_signatures",
   });
 
 /**
