@@ -41,6 +41,11 @@ export class ApiClient {
     return this.request("GET", `/api/v1/deploys/${encodeURIComponent(id)}${waitSeconds ? `?wait=${waitSeconds}` : ""}`);
   }
 
+  /** Starts a deploy waiting for its deploy window now (admins); the reason goes to the audit log. */
+  overrideWindow(id: string, reason: string): Promise<DeployRecord> {
+    return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/window-override`, { reason });
+  }
+
   /** The deploy after the cancel, with what the cancel does (`cancel.message`). */
   cancel(id: string): Promise<DeployRecord & { cancel?: { outcome: "cancelled" | "requested"; message: string } }> {
     return this.request("POST", `/api/v1/deploys/${encodeURIComponent(id)}/cancel`, {});

@@ -203,6 +203,20 @@ export async function main(argv: string[]): Promise<void> {
       out(`${d.id} ${d.cancel?.outcome ?? d.status}${d.cancel ? `: ${d.cancel.message}` : ""}`);
     });
 
+  program
+    .command("override-window")
+    .description(
+      "start a deploy that waits for its deploy window now, whatever the windows and freezes say (admins only: the window_override permission); the reason is kept in the audit log",
+    )
+    .argument("<id>", "deploy id")
+    .requiredOption("--reason <text>", "why it may not wait (an incident, a ticket)")
+    .addOption(output())
+    .action(async (id: string, o: { reason: string; output?: Output }) => {
+      const d = await (await client()).overrideWindow(id, o.reason);
+      if (await printedAsDocument(d, o.output)) return;
+      out(`${d.id} window overridden: it starts now (reason kept in the audit log)`);
+    });
+
   const rolloutCommand = (command: "approve" | "promote" | "abort", description: string, withFull = false) => {
     const cmd = program.command(command).description(description).argument("<id>", "deploy id").addOption(output());
     if (withFull) cmd.option("--full", "skip every remaining step and gate, and promote now");

@@ -176,6 +176,14 @@ export const descriptorFile = z
 export const overrideText = (max: number) =>
   z.string().max(max).refine(safeText(max), { message: "must not contain NUL, control characters or lone surrogates" });
 
+export const windowOverrideBodySchema = z
+  .strictObject({
+    reason: overrideText(500)
+      .refine((s) => s.trim().length > 0, { message: "must say why" })
+      .describe("why the deploy runs outside its deploy windows (kept in the audit log)"),
+  })
+  .openapi("WindowOverride");
+
 export const submitBodySchema = z
   .strictObject({
     descriptor: descriptorObject.describe("the descriptor (apiVersion: manent/v1), as parsed from YAML"),
@@ -184,12 +192,7 @@ export const submitBodySchema = z
     overrides: z
       .strictObject({ version: overrideText(128).optional(), source: overrideText(4096).optional(), sha256: overrideText(64).optional() })
       .default({}),
-    window_override: z
-      .strictObject({
-        reason: overrideText(500)
-          .refine((s) => s.trim().length > 0, { message: "must say why" })
-          .describe("why the deploy runs outside its deploy windows (kept in the audit log)"),
-      })
+    window_override: windowOverrideBodySchema
       .optional()
       .describe("run at once whatever the deploy windows and freezes say: admins only (the window_override permission), audited"),
   })

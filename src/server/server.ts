@@ -27,6 +27,7 @@ import { PgEventHub } from "../storage/pg-event-hub.js";
 import { PgNotificationStore } from "../storage/pg-notification-store.js";
 import { Notifier } from "../core/notifications/notifier.js";
 import { notificationSender } from "../net/notification-sender.js";
+import { PgWindowOverrides } from "../storage/pg-window-overrides.js";
 import { migrate, underSchemaLock } from "../storage/schema.js";
 import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
 import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
@@ -200,6 +201,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         imageRegistry: ociRegistry(),
         uploads,
         cache,
+        windowOverrides: new PgWindowOverrides(retryingQueries(db, logger)),
       });
       engine = started; // shut down by cleanup if what follows fails
       await reconcileDeploys(db, logger);

@@ -6,6 +6,7 @@ import { uploadStatements } from "./pg-upload-store.js";
 import { tokenStatements } from "./tokens-schema.js";
 import { sessionStatements } from "./pg-session-store.js";
 import { driftStatements } from "./pg-drift-store.js";
+import { windowOverrideStatements } from "./pg-window-overrides.js";
 import { releaseStatements } from "./pg-release-store.js";
 import { notificationStatements } from "./pg-notification-store.js";
 
@@ -164,6 +165,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...tokenStatements,
     ...sessionStatements,
     ...driftStatements,
+    ...windowOverrideStatements,
     ...eventStatements,
     ...releaseStatements,
     ...notificationStatements,

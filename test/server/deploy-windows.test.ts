@@ -48,6 +48,7 @@ describe("deploy windows", () => {
       ["shop", "prod"],
       ["shop", "staging"],
       ["cart", "prod"],
+      ["gift", "prod"],
       ["promo", "dev"],
       ["promo", "staging"],
     ] as const) {
@@ -171,6 +172,57 @@ describe("deploy windows", () => {
     assert.equal(d.steps.length, 0, "no step ran");
     const events = await eventsUntil(id, (e) => e.type === "deploy.waiting" && e.data.waiting === null);
     assert.ok(events.some((e) => e.type === "deploy.status" && e.data.status === "cancelled"));
+  });
+
+  it("starts a deploy already waiting when an admin overrides its window, through the CLI, audited; a deployer's or a second override is refused", async () => {
+    const gift = { ...descriptor("gift", "prod", artifact), tenant: "team-a" };
+    const { id } = await api(tokens.deployer).submit({ descriptor: gift, descriptor_file: "gift.yml" });
+    await deployReaching(api(tokens.deployer), id, (x) => x.waiting != null, "waiting for its window");
+    const path = `/api/v1/deploys/${id}/window-override`;
+
+    const byDeployer = await request(tokens.deployer, "POST", path, { reason: "hotfix" });
+    assert.equal(byDeployer.status, 403, byDeployer.text);
+    assert.match(byDeployer.error!.message, /window_override/);
+    const empty = await request(tokens.admin, "POST", path, { reason: "  " });
+    assert.equal(empty.status, 400, empty.text);
+    assert.match(empty.error!.message, /reason: must say why/);
+    assert.equal((await api(tokens.deployer).deploy(id)).status, "queued", "a refused override changes nothing");
+
+    const cli = await runCli(["override-window", id, "--reason", "INC-77 gift cards down"], {
+      cwd: ws.dir,
+      server: fx.server!.url,
+      token: tokens.admin,
+    });
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.equal((JSON.parse(cli.stdout) as DeployRecord).id, id, "in a pipe, the deploy as JSON");
+    const d = await api(tokens.deployer).deploy(id, 60);
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.equal(d.waiting, null);
+    assert.equal(await readFile(ws.path("state", "gift-prod.release"), "utf8"), d.version);
+
+    const again = await request(tokens.admin, "POST", path, { reason: "again" });
+    assert.equal(again.status, 412, again.text);
+    assert.match(again.error!.message, /already overridden by root at .* \("INC-77 gift cards down"\)/);
+    const ended = await request(
+      tokens.admin,
+      "POST",
+      `/api/v1/deploys/${(await api(tokens.admin).list({ environment: "staging" })).deploys[0]!.id}/window-override`,
+      {
+        reason: "late",
+      },
+    );
+    assert.equal(ended.status, 412, ended.text);
+    assert.match(ended.error!.message, /is not waiting for a deploy window/);
+
+    const audit = (await api(tokens.admin).audit({ action: "window_override" })).entries.filter((e) => e.deploy_id === id);
+    // The refused attempts too, each with its reason and why it was refused (the 400 never reached the action).
+    assert.deepEqual(audit.map((e) => `${e.actor} ${e.outcome} ${e.message?.split(":")[0]}`).sort(), [
+      "ci permission_denied hotfix",
+      "root failed_precondition again",
+      "root ok INC-77 gift cards down",
+    ]);
+    const events = await eventsUntil(id, (e) => e.type === "deploy.status" && e.data.status === "succeeded");
+    assert.equal(events.filter((e) => e.type === "deploy.waiting").at(-1)!.data.waiting, null);
   });
 
   it("keeps the wait across a SIGKILL of the server, and runs the deploy once the freeze ends", async () => {

@@ -45,6 +45,7 @@ import { deployPerTarget } from "./per-target-calls.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { DeployWindows } from "../windows/deploy-windows.js";
 import { waitForWindow } from "../windows/window-wait.js";
+import type { WindowOverrideStore, WindowOverrideWatch } from "../windows/window-overrides.js";
 
 export interface DeployWorkflowInput {
   id: string;
@@ -76,6 +77,8 @@ export interface WorkflowDeps {
   windows?: DeployWindows;
   /** Container registries, read for image signatures. */
   imageRegistry?: ImageRegistry;
+  /** Overrides an admin gives a deploy already waiting for its window. */
+  windowOverrides?: { store: WindowOverrideStore; watch: WindowOverrideWatch };
 }
 
 /** User-facing order of the steps. */

@@ -25,7 +25,8 @@ import { WorkSlots } from "./work-slots.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
-import { DeployWindows, type WindowWait } from "../windows/deploy-windows.js";
+import { DeployWindows, type WindowOverride, type WindowWait } from "../windows/deploy-windows.js";
+import { WindowOverrideWatch, type WindowOverrideStore } from "../windows/window-overrides.js";
 
 export interface EngineOptions {
   config: LoadedConfig;
@@ -45,6 +46,8 @@ export interface EngineOptions {
   cache?: ArtifactCache;
   /** The clock deploy windows are read by (default Date.now); a test sets one to be at any date. */
   clock?: () => number;
+  /** Where overrides of deploys already waiting for their window are kept (none: such overrides are refused). */
+  windowOverrides?: WindowOverrideStore;
 }
 
 export const deployWorkflowName = "manent.deploy";
@@ -84,7 +87,13 @@ export class Engine {
   readonly applicationVersion: string = applicationVersion();
 
   private constructor(
-    private readonly opts: EngineOptions & { metrics: EngineMetrics; cancels: CancelWatch; waits: DurableWaits; windows: DeployWindows },
+    private readonly opts: EngineOptions & {
+      metrics: EngineMetrics;
+      cancels: CancelWatch;
+      waits: DurableWaits;
+      windows: DeployWindows;
+      overrides?: { store: WindowOverrideStore; watch: WindowOverrideWatch };
+    },
   ) {
     this.queues = new QueueWake(opts.logger);
   }
@@ -102,8 +111,9 @@ export class Engine {
       cancels: new CancelWatch(opts.store),
       waits: new DurableWaits(new WorkSlots(opts.config.concurrency, opts.config.tenant_share)),
       windows: new DeployWindows(opts.config.deploy_windows, opts.clock),
+      ...(opts.windowOverrides && { overrides: { store: opts.windowOverrides, watch: new WindowOverrideWatch(opts.windowOverrides) } }),
     });
-    active = new DeployWorkflow(engine.opts);
+    active = new DeployWorkflow({ ...engine.opts, windowOverrides: engine.opts.overrides });
     DBOS.setConfig({
       name: "manent",
       systemDatabaseUrl: withIdleTransactionTimeout(opts.databaseUrl),
@@ -295,6 +305,32 @@ export class Engine {
       },
       { name: `${step}:outcome`, retriesAllowed: true, maxAttempts: 20, intervalSeconds: 0.5, backoffRate: 1.5 },
     );
+  }
+
+  /**
+   * An admin's override of deploy `id`, queued and waiting for its deploy window: it starts at once
+   * (the override is recorded, and the wait wakes on this server or, within seconds, on the server
+   * of the fleet that runs it). Refused for a deploy that is not waiting.
+   */
+  async overrideWindow(id: string, override: WindowOverride): Promise<void> {
+    const overrides = this.opts.overrides;
+    if (!overrides) throw new ManentError(Code.FailedPrecondition, "this server keeps no window overrides");
+    const outcome = await overrides.store.record(id, override);
+    if (outcome === "not_found") throw new ManentError(Code.NotFound, `deploy ${id} not found`);
+    if (outcome === "already") {
+      const given = await overrides.store.find(id);
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `deploy ${id}: its deploy window was already overridden${given ? ` by ${given.by} at ${given.at} ("${given.reason}")` : ""}`,
+      );
+    }
+    if (outcome === "not_waiting") {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `deploy ${id} is not waiting for a deploy window: only a queued deploy that a window or freeze holds back can be overridden`,
+      );
+    }
+    overrides.watch.notify(id);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, type KeyObject } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { bundleFromJSON, isBundleWithPublicKey, type Bundle } from "@sigstore/bundle";
-import { toSignedEntity, Verifier, type TrustMaterial } from "@sigstore/verify";
+import type { Bundle } from "@sigstore/bundle";
+import type { TrustMaterial } from "@sigstore/verify";
 import { verifyKeylessBundle, type KeylessPolicy } from "./sigstore-keyless.js";
 import type { Verified } from "./verification-result.js";
 
@@ -33,6 +33,11 @@ export interface SigstoreTrust {
  */
 export async function verifySigstoreBundle(artifact: Buffer, sha256: string, bytes: Buffer, trust: SigstoreTrust): Promise<Verified> {
   const keys = trust.keys;
+  // Imported here: sigstore-js costs every server start a tenth of a second, and most verify nothing.
+  const [{ bundleFromJSON, isBundleWithPublicKey }, { toSignedEntity, Verifier }] = await Promise.all([
+    import("@sigstore/bundle"),
+    import("@sigstore/verify"),
+  ]);
   let json: unknown;
   try {
     json = JSON.parse(bytes.toString("utf8"));

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Bundle } from "@sigstore/bundle";
-import { toSignedEntity, VerificationError, Verifier } from "@sigstore/verify";
+import type { VerificationError } from "@sigstore/verify";
 import type { VerificationPolicy } from "../config/index.js";
 import { loadTrustedRoot } from "./sigstore-trusted-root.js";
 import type { Verified } from "./verification-result.js";
@@ -18,6 +18,8 @@ type Identity = KeylessPolicy["identities"][number];
  * and OIDC issuer against the policy's identities. Throws a plain Error whose message is the reason.
  */
 export async function verifyKeylessBundle(artifact: Buffer, bundle: Bundle, policy: KeylessPolicy, trustedRoot: string): Promise<Verified> {
+  // Imported here, as sigstore-bundle.ts does: most servers verify nothing, and sigstore-js costs every start.
+  const { toSignedEntity, Verifier, VerificationError: VerificationErrorClass } = await import("@sigstore/verify");
   const trust = await loadTrustedRoot(trustedRoot);
   const verifier = new Verifier(trust, {
     tlogThreshold: policy.tlog_threshold,
@@ -28,7 +30,7 @@ export async function verifyKeylessBundle(artifact: Buffer, bundle: Bundle, poli
   try {
     signer = verifier.verify(toSignedEntity(bundle, artifact));
   } catch (err) {
-    throw new Error(describe(err, policy, trustedRoot));
+    throw new Error(err instanceof VerificationErrorClass ? describe(err, policy, trustedRoot) : `sigstore: ${(err as Error).message}`);
   }
   const subject = signer.identity?.subjectAlternativeName;
   const issuer = signer.identity?.extensions?.issuer;
@@ -69,8 +71,7 @@ function fingerprint(bundle: Bundle): string {
 }
 
 /** sigstore-js's verdicts in the policy's words: which check failed, against what. */
-function describe(err: unknown, policy: KeylessPolicy, root: string): string {
-  if (!(err instanceof VerificationError)) return `sigstore: ${(err as Error).message}`;
+function describe(err: VerificationError, policy: KeylessPolicy, root: string): string {
   const cause = (err.cause as Error | undefined)?.message;
   const count = /expected (\d+) [^,]+, got (\d+)/.exec(err.message);
   switch (err.code) {

@@ -1,6 +1,5 @@
 import { open } from "node:fs/promises";
-import { TrustedRoot } from "@sigstore/protobuf-specs";
-import { toTrustMaterial, type TrustMaterial } from "@sigstore/verify";
+import type { TrustMaterial } from "@sigstore/verify";
 import { z } from "zod";
 
 /** Sigstore's public-good trusted_root.json is about 7 KiB; a file far past that is not one. */
@@ -63,6 +62,8 @@ export async function loadTrustedRoot(file: string): Promise<TrustMaterial> {
     const issue = checked.error.issues[0]!;
     throw new Error(`the trusted root ${file} is not a Sigstore TrustedRoot: ${issue.path.join(".") || "(top)"}: ${issue.message}`);
   }
+  // Imported here: sigstore-js costs every server start, and most servers verify nothing.
+  const [{ TrustedRoot }, { toTrustMaterial }] = await Promise.all([import("@sigstore/protobuf-specs"), import("@sigstore/verify")]);
   try {
     return toTrustMaterial(TrustedRoot.fromJSON(checked.data));
   } catch (err) {

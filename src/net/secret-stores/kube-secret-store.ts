@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { CoreV1Api, KubeConfig, type V1Secret } from "@kubernetes/client-node";
+import type { V1Secret } from "@kubernetes/client-node";
 import { readSecretRef } from "../../core/config/secret-ref.js";
 import type { KubeStoreConfig } from "../../core/config/secret-stores-config.js";
 import { formatDeploySecretRef, type KubeSecretRef } from "../../core/config/store-secret-ref.js";
@@ -47,6 +47,8 @@ export class KubeSecretStore {
         throw new ManentError(Code.FailedPrecondition, `${shown}: ${ManentError.from(err).message}`, { details: { ref: shown } });
       })
     ).trim();
+    // Imported on first use: client-node costs a server start most of a second, and most servers read no k8s: reference.
+    const { CoreV1Api, KubeConfig } = await import("@kubernetes/client-node");
     const kc = new KubeConfig();
     kc.loadFromOptions({
       clusters: [

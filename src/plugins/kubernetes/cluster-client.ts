@@ -1,5 +1,5 @@
 import https from "node:https";
-import { KubeConfig, PatchStrategy, VersionApi } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { Code, ManentError } from "../../core/errors.js";
 import { targetId, type Target } from "../../core/contract/index.js";
 import { KubeApiError, type KubeStatus } from "./kube-api-error.js";
@@ -32,7 +32,10 @@ export class ClusterClient {
   readonly server: string;
   /** The cluster in messages: the target's identity (its name, else its host). */
   readonly name: string;
-  private readonly kc: KubeConfig;
+  /** client-node's config, built on first use: importing client-node costs a server start most of a second. */
+  private kubeConfig: Promise<KubeConfig> | undefined;
+  private readonly caData: string | undefined;
+  private readonly token: string;
   private httpsOptions: Promise<https.RequestOptions> | undefined;
   private agent: https.Agent | undefined;
   private readonly resourceCache = new Map<string, Promise<ApiResource[]>>();
@@ -46,26 +49,29 @@ export class ClusterClient {
     this.server = `https://${formatHost(target.host)}:${target.port ?? 443}`;
     this.name = targetId(target);
     this.hasCa = ca !== undefined && ca !== "";
-    this.kc = new KubeConfig();
-    this.kc.loadFromOptions({
-      clusters: [
-        {
-          name: "target",
-          server: this.server,
-          ...(ca ? { caData: Buffer.from(ca).toString("base64") } : {}),
-          skipTLSVerify: false,
-        },
-      ],
-      users: [{ name: "manent", token }],
-      contexts: [{ name: "manent", cluster: "target", user: "manent" }],
-      currentContext: "manent",
+    this.caData = ca ? Buffer.from(ca).toString("base64") : undefined;
+    this.token = token;
+  }
+
+  private kc(): Promise<KubeConfig> {
+    this.kubeConfig ??= import("@kubernetes/client-node").then(({ KubeConfig }) => {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: "target", server: this.server, ...(this.caData && { caData: this.caData }), skipTLSVerify: false }],
+        users: [{ name: "manent", token: this.token }],
+        contexts: [{ name: "manent", cluster: "target", user: "manent" }],
+        currentContext: "manent",
+      });
+      return kc;
     });
+    return this.kubeConfig;
   }
 
   /** The API server's version (`v1.31.4+k3s1`), from /version through client-node's VersionApi. */
   async version(): Promise<string> {
     try {
-      const info = await this.kc.makeApiClient(VersionApi).getCode();
+      const { VersionApi } = await import("@kubernetes/client-node");
+      const info = await (await this.kc()).makeApiClient(VersionApi).getCode();
       return info.gitVersion;
     } catch (err) {
       throw this.wrapTransport(err, "GET /version");
@@ -147,7 +153,7 @@ export class ClusterClient {
       query: { fieldManager: opts.manager, force: opts.force ? "true" : undefined, dryRun: opts.dryRun ? "All" : undefined },
       body: obj,
       // JSON is YAML, and the apply content type is what makes the server treat it as an apply.
-      contentType: PatchStrategy.ServerSideApply,
+      contentType: (await import("@kubernetes/client-node")).PatchStrategy.ServerSideApply,
       signal: opts.signal,
     })) as KubeObject;
   }
@@ -237,7 +243,7 @@ export class ClusterClient {
   private options(): Promise<https.RequestOptions> {
     this.httpsOptions ??= (async () => {
       const opts: https.RequestOptions = {};
-      await this.kc.applyToHTTPSOptions(opts);
+      await (await this.kc()).applyToHTTPSOptions(opts);
       (opts.agent as https.Agent | undefined)?.destroy();
       const { ca, cert, key, servername, rejectUnauthorized } = opts;
       this.agent = new https.Agent({ ca, cert, key, servername, rejectUnauthorized, keepAlive: true, maxSockets: 16 });

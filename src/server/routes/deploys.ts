@@ -13,6 +13,7 @@ import {
   rollbackBodySchema,
   submitBodySchema,
   submittedSchema,
+  windowOverrideBodySchema,
 } from "../api-schemas.js";
 import { audited, record } from "../audit.js";
 import { authorize, mayRead, type Principal } from "../../core/identity/index.js";
@@ -98,6 +99,21 @@ const cancel = createRoute({
   request: { params: deployIdParams },
   responses: {
     200: json(cancelledSchema, "the deploy, and what the cancel does"),
+    ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.FailedPrecondition),
+  },
+});
+
+const overrideWindow = createRoute({
+  method: "post",
+  path: "/api/v1/deploys/{id}/window-override",
+  summary: "Start a deploy that waits for its deploy window now, whatever the windows and freezes say",
+  description:
+    "Admins only (the window_override permission on the deploy's tenant, application and environment); the reason is kept in the " +
+    "audit log (action window_override). Refused (412) for a deploy that is not queued waiting for a window, or was overridden already.",
+  tags: ["deploys"],
+  request: { params: deployIdParams, body: jsonBody(windowOverrideBodySchema) },
+  responses: {
+    200: json(deploySchema, "the deploy, as it is when the override is recorded"),
     ...errorResponses(Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.FailedPrecondition),
   },
 });
@@ -211,6 +227,18 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
       return deps.engine.cancel(id, caller.name);
     });
     return c.json({ ...(await deps.store.getDeploy(id))!, cancel }, 200);
+  });
+
+  app.openapi(overrideWindow, async (c) => {
+    const { id } = c.req.valid("param");
+    const { reason } = c.req.valid("json");
+    const caller = c.get("caller");
+    const deploy = await visibleDeploy(deps, caller, id);
+    await audited(c, "window_override", { ...deployScope(deploy), deployId: id, subject: reason }, async () => {
+      authorize(caller, "window_override", deployScope(deploy));
+      await deps.engine.overrideWindow(id, { reason, by: submitter(caller).name });
+    });
+    return c.json((await deps.store.getDeploy(id))!, 200);
   });
 }
 
