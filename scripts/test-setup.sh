@@ -31,4 +31,5 @@ bash scripts/ci/prometheus.sh
 bash scripts/ci/go.sh --no-test
 bash scripts/ci/kubernetes.sh --no-test
 bash scripts/ci/gateway-api.sh >/dev/null
+bash scripts/ci/oci-registry.sh
 bash scripts/ci/kube-control-plane.sh

@@ -55,7 +55,9 @@ export class ProgressPrinter {
 
 /** One verification of the artifact, as `manent status` and `manent deploy` print it. */
 export function verifiedLine(v: ArtifactVerification): string {
-  return `verified ${v.digest}: ${v.method} ${v.identity ? `${v.identity} ` : ""}${v.key} (policy ${v.policy})`;
+  const who = v.identity ? `${v.identity} ${v.issuer ? `(issuer ${v.issuer}) ` : ""}` : "";
+  // An image's digest is in its reference.
+  return `verified ${v.image ?? v.digest}: ${v.method} ${who}${v.key} (policy ${v.policy})`;
 }
 
 function label(d: DeployView): string {

@@ -67,11 +67,22 @@ export const envconfigOriginSchema = z
 export const artifactVerificationSchema = z
   .object({
     policy: z.string().describe("the verification policy of manent.yml"),
-    method: z.enum(["ssh", "sigstore"]).describe("ssh: an OpenSSH signature; sigstore: a Sigstore bundle"),
-    key: z.string().describe("the key that signed: an SSH key's fingerprint, or a Sigstore public key's id and fingerprint"),
-    identity: z.string().optional().describe("ssh: the allowed_signers principal that signed"),
+    method: z
+      .enum(["ssh", "sigstore", "cosign"])
+      .describe("ssh: an OpenSSH signature; sigstore: a Sigstore bundle; cosign: a container image's cosign signature in its registry"),
+    key: z
+      .string()
+      .describe(
+        "the key that signed: an SSH key's fingerprint, a Sigstore public key's id and fingerprint, or `certificate SHA256:…` (a keyless certificate's fingerprint)",
+      ),
+    identity: z
+      .string()
+      .optional()
+      .describe("ssh: the allowed_signers principal that signed; sigstore keyless: the certificate's subject alternative name"),
+    issuer: z.string().optional().describe("sigstore keyless: the OIDC issuer the certificate names"),
     key_type: z.string().optional().describe("ssh: the key's type"),
-    digest: z.string().describe("the bytes verified, sha256:<hex>"),
+    digest: z.string().describe("the bytes verified, sha256:<hex> (for cosign, the image's manifest digest)"),
+    image: z.string().optional().describe("cosign: the container image, as the kubernetes manifests name it"),
   })
   .openapi("ArtifactVerification");
 

@@ -56,6 +56,7 @@ import { registerDriftMetric } from "./drift-metrics.js";
 import { parseListen, refusePlaintextOnNetwork } from "./tls/listen-address.js";
 import { ServerCertificates } from "./tls/server-certificates.js";
 import { nodeNetwork } from "../net/node-network.js";
+import { ociRegistry } from "../net/oci-registry.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:8080 (https:// with `tls.cert_file`). */
@@ -197,6 +198,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         metrics: metrics.engine,
         databaseUrl,
         network,
+        imageRegistry: ociRegistry(),
         uploads,
         cache,
         windowOverrides: new PgWindowOverrides(retryingQueries(db, logger)),

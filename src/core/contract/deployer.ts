@@ -11,6 +11,24 @@ export interface Deployer {
   deploy(req: Request): Promise<Result>;
 }
 
+/** A container image an artifact runs, where it is named. */
+export interface ContainerImage {
+  /** The reference as written: `registry/repository@sha256:…`. */
+  image: string;
+  /** The manifest file and the field naming it, for messages. */
+  file: string;
+  field: string;
+}
+
+/**
+ * Optional (built-in plugins): lists the container images the artifact runs, without touching
+ * targets, so a verification policy can check their signatures before anything changes. A
+ * reference not pinned by digest is refused when `require_image_digest` is set.
+ */
+export interface ImageLister {
+  images(req: Request): Promise<ContainerImage[]>;
+}
+
 /** Optional: a dry-run that checks everything the deploy would do and changes nothing. */
 export interface DryRunner {
   dryRun(req: Request): Promise<Result>;
@@ -117,6 +135,9 @@ function hasMethods(d: object, ...methods: string[]): boolean {
   return methods.every((m) => typeof (d as Record<string, unknown>)[m] === "function");
 }
 
+export function isImageLister(d: Deployer): d is Deployer & ImageLister {
+  return hasMethods(d, "images");
+}
 export function isDryRunner(d: Deployer): d is Deployer & DryRunner {
   return hasMethods(d, "dryRun");
 }

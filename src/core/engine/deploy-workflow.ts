@@ -18,11 +18,13 @@ import type {
   TargetRelease,
   TargetResult,
 } from "../contract/index.js";
-import { isDryRunner, isReleaseInspector, isRollbacker, ResultError, targetId } from "../contract/index.js";
+import { isDryRunner, isImageLister, isReleaseInspector, isRollbacker, ResultError, targetId } from "../contract/index.js";
+import type { VerificationPolicy } from "../config/index.js";
 import { deploySecretRefSchema, type CallbackEvent, type DeploySecretRef, type LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact, readSignature } from "./artifact-fetch.js";
 import { policiesFor, verifyArtifact, wantsSignature } from "../verification/artifact-verifier.js";
+import { verifyImages, type ImageRegistry } from "../verification/image-signatures.js";
 import type { ArtifactVerification } from "../verification/verification-result.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
@@ -73,6 +75,8 @@ export interface WorkflowDeps {
   cache?: ArtifactCache;
   /** The deploy windows (deploy_windows in manent.yml) a deploy waits for before it takes a work slot. */
   windows?: DeployWindows;
+  /** Container registries, read for image signatures. */
+  imageRegistry?: ImageRegistry;
   /** Overrides an admin gives a deploy already waiting for its window. */
   windowOverrides?: { store: WindowOverrideStore; watch: WindowOverrideWatch };
 }
@@ -194,7 +198,13 @@ export class DeployWorkflow {
   private async deployRun(id: string, r: ResolvedDeploy, plugin: HostedPlugin): Promise<{ status: DeployStatus; error?: ManentError }> {
     // The operator's verification policies as manent.yml says now: a deploy resolved before a policy was added is held to it too.
     const policies = policiesFor(this.deps.config.verification, r);
-    const fetched = await this.step(id, seq.fetch, "fetch", r.steps.fetch, async ({ signal }): Promise<FetchedArtifact> => {
+    // image_digests: the kubernetes plugin's own check, forced on whatever the envconfig's params say (image_signatures implies it).
+    const forced: Record<string, string> =
+      r.plugin === "kubernetes" && policies.some((p) => p.image_digests || p.image_signatures) ? { require_image_digest: "true" } : {};
+    // image_signatures: the images the kubernetes manifests run, each signed in its registry.
+    const imagePolicies = r.plugin === "kubernetes" ? policies.filter((p) => p.image_signatures) : [];
+    const fetched = await this.step(id, seq.fetch, "fetch", r.steps.fetch, async (stepCtx): Promise<FetchedArtifact> => {
+      const { signal } = stepCtx;
       const ctx = {
         config: this.deps.config,
         tenant: r.tenant,
@@ -203,23 +213,26 @@ export class DeployWorkflow {
         ...(this.deps.cache && { cache: { cache: this.deps.cache, holder: id } }),
       };
       const artifact = await fetchArtifact(r.artifact, ctx, signal);
-      if (!policies.some(wantsSignature)) return artifact;
+      if (!policies.some(wantsSignature) && imagePolicies.length === 0) return artifact;
       // Verified before the plugin sees it: a refusal ends the deploy before validate, with no target touched.
-      const verification = await verifyArtifact({
-        artifact: artifact as Artifact & { sha256: string; path: string },
-        signature: await readSignature(artifact, ctx, signal),
-        policies,
-        configFile: this.deps.config.file,
-        baseDir: this.deps.config.baseDir,
-      });
+      const verification = policies.some(wantsSignature)
+        ? await verifyArtifact({
+            artifact: artifact as Artifact & { sha256: string; path: string },
+            signature: await readSignature(artifact, ctx, signal),
+            policies,
+            configFile: this.deps.config.file,
+            baseDir: this.deps.config.baseDir,
+          })
+        : [];
+      if (imagePolicies.length > 0)
+        verification.push(
+          ...(await this.verifyImages(id, { ...r, artifact, params: { ...r.params, ...forced } }, plugin, imagePolicies, stepCtx)),
+        );
       return { ...artifact, verification };
     });
     const { verification: _verification, ...artifact } = fetched;
     // Held again when the fetch step is replayed from its checkpoint (a resumed deploy).
     if (artifact.path) this.deps.cache?.hold(id, dirname(artifact.path));
-    // image_digests: the kubernetes plugin's own check, forced on whatever the envconfig's params say.
-    const forced: Record<string, string> =
-      r.plugin === "kubernetes" && policies.some((p) => p.image_digests) ? { require_image_digest: "true" } : {};
     const resolved = { ...r, artifact, params: { ...r.params, ...forced } };
     const caps = await this.validate(id, resolved, plugin);
 
@@ -463,6 +476,32 @@ export class DeployWorkflow {
       const deployer = await plugin.deployer();
       if (!isRollbacker(deployer)) throw new ManentError(Code.Unimplemented, `plugin ${plugin.name} cannot roll back`);
       return this.call(id, "rollback", r, caps, ctx, true, (req) => deployer.rollback({ ...req, releases }), { targets });
+    });
+  }
+
+  /** The plugin lists the artifact's images (no target touched); each must be signed as the policies say. */
+  private async verifyImages(
+    id: string,
+    r: ResolvedDeploy,
+    plugin: HostedPlugin,
+    policies: VerificationPolicy[],
+    ctx: StepContext,
+  ): Promise<ArtifactVerification[]> {
+    const deployer = await plugin.deployer();
+    if (!isImageLister(deployer) || !this.deps.imageRegistry) {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        `plugin ${plugin.name} cannot list its artifact's images, which verification policy ${policies[0]!.name} checks`,
+      );
+    }
+    const images = await this.call(id, "images", r, [], ctx, false, (req) => deployer.images(req));
+    return verifyImages({
+      images,
+      policies,
+      registry: this.deps.imageRegistry,
+      configFile: this.deps.config.file,
+      baseDir: this.deps.config.baseDir,
+      signal: ctx.signal,
     });
   }
 

@@ -1,3 +1,4 @@
+import type { ImageRegistry } from "../verification/image-signatures.js";
 import { settleOtherVersions } from "./version-upgrade.js";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
@@ -39,6 +40,8 @@ export interface EngineOptions {
   network: Network;
   /** Clients' uploads, which `upload:` sources name. */
   uploads?: UploadStore;
+  /** Container registries, read for image signatures (src/net/oci-registry.ts); absent: an image_signatures policy refuses. */
+  imageRegistry?: ImageRegistry;
   /** The artifacts cache's bound (artifacts.cache_size). */
   cache?: ArtifactCache;
   /** The clock deploy windows are read by (default Date.now); a test sets one to be at any date. */

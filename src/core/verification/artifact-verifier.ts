@@ -70,12 +70,12 @@ export async function verifyArtifact(o: VerifyInput): Promise<ArtifactVerificati
         if (!policy.sigstore) throw new Error("the signature is a Sigstore bundle and this policy accepts only SSH signatures");
         // sigstore-js verifies a message signature over the bytes in memory: read once for every policy.
         bytes ??= await readFile(o.artifact.path);
-        verified = await verifySigstoreBundle(
-          bytes,
-          o.artifact.sha256,
-          o.signature,
-          policy.sigstore.public_keys.map((k) => ({ id: k.id, file: resolve(o.baseDir, k.file) })),
-        );
+        verified = await verifySigstoreBundle(bytes, o.artifact.sha256, o.signature, {
+          keys: (policy.sigstore.public_keys ?? []).map((k) => ({ id: k.id, file: resolve(o.baseDir, k.file) })),
+          ...(policy.sigstore.keyless && {
+            keyless: { ...policy.sigstore.keyless, trusted_root: resolve(o.baseDir, policy.sigstore.keyless.trusted_root) },
+          }),
+        });
       } else {
         throw new Error("the signature is neither an SSH signature (-----BEGIN SSH SIGNATURE-----) nor a Sigstore bundle (JSON)");
       }

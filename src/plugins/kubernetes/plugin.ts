@@ -4,10 +4,12 @@ import {
   targetId,
   resultOrThrow,
   type Artifact,
+  type ContainerImage,
   type Deployer,
   type DriftInspector,
   type HeaderRoute,
   type HeaderRouter,
+  type ImageLister,
   type RequestMirror,
   type DryRunner,
   type Logger,
@@ -34,6 +36,7 @@ import { driftOn } from "./drift.js";
 import { readIndex } from "./history.js";
 import { pluginName } from "./labels.js";
 import { parseParams } from "./params.js";
+import { containerImages } from "./policy.js";
 import { manifestObjects, manifestVars } from "./render.js";
 import { deployTarget, dryRunTarget, prepare } from "./release-deploy.js";
 import { rollbackTarget } from "./release-rollback.js";
@@ -58,7 +61,8 @@ export class KubernetesDeployer
     HeaderRouter,
     RequestMirror,
     SlotScaler,
-    DriftInspector
+    DriftInspector,
+    ImageLister
 {
   constructor(private readonly logger: Logger) {}
 
@@ -123,6 +127,25 @@ export class KubernetesDeployer
       const content = await loadArtifact(req.artifact.path);
       if (content.kind === "manifests") manifestObjects(content, manifestVars(req, params), params);
     }
+  }
+
+  /**
+   * The images of plain manifests, as they will be applied (variables substituted, the plugin's
+   * checks run). A chart's images are known only once rendered for a cluster, so it is refused.
+   */
+  async images(req: Request): Promise<ContainerImage[]> {
+    const params = parseParams(req.params);
+    if (!req.artifact.path) return [];
+    const content = await loadArtifact(req.artifact.path);
+    if (content.kind !== "manifests") {
+      throw new ManentError(
+        Code.FailedPrecondition,
+        "kubernetes: the artifact is a Helm chart, whose images are known only when it is rendered for a cluster: a verification policy with image_signatures accepts manifests only (render the chart with `helm template` into the artifact)",
+        { details: { plugin: pluginName, field: "artifact.source" } },
+      );
+    }
+    const vars = manifestVars(req, params);
+    return content.files.flatMap((f) => containerImages(manifestObjects({ kind: "manifests", files: [f] }, vars, params), f.name));
   }
 
   async dryRun(req: Request): Promise<Result> {

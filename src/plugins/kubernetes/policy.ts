@@ -45,6 +45,21 @@ function podSpecAt(obj: KubeObject): { spec: PodSpecLike; path: string } | undef
 
 const pinned = /@sha256:[a-f0-9]{64}$/;
 
+/** Every container, init container and ephemeral container image of the objects, with the field naming it. */
+export function containerImages(objs: KubeObject[], file: string): { image: string; file: string; field: string }[] {
+  const out: { image: string; file: string; field: string }[] = [];
+  for (const obj of objs) {
+    const pod = podSpecAt(obj);
+    if (!pod) continue;
+    for (const list of ["initContainers", "containers", "ephemeralContainers"] as const) {
+      for (const [i, c] of (pod.spec[list] ?? []).entries()) {
+        out.push({ image: c.image ?? "", file, field: `${describeRef(refOf(obj))}: ${pod.path}.${list}[${i}].image` });
+      }
+    }
+  }
+  return out;
+}
+
 /**
  * With `require_image_digest` (or a verification policy's `image_digests`), refuses every container
  * image not pinned by digest, naming the file, the object and the field of each.
