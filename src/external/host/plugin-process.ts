@@ -2,19 +2,21 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createInterface } from "node:readline";
-import { Channel, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { createSecureContext } from "node:tls";
+import { Channel, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { Logger } from "../../core/contract/types.js";
-import { DeployerClient } from "../gen/deployer.js";
+import { DeployerService } from "../gen/deployer.js";
 import { GRPCBrokerClient } from "../gen/go-plugin/grpc_broker.js";
-import { GRPCControllerClient } from "../gen/go-plugin/grpc_controller.js";
+import { GRPCControllerService } from "../gen/go-plugin/grpc_controller.js";
 import { GRPCStdioClient, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
-import { HealthClient } from "../gen/go-plugin/health.js";
+import { HealthService } from "../gen/go-plugin/health.js";
 import { Broker } from "../protocol/broker.js";
 import { HEALTH_SERVICE, MAGIC_COOKIE_KEY } from "../protocol/constants.js";
 import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
 import { parseHandshake } from "../protocol/handshake.js";
 import { derToPem, type Identity } from "../protocol/mtls.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, UnaryChannel, type UnaryClient } from "../protocol/unary-channel.js";
 import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
@@ -42,14 +44,17 @@ export interface SpawnOptions {
   onSpawn?(child: ChildProcess): void;
 }
 
-/** A started plugin process with its gRPC clients on one mTLS channel. */
+/**
+ * A started plugin process and its clients: the unary calls (Deployer, health, controller) on the
+ * host's lean HTTP/2 client, the broker and stdio streams on grpc-js; one mTLS connection each.
+ */
 export interface PluginProcess {
   readonly pid: number;
   /** The gRPC target the plugin announced (`unix:/path` or `host:port`). */
   readonly target: string;
-  readonly deployer: DeployerClient;
-  readonly health: HealthClient;
-  readonly controller: GRPCControllerClient;
+  readonly deployer: UnaryClient<typeof DeployerService>;
+  readonly health: UnaryClient<typeof HealthService>;
+  readonly controller: UnaryClient<typeof GRPCControllerService>;
   readonly broker: Broker;
   /** The Secrets service on the broker (one per process, a broker id per call). */
   readonly secrets: SecretsService;
@@ -103,6 +108,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
   };
 
   let channel: Channel | undefined;
+  let unary: UnaryChannel | undefined;
   const timer = new AbortController();
   const timeout = new Promise<never>((_, reject) => {
     const t = setTimeout(
@@ -130,21 +136,29 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
     const serverPem = derToPem(hs.serverCert);
     const target = hs.network === "unix" ? `unix:${hs.address}` : hs.address;
-    // One credentials object for the channel and its clients: each one builds a TLS context
-    // (parses keys and certificates), a few ms apiece on a loaded machine, all in the start.
+    // The unary calls' connection: its TLS handshake is the one the first call (Configure) waits for.
+    unary = new UnaryChannel({
+      network: hs.network,
+      address: hs.address,
+      secureContext: createSecureContext({ ca: serverPem, cert: identity.certPem, key: identity.keyPem }),
+      serverDer: hs.serverCert,
+      maxReceiveBytes: MAX_PLUGIN_MESSAGE_BYTES,
+    });
+    const connected = unary.ready();
+    // The streams' grpc-js channel connects meanwhile: the broker stream's first message (a
+    // ConnInfo, after Configure's answer) waits for it inside grpc-js, nothing here does. One
+    // credentials object for the channel and its clients: each builds a TLS context.
     const creds = clientCredentials(identity, serverPem, hs.serverCert);
     channel = new Channel(target, creds, tlsChannelOptions);
     const shared = { channelOverride: channel };
-    const deployer = new DeployerClient(target, creds, shared);
-    const health = new HealthClient(target, creds, shared);
     await Promise.race([
-      new Promise<void>((resolve, reject) =>
-        health.waitForReady(Date.now() + o.startTimeoutMs, (err) => (err ? reject(fail(`cannot connect: ${err.message}`)) : resolve())),
-      ),
+      connected.catch((err: Error) => Promise.reject(fail(`cannot connect: ${err.message}`))),
       timeout,
       exited.then((how) => Promise.reject(fail(`exited during connection (${how})`))),
     ]);
-    const controller = new GRPCControllerClient(target, creds, shared);
+    const deployer = unary.client(DeployerService);
+    const health = unary.client(HealthService);
+    const controller = unary.client(GRPCControllerService);
     const broker = new Broker(
       o.binary.dir,
       () => serverCredentials(identity, serverPem),
@@ -155,6 +169,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     drainStdio(new GRPCStdioClient(target, creds, shared), o);
     timer.abort();
     const ch = channel;
+    const un = unary;
     return {
       pid: child.pid!,
       target,
@@ -169,17 +184,20 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
         void secrets.dispose();
         broker.close();
         ch.close();
+        un.close();
         if (!exitedFlag) child.kill("SIGKILL");
       },
       closeChannel() {
         void secrets.dispose();
         broker.close();
         ch.close();
+        un.close();
       },
     };
   } catch (err) {
     timer.abort();
     channel?.close();
+    unary?.close();
     if (!exitedFlag) child.kill("SIGKILL");
     await exited;
     throw err;
@@ -221,10 +239,6 @@ function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {
 }
 
 /** One health check with a deadline, as go-plugin's Ping. */
-export function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) =>
-    p.health.check({ service: HEALTH_SERVICE }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err) =>
-      err ? reject(err) : resolve(),
-    ),
-  );
+export async function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
+  await p.health.check({ service: HEALTH_SERVICE }, { deadline: Date.now() + timeoutMs });
 }
