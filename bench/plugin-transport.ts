@@ -14,7 +14,7 @@
 // as bench/external-ts.ts does, and the Go host by bench/gohost (bench/external-go.sh's binary).
 //
 // Usage: node --import tsx bench/plugin-transport.ts [starts=20] [deploys=2000] [--rounds 3] [--json]
-//        [--transports grpc_js,connect_node,bare_http2] [--transport-only] (no Go host, no whole host path)
+//        [--transports grpc_js,connect_node,bare_http2,host_unary] [--transport-only] (no Go host, no whole host path)
 // A CPU profile of the TS side: node --cpu-prof --cpu-prof-dir DIR --import tsx bench/plugin-transport.ts …
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -33,10 +33,18 @@ import { Metadata, type ChannelOptions } from "@grpc/grpc-js";
 import { Deployer, DeployRequestSchema } from "./support/gen-es/deployer_pb.js";
 import { ExternalPlugin, PluginHost } from "../src/external/host/index.js";
 import { pluginEnvironment } from "../src/external/host/environment.js";
-import { ConfigureRequest, ConfigureResponse, DeployerClient, DeployRequest, DeployResponse } from "../src/external/gen/deployer.js";
+import {
+  ConfigureRequest,
+  ConfigureResponse,
+  DeployerClient,
+  DeployerService,
+  DeployRequest,
+  DeployResponse,
+} from "../src/external/gen/deployer.js";
 import { clientCredentials, tlsChannelOptions } from "../src/external/protocol/credentials.js";
 import { requestToProto } from "../src/external/protocol/convert.js";
 import { parseHandshake, type Handshake } from "../src/external/protocol/handshake.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, UnaryChannel } from "../src/external/protocol/unary-channel.js";
 import { derToPem, generateIdentity, type Identity } from "../src/external/protocol/mtls.js";
 import type { Request } from "../src/plugin.js";
 
@@ -240,9 +248,37 @@ const bareHttp2: Transport = {
     };
   },
 };
+/**
+ * The host's own unary client (src/external/protocol/unary-channel.ts), as the host uses it: a
+ * secure context built per start, the session connected before the first call, a deadline-less
+ * Deploy with the request's AbortSignal, ts-proto's codecs through the service definition.
+ */
+const hostUnary: Transport = {
+  key: "host_unary",
+  label: "the host's unary client on node:http2",
+  connect(s, identity, base) {
+    const channel = new UnaryChannel({
+      network: s.hs.network,
+      address: s.hs.address,
+      secureContext: tls.createSecureContext({ ca: s.serverPem, cert: identity.certPem, key: identity.keyPem }),
+      serverDer: s.hs.serverCert,
+      maxReceiveBytes: MAX_PLUGIN_MESSAGE_BYTES,
+    });
+    const client = channel.client(DeployerService);
+    const req = noopRequest(base);
+    return {
+      configure: async () => {
+        await channel.ready();
+        await client.configure({ configJson: Buffer.from("{}"), secretsSessionBrokerId: 0 }, { deadline: Date.now() + 60_000 });
+      },
+      deploy: async () => void (await client.deploy(requestToProto(req, 0), { signal: req.signal })),
+      close: () => channel.close(),
+    };
+  },
+};
 // --transports grpc_js,bare_http2 picks some (for a profile of one); --transport-only skips the Go host and the host's whole path.
 const picked = flagValue("--transports")?.split(",");
-const transports = [grpcJs, grpcJsLean, connectNode, bareHttp2].filter((t) => !picked || picked.includes(t.key));
+const transports = [grpcJs, grpcJsLean, connectNode, bareHttp2, hostUnary].filter((t) => !picked || picked.includes(t.key));
 const transportOnly = process.argv.includes("--transport-only");
 const rounds = Number(flagValue("--rounds") ?? 3);
 
@@ -398,7 +434,7 @@ async function main(): Promise<void> {
         ? []
         : ([
             ["go_host", "Go host (go-plugin client)"],
-            ["ts_host", "TS host, whole path (grpc-js, Secrets session)"],
+            ["ts_host", "TS host, whole path (unary on node:http2, streams on grpc-js, Secrets session)"],
           ] as [string, string][])),
       ...transports.map((t): [string, string] => [t.key, `transport alone: ${t.label}`]),
     ];

@@ -221,7 +221,7 @@ export class UnaryChannel {
         if (settled) return;
         const s = trailers ? statusOf(trailers) : undefined;
         if (s) {
-          if (s.code !== status.OK) return finish(serviceError(s.code, s.details, s.metadata));
+          if (s.code !== status.OK) return finish(serviceError(s.code, s.details, failureMetadata(trailers!)));
           if (need >= 0 || prefixHave > 0) return finish(serviceError(status.INTERNAL, "Stream ended in the middle of a message"));
           if (message === undefined) return finish(serviceError(status.UNIMPLEMENTED, "No message received"));
           let res: Res;
@@ -239,8 +239,8 @@ export class UnaryChannel {
   }
 }
 
-/** grpc-status, grpc-message (percent-encoded) and the other trailers as Metadata. */
-function statusOf(h: http2.IncomingHttpHeaders): { code: status; details: string; metadata: Metadata } | undefined {
+/** grpc-status and grpc-message (percent-encoded); the rest of the trailers matter only to a failure. */
+function statusOf(h: http2.IncomingHttpHeaders): { code: status; details: string } | undefined {
   const raw = h["grpc-status"];
   if (typeof raw !== "string") return undefined;
   const n = /^\d{1,2}$/.test(raw) ? Number(raw) : NaN;
@@ -252,10 +252,15 @@ function statusOf(h: http2.IncomingHttpHeaders): { code: status; details: string
   } catch {
     // Not percent-encoding after all: keep it as sent.
   }
+  return { code, details };
+}
+
+/** A failure's trailers as grpc-js Metadata (`-bin` values base64-decoded): `manent-error-bin`, `grpc-status-details-bin`. */
+function failureMetadata(h: http2.IncomingHttpHeaders): Metadata {
   const metadata = Metadata.fromHttp2Headers(h);
   metadata.remove("grpc-status");
   metadata.remove("grpc-message");
-  return { code, details, metadata };
+  return metadata;
 }
 
 /** A stream that closed without a gRPC status: grpc-js's mapping and wording, which isTransportLoss knows. */
