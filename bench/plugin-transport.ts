@@ -44,7 +44,7 @@ import {
 import { clientCredentials, tlsChannelOptions } from "../src/external/protocol/credentials.js";
 import { requestToProto } from "../src/external/protocol/convert.js";
 import { parseHandshake, type Handshake } from "../src/external/protocol/handshake.js";
-import { MAX_PLUGIN_MESSAGE_BYTES, UnaryChannel } from "../src/external/protocol/unary-channel.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, H2Channel } from "../src/external/protocol/h2-channel.js";
 import { derToPem, generateIdentity, type Identity } from "../src/external/protocol/mtls.js";
 import type { Request } from "../src/plugin.js";
 
@@ -257,7 +257,7 @@ const hostUnary: Transport = {
   key: "host_unary",
   label: "the host's unary client on node:http2",
   connect(s, identity, base) {
-    const channel = new UnaryChannel({
+    const channel = new H2Channel({
       network: s.hs.network,
       address: s.hs.address,
       secureContext: tls.createSecureContext({ ca: s.serverPem, cert: identity.certPem, key: identity.keyPem }),

@@ -3,20 +3,19 @@ import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createInterface } from "node:readline";
 import { createSecureContext } from "node:tls";
-import { Channel, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { Logger } from "../../core/contract/types.js";
 import { DeployerService } from "../gen/deployer.js";
-import { GRPCBrokerClient } from "../gen/go-plugin/grpc_broker.js";
+import { GRPCBrokerService } from "../gen/go-plugin/grpc_broker.js";
 import { GRPCControllerService } from "../gen/go-plugin/grpc_controller.js";
-import { GRPCStdioClient, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
+import { GRPCStdioService, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
 import { HealthService } from "../gen/go-plugin/health.js";
 import { Broker } from "../protocol/broker.js";
 import { HEALTH_SERVICE, MAGIC_COOKIE_KEY } from "../protocol/constants.js";
-import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
+import { clientCredentials, serverCredentials } from "../protocol/credentials.js";
 import { parseHandshake } from "../protocol/handshake.js";
 import { derToPem, type Identity } from "../protocol/mtls.js";
-import { MAX_PLUGIN_MESSAGE_BYTES, UnaryChannel, type UnaryClient } from "../protocol/unary-channel.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, H2Channel, type UnaryClient } from "../protocol/h2-channel.js";
 import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
@@ -45,8 +44,9 @@ export interface SpawnOptions {
 }
 
 /**
- * A started plugin process and its clients: the unary calls (Deployer, health, controller) on the
- * host's lean HTTP/2 client, the broker and stdio streams on grpc-js; one mTLS connection each.
+ * A started plugin process and its clients, all on one mTLS HTTP/2 connection (the host's lean
+ * gRPC client, protocol/h2-channel.ts): the Deployer, health and controller calls, the broker and
+ * stdio streams.
  */
 export interface PluginProcess {
   readonly pid: number;
@@ -107,8 +107,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     });
   };
 
-  let channel: Channel | undefined;
-  let unary: UnaryChannel | undefined;
+  let channel: H2Channel | undefined;
   const timer = new AbortController();
   const timeout = new Promise<never>((_, reject) => {
     const t = setTimeout(
@@ -136,40 +135,31 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
     const serverPem = derToPem(hs.serverCert);
     const target = hs.network === "unix" ? `unix:${hs.address}` : hs.address;
-    // The unary calls' connection: its TLS handshake is the one the first call (Configure) waits for.
-    unary = new UnaryChannel({
+    channel = new H2Channel({
       network: hs.network,
       address: hs.address,
       secureContext: createSecureContext({ ca: serverPem, cert: identity.certPem, key: identity.keyPem }),
       serverDer: hs.serverCert,
       maxReceiveBytes: MAX_PLUGIN_MESSAGE_BYTES,
     });
-    const connected = unary.ready();
-    // The streams' grpc-js channel connects meanwhile: the broker stream's first message (a
-    // ConnInfo, after Configure's answer) waits for it inside grpc-js, nothing here does. One
-    // credentials object for the channel and its clients: each builds a TLS context.
-    const creds = clientCredentials(identity, serverPem, hs.serverCert);
-    channel = new Channel(target, creds, tlsChannelOptions);
-    const shared = { channelOverride: channel };
     await Promise.race([
-      connected.catch((err: Error) => Promise.reject(fail(`cannot connect: ${err.message}`))),
+      channel.ready().catch((err: Error) => Promise.reject(fail(`cannot connect: ${err.message}`))),
       timeout,
       exited.then((how) => Promise.reject(fail(`exited during connection (${how})`))),
     ]);
-    const deployer = unary.client(DeployerService);
-    const health = unary.client(HealthService);
-    const controller = unary.client(GRPCControllerService);
+    const deployer = channel.client(DeployerService);
+    const health = channel.client(HealthService);
+    const controller = channel.client(GRPCControllerService);
     const broker = new Broker(
       o.binary.dir,
       () => serverCredentials(identity, serverPem),
       () => clientCredentials(identity, serverPem, hs.serverCert!),
     );
-    broker.attach(new GRPCBrokerClient(target, creds, shared).startStream());
+    broker.attach(channel.stream(GRPCBrokerService.startStream));
     const secrets = new SecretsService(broker, o.binary.dir, identity, serverPem);
-    drainStdio(new GRPCStdioClient(target, creds, shared), o);
+    drainStdio(channel, o);
     timer.abort();
     const ch = channel;
-    const un = unary;
     return {
       pid: child.pid!,
       target,
@@ -184,20 +174,17 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
         void secrets.dispose();
         broker.close();
         ch.close();
-        un.close();
         if (!exitedFlag) child.kill("SIGKILL");
       },
       closeChannel() {
         void secrets.dispose();
         broker.close();
         ch.close();
-        un.close();
       },
     };
   } catch (err) {
     timer.abort();
     channel?.close();
-    unary?.close();
     if (!exitedFlag) child.kill("SIGKILL");
     await exited;
     throw err;
@@ -227,15 +214,18 @@ function cookieRefused(plugin: string, how: string, stderrTail: string[]): Manen
 export const magicCookieRefused = "magic_cookie_refused";
 
 /** go-plugin's StreamStdio: called once, drained into the log (debug: it is not hclog). */
-function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {
-  const stream = client.streamStdio({});
+function drainStdio(channel: H2Channel, o: SpawnOptions): void {
+  const stream = channel.stream(GRPCStdioService.streamStdio);
   stream.on("data", (d: StdioData) => {
     const text = d.data.toString("utf8").trimEnd();
     if (text) o.logger.debug(text, { plugin: o.plugin, stream: d.channel === StdioData_Channel.STDOUT ? "stdout" : "stderr" });
   });
-  stream.on("error", (_err: ServiceError) => {
+  stream.on("error", () => {
     /* ends with the process; an SDK without stdio answers UNIMPLEMENTED */
   });
+  // A server-streaming call: its one request (Empty), then our side is done.
+  stream.write({});
+  stream.end();
 }
 
 /** One health check with a deadline, as go-plugin's Ping. */

@@ -14,7 +14,7 @@ import { ResultError } from "../../core/contract/result-error.js";
 import { byTargetId } from "../../core/contract/targets.js";
 import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, driftFromProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
-import type { UnaryCall } from "../protocol/unary-channel.js";
+import type { UnaryCall } from "../protocol/h2-channel.js";
 import type { PluginProcess } from "./plugin-process.js";
 
 /** Runs one call on the live process (started on demand); supplied by the supervisor. */

@@ -1,26 +1,48 @@
+import { EventEmitter } from "node:events";
 import http2 from "node:http2";
 import tls from "node:tls";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 
 /**
- * A lean gRPC client for unary calls, directly over node:http2: one HTTP/2 session per plugin, one
- * stream per call (the 5-byte length-prefixed message, `content-type: application/grpc`,
- * `te: trailers`, `grpc-timeout` from the deadline, cancellation by RST_STREAM CANCEL) and the
- * status read from the trailers. The host's Deployer calls go through it: grpc-js's per-call path
- * (its resolver, load balancer, retry and filter layers, a Metadata per call) cost the round trip
- * about a third more than the call itself (bench/plugin-transport.ts). Streams (broker, stdio)
- * stay on grpc-js. Failures are rejected as grpc-js shaped ServiceErrors (code, details, trailers
- * as Metadata, including `manent-error-bin` and `grpc-status-details-bin`), worded as grpc-js
- * words transport failures, so the one converter (wire-errors.ts) maps both alike.
+ * The host's lean gRPC client, directly over node:http2: one HTTP/2 session per plugin (over the
+ * handshake's unix socket or 127.0.0.1 port, with go-plugin's AutoMTLS), one stream per call (the
+ * 5-byte length-prefixed message, `content-type: application/grpc`, `te: trailers`, `grpc-timeout`
+ * from the deadline, cancellation by RST_STREAM CANCEL) and the status read from the trailers.
+ * The host's unary calls (Deployer, health, controller) and its two streams (the broker's
+ * StartStream, StreamStdio) go through it: grpc-js's per-call path (its resolver, load balancer,
+ * retry and filter layers, a Metadata per call) cost the round trip about half as much again as
+ * the call itself (bench/plugin-transport.ts). Failures are rejected as grpc-js shaped
+ * ServiceErrors (code, details, trailers as Metadata, including `manent-error-bin` and
+ * `grpc-status-details-bin`), worded as grpc-js words transport failures, so the one converter
+ * (wire-errors.ts) maps both alike. The host's own servers (the Secrets service on the broker)
+ * stay on grpc-js.
  */
 
-/** One unary method of a ts-proto `outputServices=grpc-js` service definition. */
-export interface UnaryMethod<Req, Res> {
+/** One method of a ts-proto `outputServices=grpc-js` service definition. */
+export interface Method<Req, Res> {
   path: string;
-  requestStream: false;
-  responseStream: false;
+  requestStream: boolean;
+  responseStream: boolean;
   requestSerialize(value: Req): Buffer;
   responseDeserialize(value: Buffer): Res;
+}
+
+export interface UnaryMethod<Req, Res> extends Method<Req, Res> {
+  requestStream: false;
+  responseStream: false;
+}
+
+/**
+ * A streaming call: `data` for each message, then `end` (status OK) or `error` (a ServiceError);
+ * `write` sends a message, `end` half-closes, `cancel` resets the stream.
+ */
+export interface ClientStream<Req, Res> {
+  on(event: "data", listener: (message: Res) => void): this;
+  on(event: "error", listener: (err: ServiceError) => void): this;
+  on(event: "end", listener: () => void): this;
+  write(message: Req): void;
+  end(): void;
+  cancel(): void;
 }
 
 export interface CallOptions {
@@ -35,7 +57,7 @@ export type UnaryCall<Req, Res> = (req: Req, opts?: CallOptions) => Promise<Res>
 /** The unary methods of a service definition as promise-returning calls on one channel. */
 export type UnaryClient<S> = { [K in keyof S]: S[K] extends UnaryMethod<infer Req, infer Res> ? UnaryCall<Req, Res> : never };
 
-export interface UnaryChannelOptions {
+export interface H2ChannelOptions {
   /** From the go-plugin handshake: `unix` (a socket path) or `tcp` (`127.0.0.1:port`). */
   network: "unix" | "tcp";
   address: string;
@@ -56,12 +78,12 @@ export const MAX_PLUGIN_MESSAGE_BYTES = 256 * 1024 * 1024;
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_INADEQUATE_SECURITY } =
   http2.constants;
 
-export class UnaryChannel {
+export class H2Channel {
   private session: http2.ClientHttp2Session | undefined;
   private active = 0;
   private closed = false;
 
-  constructor(private readonly o: UnaryChannelOptions) {}
+  constructor(private readonly o: H2ChannelOptions) {}
 
   /**
    * Connects (TLS with the pinned certificate, HTTP/2 settings exchanged) and resolves once the
@@ -92,6 +114,22 @@ export class UnaryChannel {
       out[key] = (req: unknown, opts?: CallOptions) => this.call(method, req, opts);
     }
     return out as UnaryClient<S>;
+  }
+
+  /**
+   * Opens a streaming call (no deadline: it lives as long as the plugin). It does not keep the
+   * event loop alive, as the broker's and stdio's streams must not.
+   */
+  stream<Req, Res>(m: Method<Req, Res>): ClientStream<Req, Res> {
+    const out = new StreamCall<Req, Res>(m);
+    if (this.closed) {
+      queueMicrotask(() => out.fail(serviceError(status.UNAVAILABLE, "Connection dropped (channel closed by the host)")));
+      return out;
+    }
+    const session = this.current();
+    const stream = session.request({ ":method": "POST", ":path": m.path, "content-type": "application/grpc", te: "trailers" });
+    out.attach(stream, session, this.o.maxReceiveBytes);
+    return out;
   }
 
   /** Closes the connection: calls in flight fail as a dropped connection, later ones at once. */
@@ -135,11 +173,7 @@ export class UnaryChannel {
     if (opts.signal?.aborted) return Promise.reject(serviceError(status.CANCELLED, "Cancelled on client"));
     const timeoutMs = opts.deadline === undefined ? undefined : opts.deadline - Date.now();
     if (timeoutMs !== undefined && timeoutMs <= 0) return Promise.reject(serviceError(status.DEADLINE_EXCEEDED, "Deadline exceeded"));
-    const body = m.requestSerialize(req);
-    const frame = Buffer.allocUnsafe(5 + body.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(body.length, 1);
-    body.copy(frame, 5);
+    const body = frame(m.requestSerialize(req));
     const headers: http2.OutgoingHttpHeaders = {
       ":method": "POST",
       ":path": m.path,
@@ -152,19 +186,16 @@ export class UnaryChannel {
       const session = this.current();
       if (this.active++ === 0) session.ref();
       const stream = session.request(headers);
-      const max = this.o.maxReceiveBytes;
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
       let response: http2.IncomingHttpHeaders | undefined;
       let trailers: http2.IncomingHttpHeaders | undefined;
       let streamError: Error | undefined;
-      // The frame parser: the 5-byte prefix, then `need` bytes of message.
-      const prefix = Buffer.alloc(5);
-      let prefixHave = 0;
-      let need = -1;
-      let parts: Buffer[] = [];
-      let partsLen = 0;
       let message: Buffer | undefined;
+      const reader = new FrameReader(this.o.maxReceiveBytes, (msg) => {
+        if (message !== undefined) return abandon(status.UNIMPLEMENTED, "Too many responses received");
+        message = msg;
+      });
 
       const finish = (err: ServiceError | null, res?: Res) => {
         if (settled) return;
@@ -191,38 +222,16 @@ export class UnaryChannel {
       stream.on("trailers", (h) => (trailers = h));
       stream.on("error", (err: Error) => (streamError = err));
       stream.on("data", (chunk: Buffer) => {
-        let at = 0;
-        while (!settled && at < chunk.length) {
-          if (need < 0) {
-            const take = Math.min(5 - prefixHave, chunk.length - at);
-            chunk.copy(prefix, prefixHave, at, at + take);
-            prefixHave += take;
-            at += take;
-            if (prefixHave < 5) return;
-            if (message !== undefined) return abandon(status.UNIMPLEMENTED, "Too many responses received");
-            if (prefix[0] !== 0) return abandon(status.INTERNAL, "Compressed message received without a negotiated grpc-encoding");
-            need = prefix.readUInt32BE(1);
-            if (need > max) return abandon(status.RESOURCE_EXHAUSTED, `Received message larger than max (${need} vs. ${max})`);
-          }
-          const take = Math.min(need - partsLen, chunk.length - at);
-          if (take > 0) parts.push(at === 0 && take === chunk.length ? chunk : chunk.subarray(at, at + take));
-          partsLen += take;
-          at += take;
-          if (partsLen === need) {
-            message = parts.length === 1 ? parts[0]! : Buffer.concat(parts, partsLen);
-            parts = [];
-            partsLen = 0;
-            need = -1;
-            prefixHave = 0;
-          }
-        }
+        if (settled) return;
+        const bad = reader.push(chunk);
+        if (bad) abandon(bad.code, bad.details);
       });
       stream.on("close", () => {
         if (settled) return;
         const s = trailers ? statusOf(trailers) : undefined;
         if (s) {
           if (s.code !== status.OK) return finish(serviceError(s.code, s.details, failureMetadata(trailers!)));
-          if (need >= 0 || prefixHave > 0) return finish(serviceError(status.INTERNAL, "Stream ended in the middle of a message"));
+          if (reader.partial) return finish(serviceError(status.INTERNAL, "Stream ended in the middle of a message"));
           if (message === undefined) return finish(serviceError(status.UNIMPLEMENTED, "No message received"));
           let res: Res;
           try {
@@ -234,9 +243,148 @@ export class UnaryChannel {
         }
         finish(noStatus(stream.rstCode, response, streamError, session));
       });
-      stream.end(frame);
+      stream.end(body);
     });
   }
+}
+
+/**
+ * gRPC's length-prefixed messages from a stream's DATA chunks: the 5-byte prefix (uncompressed
+ * flag, big-endian length), then the message. A length over `max` is refused before anything of
+ * it is buffered; a compressed message is refused (no encoding is ever negotiated).
+ */
+class FrameReader {
+  private readonly prefix = Buffer.alloc(5);
+  private prefixHave = 0;
+  private need = -1;
+  private parts: Buffer[] = [];
+  private partsLen = 0;
+
+  constructor(
+    private readonly max: number,
+    private readonly onMessage: (message: Buffer) => void,
+  ) {}
+
+  /** True while a message has begun and not ended. */
+  get partial(): boolean {
+    return this.need >= 0 || this.prefixHave > 0;
+  }
+
+  /** Feeds one chunk; returns why the stream must end, if it must (then nothing more is read). */
+  push(chunk: Buffer): { code: status; details: string } | undefined {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.need < 0) {
+        const take = Math.min(5 - this.prefixHave, chunk.length - at);
+        chunk.copy(this.prefix, this.prefixHave, at, at + take);
+        this.prefixHave += take;
+        at += take;
+        if (this.prefixHave < 5) return undefined;
+        if (this.prefix[0] !== 0)
+          return { code: status.INTERNAL, details: "Compressed message received without a negotiated grpc-encoding" };
+        this.need = this.prefix.readUInt32BE(1);
+        if (this.need > this.max)
+          return { code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${this.need} vs. ${this.max})` };
+      }
+      // An empty message ends here, at its prefix; a longer one when its last byte is in.
+      const take = Math.min(this.need - this.partsLen, chunk.length - at);
+      if (take > 0) this.parts.push(at === 0 && take === chunk.length ? chunk : chunk.subarray(at, at + take));
+      this.partsLen += take;
+      at += take;
+      if (this.partsLen === this.need) {
+        const message = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.partsLen);
+        this.parts = [];
+        this.partsLen = 0;
+        this.need = -1;
+        this.prefixHave = 0;
+        this.onMessage(message);
+      }
+    }
+    return undefined;
+  }
+}
+
+/** A streaming call on one HTTP/2 stream (see {@link ClientStream}). */
+class StreamCall<Req, Res> extends EventEmitter implements ClientStream<Req, Res> {
+  private stream: http2.ClientHttp2Stream | undefined;
+  private done = false;
+
+  constructor(private readonly m: Method<Req, Res>) {
+    super();
+  }
+
+  attach(stream: http2.ClientHttp2Stream, session: http2.ClientHttp2Session, max: number): void {
+    this.stream = stream;
+    let response: http2.IncomingHttpHeaders | undefined;
+    let trailers: http2.IncomingHttpHeaders | undefined;
+    let streamError: Error | undefined;
+    const reader = new FrameReader(max, (msg) => {
+      let decoded: Res;
+      try {
+        decoded = this.m.responseDeserialize(msg);
+      } catch (err) {
+        return this.abandon(status.INTERNAL, `Response message parsing error: ${(err as Error).message}`);
+      }
+      if (!this.done) this.emit("data", decoded);
+    });
+    stream.on("response", (h) => {
+      response = h;
+      if (h["grpc-status"] !== undefined) trailers = h;
+    });
+    stream.on("trailers", (h) => (trailers = h));
+    stream.on("error", (err: Error) => (streamError = err));
+    stream.on("data", (chunk: Buffer) => {
+      if (this.done) return;
+      const bad = reader.push(chunk);
+      if (bad) this.abandon(bad.code, bad.details);
+    });
+    stream.on("close", () => {
+      if (this.done) return;
+      const s = trailers ? statusOf(trailers) : undefined;
+      if (s?.code === status.OK && !reader.partial) {
+        this.done = true;
+        this.emit("end");
+      } else if (s) this.fail(serviceError(s.code, s.details, failureMetadata(trailers!)));
+      else this.fail(noStatus(stream.rstCode, response, streamError, session));
+    });
+  }
+
+  write(message: Req): void {
+    const s = this.stream;
+    if (this.done || !s || s.closed || s.destroyed || !s.writable) return;
+    s.write(frame(this.m.requestSerialize(message)));
+  }
+
+  end(): void {
+    const s = this.stream;
+    if (s && !s.closed && !s.destroyed && s.writable) s.end();
+  }
+
+  cancel(): void {
+    this.abandon(status.CANCELLED, "Cancelled on client");
+  }
+
+  /** Ends the call with `err`; an `error` nobody listens for is dropped, not thrown. */
+  fail(err: ServiceError): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.listenerCount("error") > 0) this.emit("error", err);
+  }
+
+  private abandon(code: status, details: string): void {
+    this.fail(serviceError(code, details));
+    const s = this.stream;
+    if (s && !s.closed && !s.destroyed) s.close(NGHTTP2_CANCEL);
+  }
+}
+
+/** The 5-byte prefix and the message. */
+function frame(body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(5 + body.length);
+  out[0] = 0;
+  out.writeUInt32BE(body.length, 1);
+  body.copy(out, 5);
+  return out;
 }
 
 /** grpc-status and grpc-message (percent-encoded); the rest of the trailers matter only to a failure. */
