@@ -1,7 +1,8 @@
-// The plugin host's gRPC transport, side by side (issue 31, part 3): grpc-js (what the host uses)
-// against @connectrpc/connect-node's gRPC protocol over node:http2 (createGrpcTransport), and a
-// bare node:http2 unary call (the floor any client on node:http2 pays), with hashicorp/go-plugin's
-// own Go host (bench/gohost) as the reference, in one run on one machine.
+// The plugin host's gRPC transport, side by side (issue 31, part 3): the host's own client on
+// node:http2 (src/external/protocol/h2-channel.ts, what the host uses), grpc-js (what it used),
+// @connectrpc/connect-node's gRPC protocol over node:http2 (createGrpcTransport), and a bare
+// node:http2 unary call (the floor any client on node:http2 pays), with hashicorp/go-plugin's own
+// Go host (bench/gohost) as the reference, in one run on one machine.
 //
 // Per transport, on the Go sample plugin started here exactly as the host starts it (clean
 // environment, go-plugin handshake line, AutoMTLS with a fresh client certificate, the plugin's
@@ -10,8 +11,8 @@
 //   - round trip: a no-op Deploy (no targets) on a live connection.
 // Transports alternate within each phase (start by start, block by block of calls), so a change of
 // the machine's load hits all of them alike. The host's whole path (PluginHost, ExternalPlugin,
-// Secrets session on the broker, the broker and stdio streams) is measured beside it with grpc-js,
-// as bench/external-ts.ts does, and the Go host by bench/gohost (bench/external-go.sh's binary).
+// Secrets session on the broker, the broker and stdio streams, all on the host's client) is
+// measured beside it, as bench/external-ts.ts does, and the Go host by bench/gohost (bench/external-go.sh's binary).
 //
 // Usage: node --import tsx bench/plugin-transport.ts [starts=20] [deploys=2000] [--rounds 3] [--json]
 //        [--transports grpc_js,connect_node,bare_http2,host_unary] [--transport-only] (no Go host, no whole host path)
@@ -134,7 +135,7 @@ function hostPort(address: string): { host: string; port: number } {
   return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
 }
 
-/** grpc-js, as the host uses it: a client with the AutoMTLS credentials, a fresh Metadata and CallOptions per call. */
+/** grpc-js, as the host used it: a client with the AutoMTLS credentials, a fresh Metadata and CallOptions per call. */
 function grpcJsWith(key: string, label: string, options: ChannelOptions): Transport {
   return {
     key,
@@ -160,7 +161,7 @@ function grpcJsWith(key: string, label: string, options: ChannelOptions): Transp
   };
 }
 
-/** The host's channel options (src/external/protocol/credentials.ts). */
+/** The channel options the host used with grpc-js (src/external/protocol/credentials.ts). */
 const grpcJs = grpcJsWith("grpc_js", "grpc-js, the host's options", tlsChannelOptions);
 /**
  * The same with grpc-js's retry layer (which wraps every call and buffers its message for a
@@ -293,7 +294,7 @@ async function stop(s: Started, conn?: Conn): Promise<void> {
   await s.exited;
 }
 
-/** The host's whole path with grpc-js, as a server runs it (bench/external-ts.ts's figures). */
+/** The host's whole path, as a server runs it (bench/external-ts.ts's figures). */
 async function hostPath(plugin: string, base: string, tmp: string): Promise<Figures> {
   const entry = {
     external: {
@@ -434,7 +435,7 @@ async function main(): Promise<void> {
         ? []
         : ([
             ["go_host", "Go host (go-plugin client)"],
-            ["ts_host", "TS host, whole path (unary on node:http2, streams on grpc-js, Secrets session)"],
+            ["ts_host", "TS host, whole path (its node:http2 client, Secrets session)"],
           ] as [string, string][])),
       ...transports.map((t): [string, string] => [t.key, `transport alone: ${t.label}`]),
     ];
