@@ -111,6 +111,27 @@ describe("the host's gRPC client on node:http2", () => {
     assert.equal(all.length, 20);
   });
 
+  it("connects over TCP to 127.0.0.1:port when the handshake says tcp", async () => {
+    const tcp = new Server();
+    tcp.addService(DeployerService, { deploy } as unknown as DeployerServer);
+    const port = await new Promise<number>((resolve, reject) =>
+      tcp.bindAsync("127.0.0.1:0", serverCredentials(plugin, host.certPem), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    try {
+      const channel = new H2Channel({
+        network: "tcp",
+        address: `127.0.0.1:${port}`,
+        secureContext: createSecureContext({ ca: plugin.certPem, cert: host.certPem, key: host.keyPem }),
+        serverDer: plugin.der,
+        maxReceiveBytes,
+      });
+      channels.push(channel);
+      assert.deepEqual((await channel.client(DeployerService).deploy(req("ok"))).details, { echo: "t" });
+    } finally {
+      tcp.forceShutdown();
+    }
+  });
+
   it("carries a 20 MB request and its 20 MB answer, several at once, within a larger limit", async () => {
     const { deployer } = client(plugin.der, 64 * 1024 * 1024);
     const pad = "y".repeat(20 * 1024 * 1024);

@@ -473,7 +473,8 @@ function serviceError(code: status, details: string, metadata = new Metadata()):
   return Object.assign(new Error(`${code} ${status[code]}: ${details}`), { code, details, metadata });
 }
 
+/** `127.0.0.1:port` or `[::1]:port` (checked by parseHandshake). */
 function hostPort(address: string): { host: string; port: number } {
   const i = address.lastIndexOf(":");
-  return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
+  return { host: address.slice(0, i).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(i + 1)) };
 }
