@@ -1,7 +1,8 @@
-// The plugin host's gRPC transport, side by side (issue 31, part 3): grpc-js (what the host uses)
-// against @connectrpc/connect-node's gRPC protocol over node:http2 (createGrpcTransport), and a
-// bare node:http2 unary call (the floor any client on node:http2 pays), with hashicorp/go-plugin's
-// own Go host (bench/gohost) as the reference, in one run on one machine.
+// The plugin host's gRPC transport, side by side (issue 31, part 3): the host's own client on
+// node:http2 (src/external/protocol/h2-channel.ts, what the host uses), grpc-js (what it used),
+// @connectrpc/connect-node's gRPC protocol over node:http2 (createGrpcTransport), and a bare
+// node:http2 unary call (the floor any client on node:http2 pays), with hashicorp/go-plugin's own
+// Go host (bench/gohost) as the reference, in one run on one machine.
 //
 // Per transport, on the Go sample plugin started here exactly as the host starts it (clean
 // environment, go-plugin handshake line, AutoMTLS with a fresh client certificate, the plugin's
@@ -10,11 +11,11 @@
 //   - round trip: a no-op Deploy (no targets) on a live connection.
 // Transports alternate within each phase (start by start, block by block of calls), so a change of
 // the machine's load hits all of them alike. The host's whole path (PluginHost, ExternalPlugin,
-// Secrets session on the broker, the broker and stdio streams) is measured beside it with grpc-js,
-// as bench/external-ts.ts does, and the Go host by bench/gohost (bench/external-go.sh's binary).
+// Secrets session on the broker, the broker and stdio streams, all on the host's client) is
+// measured beside it, as bench/external-ts.ts does, and the Go host by bench/gohost (bench/external-go.sh's binary).
 //
 // Usage: node --import tsx bench/plugin-transport.ts [starts=20] [deploys=2000] [--rounds 3] [--json]
-//        [--transports grpc_js,connect_node,bare_http2] [--transport-only] (no Go host, no whole host path)
+//        [--transports grpc_js,connect_node,bare_http2,host_unary] [--transport-only] (no Go host, no whole host path)
 // A CPU profile of the TS side: node --cpu-prof --cpu-prof-dir DIR --import tsx bench/plugin-transport.ts …
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -33,10 +34,18 @@ import { Metadata, type ChannelOptions } from "@grpc/grpc-js";
 import { Deployer, DeployRequestSchema } from "./support/gen-es/deployer_pb.js";
 import { ExternalPlugin, PluginHost } from "../src/external/host/index.js";
 import { pluginEnvironment } from "../src/external/host/environment.js";
-import { ConfigureRequest, ConfigureResponse, DeployerClient, DeployRequest, DeployResponse } from "../src/external/gen/deployer.js";
+import {
+  ConfigureRequest,
+  ConfigureResponse,
+  DeployerClient,
+  DeployerService,
+  DeployRequest,
+  DeployResponse,
+} from "../src/external/gen/deployer.js";
 import { clientCredentials, tlsChannelOptions } from "../src/external/protocol/credentials.js";
 import { requestToProto } from "../src/external/protocol/convert.js";
 import { parseHandshake, type Handshake } from "../src/external/protocol/handshake.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, H2Channel } from "../src/external/protocol/h2-channel.js";
 import { derToPem, generateIdentity, type Identity } from "../src/external/protocol/mtls.js";
 import type { Request } from "../src/plugin.js";
 
@@ -126,7 +135,7 @@ function hostPort(address: string): { host: string; port: number } {
   return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
 }
 
-/** grpc-js, as the host uses it: a client with the AutoMTLS credentials, a fresh Metadata and CallOptions per call. */
+/** grpc-js, as the host used it: a client with the AutoMTLS credentials, a fresh Metadata and CallOptions per call. */
 function grpcJsWith(key: string, label: string, options: ChannelOptions): Transport {
   return {
     key,
@@ -152,7 +161,7 @@ function grpcJsWith(key: string, label: string, options: ChannelOptions): Transp
   };
 }
 
-/** The host's channel options (src/external/protocol/credentials.ts). */
+/** The channel options the host used with grpc-js (src/external/protocol/credentials.ts). */
 const grpcJs = grpcJsWith("grpc_js", "grpc-js, the host's options", tlsChannelOptions);
 /**
  * The same with grpc-js's retry layer (which wraps every call and buffers its message for a
@@ -240,9 +249,37 @@ const bareHttp2: Transport = {
     };
   },
 };
+/**
+ * The host's own unary client (src/external/protocol/unary-channel.ts), as the host uses it: a
+ * secure context built per start, the session connected before the first call, a deadline-less
+ * Deploy with the request's AbortSignal, ts-proto's codecs through the service definition.
+ */
+const hostUnary: Transport = {
+  key: "host_unary",
+  label: "the host's unary client on node:http2",
+  connect(s, identity, base) {
+    const channel = new H2Channel({
+      network: s.hs.network,
+      address: s.hs.address,
+      secureContext: tls.createSecureContext({ ca: s.serverPem, cert: identity.certPem, key: identity.keyPem }),
+      serverDer: s.hs.serverCert,
+      maxReceiveBytes: MAX_PLUGIN_MESSAGE_BYTES,
+    });
+    const client = channel.client(DeployerService);
+    const req = noopRequest(base);
+    return {
+      configure: async () => {
+        await channel.ready();
+        await client.configure({ configJson: Buffer.from("{}"), secretsSessionBrokerId: 0 }, { deadline: Date.now() + 60_000 });
+      },
+      deploy: async () => void (await client.deploy(requestToProto(req, 0), { signal: req.signal })),
+      close: () => channel.close(),
+    };
+  },
+};
 // --transports grpc_js,bare_http2 picks some (for a profile of one); --transport-only skips the Go host and the host's whole path.
 const picked = flagValue("--transports")?.split(",");
-const transports = [grpcJs, grpcJsLean, connectNode, bareHttp2].filter((t) => !picked || picked.includes(t.key));
+const transports = [grpcJs, grpcJsLean, connectNode, bareHttp2, hostUnary].filter((t) => !picked || picked.includes(t.key));
 const transportOnly = process.argv.includes("--transport-only");
 const rounds = Number(flagValue("--rounds") ?? 3);
 
@@ -257,7 +294,7 @@ async function stop(s: Started, conn?: Conn): Promise<void> {
   await s.exited;
 }
 
-/** The host's whole path with grpc-js, as a server runs it (bench/external-ts.ts's figures). */
+/** The host's whole path, as a server runs it (bench/external-ts.ts's figures). */
 async function hostPath(plugin: string, base: string, tmp: string): Promise<Figures> {
   const entry = {
     external: {
@@ -398,7 +435,7 @@ async function main(): Promise<void> {
         ? []
         : ([
             ["go_host", "Go host (go-plugin client)"],
-            ["ts_host", "TS host, whole path (grpc-js, Secrets session)"],
+            ["ts_host", "TS host, whole path (its node:http2 client, Secrets session)"],
           ] as [string, string][])),
       ...transports.map((t): [string, string] => [t.key, `transport alone: ${t.label}`]),
     ];

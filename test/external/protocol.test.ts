@@ -46,6 +46,8 @@ describe("handshake line", () => {
     ["app version", "1|2|unix|/x|grpc", /plugin p: incompatible protocol version: plugin speaks 2, manent speaks 1/],
     ["non-numeric version", "1|x|unix|/x|grpc", /protocol version "x" is not a number/],
     ["network", "1|1|udp|/x|grpc", /unknown network "udp"/],
+    ["tcp address without a port", "1|1|tcp|127.0.0.1|grpc", /tcp address "127.0.0.1" is not host:port/],
+    ["tcp port out of range", "1|1|tcp|127.0.0.1:70000|grpc", /tcp address "127.0.0.1:70000" is not host:port/],
     ["net/rpc (no protocol field)", "1|1|unix|/x", /unsupported plugin protocol "netrpc"/],
     ["net/rpc", "1|1|tcp|127.0.0.1:1|netrpc", /unsupported plugin protocol "netrpc"/],
   ];

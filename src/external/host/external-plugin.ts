@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import type { ServiceError } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import { Code, ManentError } from "../../core/errors.js";
 import { protocolCapabilities, type Capability, type Deployer } from "../../core/contract/deployer.js";
@@ -361,14 +361,9 @@ export class ExternalPlugin implements HostedPlugin {
     prepared.catch(() => {});
     let res: ConfigureResponse;
     try {
-      res = await new Promise<ConfigureResponse>((resolve, reject) => {
-        p.deployer.configure(
-          { configJson, secretsSessionBrokerId: sessionId },
-          new Metadata(),
-          { deadline: Date.now() + this.ext.startTimeoutMs },
-          (err, r) => (err ? reject(fromServiceError(err, this.name, "Configure")) : resolve(r)),
-        );
-      });
+      res = await p.deployer
+        .configure({ configJson, secretsSessionBrokerId: sessionId }, { deadline: Date.now() + this.ext.startTimeoutMs })
+        .catch((err: ServiceError) => Promise.reject(fromServiceError(err, this.name, "Configure")));
     } catch (err) {
       await p.secrets.startSession(prepared, sessionId, false).catch(() => {});
       throw err;
@@ -498,9 +493,7 @@ export class ExternalPlugin implements HostedPlugin {
     if (!live) return;
     const p = live.proc;
     if (!p.hasExited() && !live.killReason) {
-      await new Promise<void>((resolve) =>
-        p.controller.shutdown({}, new Metadata(), { deadline: Date.now() + this.opts.shutdownGraceMs }, () => resolve()),
-      );
+      await p.controller.shutdown({}, { deadline: Date.now() + this.opts.shutdownGraceMs }).catch(() => {});
       const exited = await Promise.race([p.exited.then(() => true), sleep(this.opts.shutdownGraceMs, false)]);
       if (!exited) {
         this.logger.warn("external plugin did not exit after Shutdown, killing it", { plugin: this.name, pid: p.pid });

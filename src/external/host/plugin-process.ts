@@ -2,19 +2,20 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createInterface } from "node:readline";
-import { Channel, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { createSecureContext } from "node:tls";
 import { Code, ManentError } from "../../core/errors.js";
 import type { Logger } from "../../core/contract/types.js";
-import { DeployerClient } from "../gen/deployer.js";
-import { GRPCBrokerClient } from "../gen/go-plugin/grpc_broker.js";
-import { GRPCControllerClient } from "../gen/go-plugin/grpc_controller.js";
-import { GRPCStdioClient, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
-import { HealthClient } from "../gen/go-plugin/health.js";
+import { DeployerService } from "../gen/deployer.js";
+import { GRPCBrokerService } from "../gen/go-plugin/grpc_broker.js";
+import { GRPCControllerService } from "../gen/go-plugin/grpc_controller.js";
+import { GRPCStdioService, StdioData_Channel, type StdioData } from "../gen/go-plugin/grpc_stdio.js";
+import { HealthService } from "../gen/go-plugin/health.js";
 import { Broker } from "../protocol/broker.js";
 import { HEALTH_SERVICE, MAGIC_COOKIE_KEY } from "../protocol/constants.js";
-import { clientCredentials, serverCredentials, tlsChannelOptions } from "../protocol/credentials.js";
+import { clientCredentials, serverCredentials } from "../protocol/credentials.js";
 import { parseHandshake } from "../protocol/handshake.js";
 import { derToPem, type Identity } from "../protocol/mtls.js";
+import { MAX_PLUGIN_MESSAGE_BYTES, H2Channel, type UnaryClient } from "../protocol/h2-channel.js";
 import type { StagedBinary } from "./activation.js";
 import { pluginEnvironment } from "./environment.js";
 import { forwardStderr } from "./stderr-forwarder.js";
@@ -42,14 +43,18 @@ export interface SpawnOptions {
   onSpawn?(child: ChildProcess): void;
 }
 
-/** A started plugin process with its gRPC clients on one mTLS channel. */
+/**
+ * A started plugin process and its clients, all on one mTLS HTTP/2 connection (the host's lean
+ * gRPC client, protocol/h2-channel.ts): the Deployer, health and controller calls, the broker and
+ * stdio streams.
+ */
 export interface PluginProcess {
   readonly pid: number;
   /** The gRPC target the plugin announced (`unix:/path` or `host:port`). */
   readonly target: string;
-  readonly deployer: DeployerClient;
-  readonly health: HealthClient;
-  readonly controller: GRPCControllerClient;
+  readonly deployer: UnaryClient<typeof DeployerService>;
+  readonly health: UnaryClient<typeof HealthService>;
+  readonly controller: UnaryClient<typeof GRPCControllerService>;
   readonly broker: Broker;
   /** The Secrets service on the broker (one per process, a broker id per call). */
   readonly secrets: SecretsService;
@@ -102,7 +107,7 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     });
   };
 
-  let channel: Channel | undefined;
+  let channel: H2Channel | undefined;
   const timer = new AbortController();
   const timeout = new Promise<never>((_, reject) => {
     const t = setTimeout(
@@ -130,29 +135,29 @@ export async function spawnPlugin(o: SpawnOptions): Promise<PluginProcess> {
     if (!hs.serverCert) throw fail("handshake carries no server certificate: manent requires go-plugin AutoMTLS", Code.FailedPrecondition);
     const serverPem = derToPem(hs.serverCert);
     const target = hs.network === "unix" ? `unix:${hs.address}` : hs.address;
-    // One credentials object for the channel and its clients: each one builds a TLS context
-    // (parses keys and certificates), a few ms apiece on a loaded machine, all in the start.
-    const creds = clientCredentials(identity, serverPem, hs.serverCert);
-    channel = new Channel(target, creds, tlsChannelOptions);
-    const shared = { channelOverride: channel };
-    const deployer = new DeployerClient(target, creds, shared);
-    const health = new HealthClient(target, creds, shared);
+    channel = new H2Channel({
+      network: hs.network,
+      address: hs.address,
+      secureContext: createSecureContext({ ca: serverPem, cert: identity.certPem, key: identity.keyPem }),
+      serverDer: hs.serverCert,
+      maxReceiveBytes: MAX_PLUGIN_MESSAGE_BYTES,
+    });
     await Promise.race([
-      new Promise<void>((resolve, reject) =>
-        health.waitForReady(Date.now() + o.startTimeoutMs, (err) => (err ? reject(fail(`cannot connect: ${err.message}`)) : resolve())),
-      ),
+      channel.ready().catch((err: Error) => Promise.reject(fail(`cannot connect: ${err.message}`))),
       timeout,
       exited.then((how) => Promise.reject(fail(`exited during connection (${how})`))),
     ]);
-    const controller = new GRPCControllerClient(target, creds, shared);
+    const deployer = channel.client(DeployerService);
+    const health = channel.client(HealthService);
+    const controller = channel.client(GRPCControllerService);
     const broker = new Broker(
       o.binary.dir,
       () => serverCredentials(identity, serverPem),
       () => clientCredentials(identity, serverPem, hs.serverCert!),
     );
-    broker.attach(new GRPCBrokerClient(target, creds, shared).startStream());
+    broker.attach(channel.stream(GRPCBrokerService.startStream));
     const secrets = new SecretsService(broker, o.binary.dir, identity, serverPem);
-    drainStdio(new GRPCStdioClient(target, creds, shared), o);
+    drainStdio(channel, o);
     timer.abort();
     const ch = channel;
     return {
@@ -209,22 +214,21 @@ function cookieRefused(plugin: string, how: string, stderrTail: string[]): Manen
 export const magicCookieRefused = "magic_cookie_refused";
 
 /** go-plugin's StreamStdio: called once, drained into the log (debug: it is not hclog). */
-function drainStdio(client: GRPCStdioClient, o: SpawnOptions): void {
-  const stream = client.streamStdio({});
+function drainStdio(channel: H2Channel, o: SpawnOptions): void {
+  const stream = channel.stream(GRPCStdioService.streamStdio);
   stream.on("data", (d: StdioData) => {
     const text = d.data.toString("utf8").trimEnd();
     if (text) o.logger.debug(text, { plugin: o.plugin, stream: d.channel === StdioData_Channel.STDOUT ? "stdout" : "stderr" });
   });
-  stream.on("error", (_err: ServiceError) => {
+  stream.on("error", () => {
     /* ends with the process; an SDK without stdio answers UNIMPLEMENTED */
   });
+  // A server-streaming call: its one request (Empty), then our side is done.
+  stream.write({});
+  stream.end();
 }
 
 /** One health check with a deadline, as go-plugin's Ping. */
-export function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) =>
-    p.health.check({ service: HEALTH_SERVICE }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err) =>
-      err ? reject(err) : resolve(),
-    ),
-  );
+export async function ping(p: PluginProcess, timeoutMs: number): Promise<void> {
+  await p.health.check({ service: HEALTH_SERVICE }, { deadline: Date.now() + timeoutMs });
 }

@@ -1,4 +1,4 @@
-import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { status, type ServiceError } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import { Capability, type Deployer } from "../../core/contract/deployer.js";
 import {
@@ -14,12 +14,13 @@ import { ResultError } from "../../core/contract/result-error.js";
 import { byTargetId } from "../../core/contract/targets.js";
 import type { DeployRequest } from "../gen/deployer.js";
 import { artifactToProto, driftFromProto, releaseFromProto, releaseToProto, requestToProto, resultFromProto } from "../protocol/convert.js";
+import type { UnaryCall } from "../protocol/h2-channel.js";
 import type { PluginProcess } from "./plugin-process.js";
 
 /** Runs one call on the live process (started on demand); supplied by the supervisor. */
 export type CallRunner = <T>(call: string, run: (p: PluginProcess) => Promise<T>) => Promise<T>;
 
-type Unary<Req, Res> = (req: Req, md: Metadata, opts: CallOptions, cb: (err: ServiceError | null, res: Res) => void) => ClientUnaryCall;
+type Unary<Req, Res> = UnaryCall<Req, Res>;
 
 /** Validate has no deploy context: it gets a fixed deadline (external-plugins.md). */
 const validateTimeoutMs = 30_000;
@@ -191,18 +192,9 @@ function unaryOn<Req, Res>(
   signal?: AbortSignal,
   timeoutMs?: number,
 ): Promise<Res> {
-  if (signal?.aborted)
-    return Promise.reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
-  return new Promise<Res>((resolve, reject) => {
-    const onAbort = () => handle.cancel();
-    const opts: CallOptions = timeoutMs ? { deadline: Date.now() + timeoutMs } : {};
-    const handle = method(p).call(p.deployer, req, new Metadata(), opts, (err, res) => {
-      signal?.removeEventListener("abort", onAbort);
-      if (!err) return resolve(res);
-      if (err.code === status.CANCELLED && signal?.aborted)
-        return reject(new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } }));
-      reject(err);
-    });
-    signal?.addEventListener("abort", onAbort, { once: true });
+  const cancelled = () => new ManentError(Code.Canceled, `plugin ${name}: ${call} cancelled`, { details: { plugin: name } });
+  if (signal?.aborted) return Promise.reject(cancelled());
+  return method(p)(req, { deadline: timeoutMs ? Date.now() + timeoutMs : undefined, signal }).catch((err: ServiceError) => {
+    throw err.code === status.CANCELLED && signal?.aborted ? cancelled() : err;
   });
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import { Server, type Client, type ChannelCredentials, type ClientDuplexStream, type ServerDuplexStream } from "@grpc/grpc-js";
+import { Server, type Client, type ChannelCredentials } from "@grpc/grpc-js";
 import { Code, ManentError } from "../../core/errors.js";
 import type { ConnInfo } from "../gen/go-plugin/grpc_broker.js";
 import { BROKER_DIAL_TIMEOUT_MS } from "./constants.js";
@@ -19,7 +19,13 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-type Stream = ClientDuplexStream<ConnInfo, ConnInfo> | ServerDuplexStream<ConnInfo, ConnInfo>;
+/** The StartStream stream as the broker uses it: the host's (protocol/h2-channel.ts) or a grpc-js server's (the SDK). */
+interface Stream {
+  on(event: "data", listener: (info: ConnInfo) => void): unknown;
+  on(event: "error", listener: (err: Error) => void): unknown;
+  write(info: ConnInfo): unknown;
+  end(): unknown;
+}
 
 interface Waiter {
   resolve(info: ConnInfo): void;

@@ -49,6 +49,8 @@ export function parseHandshake(line: string, plugin: string): Handshake {
   }
   if (network !== "unix" && network !== "tcp") fail(`handshake: unknown network ${JSON.stringify(network)} (want unix or tcp)`);
   if (address === "") fail("handshake: empty address");
+  // The host dials it as given: a TCP address must be host:port (go-plugin announces 127.0.0.1:port).
+  if (network === "tcp" && !validTcpAddress(address)) fail(`handshake: tcp address ${JSON.stringify(address)} is not host:port`);
   const protocol = parts[4] ?? "netrpc";
   if (protocol !== "grpc") fail(`unsupported plugin protocol ${JSON.stringify(protocol)}, manent supports only grpc`);
   const h: Handshake = { network: network as "unix" | "tcp", address };
@@ -61,4 +63,9 @@ export function parseHandshake(line: string, plugin: string): Handshake {
     }
   }
   return h;
+}
+
+function validTcpAddress(address: string): boolean {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(address);
+  return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65535;
 }

@@ -26,8 +26,9 @@ export function toStatus(err: unknown): Partial<StatusObject> {
  * `what` names the plugin and call for messages.
  */
 /**
- * True when grpc-js reports its connection to the plugin failing (the process died, hung up or
- * never answered), as opposed to a status the plugin itself returned. grpc-js words these itself.
+ * True when the client reports its connection to the plugin failing (the process died, hung up or
+ * never answered), as opposed to a status the plugin itself returned. grpc-js words these itself;
+ * the host's client (h2-channel.ts) words them as grpc-js does.
  */
 export function isTransportLoss(err: ServiceError): boolean {
   if (err.code !== status.UNAVAILABLE && err.code !== status.INTERNAL && err.code !== status.CANCELLED) return false;
