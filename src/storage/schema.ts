@@ -8,6 +8,7 @@ import { sessionStatements } from "./pg-session-store.js";
 import { driftStatements } from "./pg-drift-store.js";
 import { releaseStatements } from "./pg-release-store.js";
 import { notificationStatements } from "./pg-notification-store.js";
+import { eventHubStatements } from "./pg-event-hub.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -167,6 +168,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...eventStatements,
     ...releaseStatements,
     ...notificationStatements,
+    ...eventHubStatements,
     ...auditStatements,
   ])
     await pool.query(sql);
