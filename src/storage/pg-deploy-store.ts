@@ -255,45 +255,47 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async getDeploy(id: string): Promise<DeployRecord | undefined> {
-    const deploy = await this.pool.query(`select ${deployColumns}, request, rollout, waiting from manent.deploys where id = $1`, [id]);
+    // One statement (one round trip and one transaction, not five): a deploy is read at every
+    // `?wait=` answer and every status page. json (not jsonb) keeps each object's keys in order.
+    const deploy = await this.pool.query(
+      `select ${deployColumns}, request, rollout, waiting,
+         coalesce((select json_agg(json_build_object('name', s.name, 'status', s.status, 'attempts', s.attempts,
+             'started_at', s.started_at, 'duration_ms', s.duration_ms, 'output', s.output, 'error', s.error)
+             order by s.seq, s.started_at nulls last, s.name)
+           from manent.deploy_steps s where s.deploy_id = d.id), '[]') as steps,
+         coalesce((select json_agg(json_build_object('phase', t.phase, 'host', t.host, 'status', t.status,
+             'duration_ms', t.duration_ms, 'error', t.error, 'details', t.details) order by t.phase, t.host)
+           from manent.deploy_targets t where t.deploy_id = d.id), '[]') as targets,
+         array(select r.id from manent.deploys r where r.retry_of = d.id order by r.created_at, r.id) as retried_by,
+         case when d.rollout is null then '[]' else coalesce((select json_agg(json_build_object('command', c.command,
+             'full_promote', c.full_promote, 'sent_by', c.sent_by, 'sent_at', c.sent_at, 'during', c.during) order by c.seq)
+           from manent.deploy_commands c where c.deploy_id = d.id), '[]') end as commands
+       from manent.deploys d where d.id = $1`,
+      [id],
+    );
     const row = deploy.rows[0] as Record<string, unknown> | undefined;
     if (!row) return undefined;
-    const steps = await this.pool.query(
-      `select name, status, attempts, started_at, duration_ms, output, error from manent.deploy_steps where deploy_id = $1
-       order by seq, started_at nulls last, name`,
-      [id],
-    );
-    const targets = await this.pool.query(
-      `select phase, host, status, duration_ms, error, details from manent.deploy_targets where deploy_id = $1 order by phase, host`,
-      [id],
-    );
-    const retries = await this.pool.query<{ id: string }>(`select id from manent.deploys where retry_of = $1 order by created_at, id`, [
-      id,
-    ]);
     const rollout = (row.rollout as RolloutState | null) ?? null;
-    const commands = rollout
-      ? (
-          await this.pool.query(
-            `select command, full_promote, sent_by, sent_at, during from manent.deploy_commands where deploy_id = $1 order by seq`,
-            [id],
-          )
-        ).rows.map((c: Record<string, unknown>): CommandRecord => ({
-          command: c.command as CommandRecord["command"],
-          full: c.full_promote as boolean,
-          by: (c.sent_by as string | null) ?? null,
-          at: iso(c.sent_at)!,
-          during: (c.during as string | null) ?? null,
-        }))
-      : [];
+    const steps = (row.steps as Record<string, unknown>[]).map((s) => ({
+      ...(s as unknown as StepRecord),
+      started_at: isoText(s.started_at),
+    }));
+    const commands = (row.commands as Record<string, unknown>[]).map((c): CommandRecord => ({
+      command: c.command as CommandRecord["command"],
+      full: c.full_promote as boolean,
+      by: (c.sent_by as string | null) ?? null,
+      at: isoText(c.sent_at)!,
+      during: (c.during as string | null) ?? null,
+    }));
     return {
       ...toDeploy(row),
       request: row.request as Record<string, unknown>,
-      retried_by: retries.rows.map((r) => r.id),
+      retried_by: row.retried_by as string[],
       rollout: rollout && { ...rollout, commands },
       waiting: (row.waiting as DeployWaiting | null) ?? null,
-      steps: steps.rows.map((s: Record<string, unknown>) => ({ ...(s as unknown as StepRecord), started_at: iso(s.started_at) })),
-      targets: targets.rows as TargetProgress[],
-      verification: verificationOf(steps.rows as StepRecord[]),
+      steps,
+      targets: row.targets as TargetProgress[],
+      verification: verificationOf(steps),
     };
   }
 
@@ -429,6 +431,11 @@ function verificationOf(steps: StepRecord[]): ArtifactVerification[] | null {
   } catch {
     return null;
   }
+}
+
+/** A timestamp as json_build_object writes it ("2026-01-02T03:04:05.678901+00:00"), as the API shows them (toISOString). */
+function isoText(v: unknown): string | null {
+  return v == null ? null : new Date(String(v)).toISOString();
 }
 
 function iso(v: unknown): string | null {

@@ -26,6 +26,37 @@ interface PlacedEvent {
 
 type Listener = (event: DeployEvent) => void;
 
+/**
+ * The hub's read in one statement (one round trip, one commit, where it took two): the horizon,
+ * then the events up to it. A VOLATILE plpgsql function takes a new snapshot for each statement in
+ * it (READ COMMITTED), so the events are read in a snapshot taken after the horizon, as a separate
+ * statement would. A row with a null id carries the horizon when there is no event to read.
+ * Created after the release statements (it reads manent.releases).
+ */
+export const eventHubStatements = [
+  `create or replace function manent.read_events(p_after bigint, p_limit integer)
+   returns table (horizon bigint, drawn bigint, id bigint, at timestamptz, tenant text, deploy_id text, release_id text, type text,
+                  data jsonb, application text, environment text, environments text[])
+   language plpgsql volatile as $$
+   #variable_conflict use_column
+   declare
+     h bigint;
+     d bigint;
+   begin
+     h := manent.event_horizon();
+     d := (select case when s.is_called then s.last_value else s.last_value - 1 end from manent.events_id_seq s);
+     return query
+       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(dp.application, r.application),
+         dp.environment, r.environments
+       from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
+       where e.id > p_after and e.id <= h order by e.id limit p_limit;
+     if not found then
+       return query select h, d, null::bigint, null::timestamptz, null::text, null::text, null::text, null::text, null::jsonb,
+         null::text, null::text, null::text[];
+     end if;
+   end $$`,
+];
+
 const pageSize = 500;
 /**
  * Events kept in memory for streams that resume: the last ones the hub delivered, at most this many
@@ -140,6 +171,21 @@ export class PgEventHub {
     return { horizon: Number(r.rows[0]!.horizon), drawn: Number(r.rows[0]!.drawn) };
   }
 
+  /** The events after `afterId` up to the horizon (a page of them), with the horizon and the last id drawn: one statement (read_events). */
+  private async readNext(afterId: number): Promise<{ horizon: number; drawn: number; events: PlacedEvent[] }> {
+    const rows = await this.pool.query(`select * from manent.read_events($1, $2)`, [afterId, pageSize]);
+    const first = rows.rows[0] as { horizon: string; drawn: string } | undefined;
+    const events = rows.rows
+      .filter((r: Record<string, unknown>) => r.id !== null)
+      .map((r: Record<string, unknown>) => ({
+        event: toEvent(r),
+        application: (r.application as string | null) ?? null,
+        environment: (r.environment as string | null) ?? null,
+        environments: (r.environments as string[] | null) ?? null,
+      }));
+    return { horizon: Number(first?.horizon ?? afterId), drawn: Number(first?.drawn ?? afterId), events };
+  }
+
   private async readPlaced(afterId: number, upTo: number, filter: EventFilter, limit = pageSize): Promise<PlacedEvent[]> {
     if (upTo <= afterId) return [];
     const where = ["e.id > $1", "e.id <= $2"];
@@ -250,10 +296,12 @@ export class PgEventHub {
       const from = this.lastId;
       do {
         this.again = false;
-        const { horizon, drawn } = await this.horizon();
-        held = horizon < drawn;
+        let horizon: number;
         for (;;) {
-          const events = await this.readPlaced(this.lastId, horizon, {});
+          const page = await this.readNext(this.lastId);
+          horizon = page.horizon;
+          held = page.horizon < page.drawn;
+          const events = page.events;
           for (const e of events) this.deliver(e);
           if (events.length > 0) {
             this.lastId = events[events.length - 1]!.event.id;

@@ -9,6 +9,7 @@ import { driftStatements } from "./pg-drift-store.js";
 import { windowOverrideStatements } from "./pg-window-overrides.js";
 import { releaseStatements } from "./pg-release-store.js";
 import { notificationStatements } from "./pg-notification-store.js";
+import { eventHubStatements } from "./pg-event-hub.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -169,6 +170,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     ...eventStatements,
     ...releaseStatements,
     ...notificationStatements,
+    ...eventHubStatements,
     ...auditStatements,
   ])
     await pool.query(sql);

@@ -68,6 +68,14 @@ const dryRunQueue = "manent-dry-runs";
  * process, before launch, and dispatches to the engine started in this process.
  */
 let active: DeployWorkflow | undefined;
+/**
+ * How often DBOS polls each queue: DBOS's default, 1 s. A deploy does not wait for it: a
+ * submission, a release's child deploy, a launch and the end of a deploy wake the queue at once
+ * (queue-wake.ts). The poll only catches what no wake of this server covers (a deploy another
+ * server queued while its own slots were full); at 100 ms the polls of an idle server were most of
+ * its commits (two queues, 20 a second).
+ */
+const queuePollMs = 1000;
 const deployWorkflow = DBOS.registerWorkflow(
   async (input: DeployWorkflowInput): Promise<DeployOutcome> => {
     if (!active) throw new ManentError(Code.Unavailable, "the deploy engine is not started in this process");
@@ -130,12 +138,12 @@ export class Engine {
         // DBOS counts a waiting deploy as running: the work slots (work-slots.ts) bound what runs its
         // steps to concurrency, and the server takes up to max_waiting more that wait.
         workerConcurrency: concurrency + opts.config.max_waiting,
-        minPollingIntervalMs: 100,
+        minPollingIntervalMs: queuePollMs,
         onConflict: "always_update",
       });
       const dryRuns = await DBOS.registerQueue(dryRunQueue, {
         workerConcurrency: concurrency,
-        minPollingIntervalMs: 100,
+        minPollingIntervalMs: queuePollMs,
         onConflict: "always_update",
       });
       engine.queues.register(deploys);

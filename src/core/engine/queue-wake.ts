@@ -33,7 +33,7 @@ const pending = new Map<string, Promise<void>>();
 /**
  * Starts queued workflows as soon as they are queued, or as soon as the deploy ahead of them in
  * their partition ends, instead of at the queue's next poll (DBOS polls each queue on a timer,
- * 100 ms here, which was most of a no-op deploy's time).
+ * every second here).
  *
  * A wake is one poll of the queue by DBOS's own code (`pollQueue`): the same claim in Postgres,
  * so a partition still runs one deploy at a time across the fleet and the queue's order is kept.
