@@ -115,11 +115,21 @@ describe("rolling upgrade: an old and a new server on one database", () => {
     // Commands through either server reach the workflow of the other build.
     await newServer.api.rolloutCommand(canary1, "promote", true);
     assert.equal((await oldServer.api.deploy(canary1, 60)).status, "succeeded");
-    assert.deepEqual(await workflow(canary1), { application_version: "old", executor_id: "alpha", status: "SUCCESS" });
+    // The record ends in the workflow's last step; DBOS marks the workflow SUCCESS as it returns, a moment later.
+    const ended = (w: { status: string } | undefined) => w?.status !== "PENDING";
+    assert.deepEqual(await until(() => workflow(canary1), ended, "canary1's workflow ends"), {
+      application_version: "old",
+      executor_id: "alpha",
+      status: "SUCCESS",
+    });
     await until(() => oldServer.api.deploy(queued.id), paused, "the requeued deploy runs and pauses");
     await oldServer.api.rolloutCommand(queued.id, "promote", true);
     assert.equal((await newServer.api.deploy(queued.id, 60)).status, "succeeded");
-    assert.deepEqual(await workflow(queued.id), { application_version: "new", executor_id: "beta", status: "SUCCESS" });
+    assert.deepEqual(await until(() => workflow(queued.id), ended, "the requeued deploy's workflow ends"), {
+      application_version: "new",
+      executor_id: "beta",
+      status: "SUCCESS",
+    });
     await newServer.api.releaseCommand(release, "promote", "staging");
     const r = await until(
       () => oldServer.api.release(release),
