@@ -1,5 +1,6 @@
 import { Code, ManentError } from "../errors.js";
 import type { DeployStore } from "./deploy-store.js";
+import { RecordFlagWatch } from "./record-flag-watch.js";
 
 /**
  * A user's cancel, as it reaches a running deploy. It is not DBOS's workflow cancellation: that
@@ -22,40 +23,8 @@ export function isUserCancel(err: unknown): boolean {
  * cancel comes through this server, within `pollMs` when it comes through another server of the
  * fleet (read from the deploy record).
  */
-export class CancelWatch {
-  private readonly waiting = new Map<string, Set<() => void>>();
-
-  constructor(
-    private readonly store: DeployStore,
-    private readonly pollMs = 500,
-  ) {}
-
-  /** `pollMs`: how often the record is read for a cancel taken by another server (a long wait reads it less often). */
-  watch(id: string, pollMs = this.pollMs): { signal: AbortSignal; stop(): void } {
-    const ac = new AbortController();
-    const fire = (): void => ac.abort(userCancelled());
-    const set = this.waiting.get(id) ?? new Set<() => void>();
-    set.add(fire);
-    this.waiting.set(id, set);
-    const timer = setInterval(() => {
-      this.store.cancelRequested(id).then(
-        (yes) => yes && fire(),
-        () => undefined, // the database is away: the next poll asks again
-      );
-    }, pollMs);
-    timer.unref();
-    return {
-      signal: ac.signal,
-      stop: () => {
-        clearInterval(timer);
-        set.delete(fire);
-        if (set.size === 0) this.waiting.delete(id);
-      },
-    };
-  }
-
-  /** A cancel of `id` was recorded by this server. */
-  notify(id: string): void {
-    for (const fire of this.waiting.get(id) ?? []) fire();
+export class CancelWatch extends RecordFlagWatch {
+  constructor(store: DeployStore, pollMs = 500) {
+    super((id) => store.cancelRequested(id), userCancelled, pollMs);
   }
 }
