@@ -10,7 +10,7 @@ import { runCli, startServer, type ServerProcess } from "../support/server-proce
 import { TokenServer } from "../support/token-server.js";
 import { descriptor, type Workspace } from "../support/workspace.js";
 
-const tokens = { admin: "windows-admin-token-0001", deployer: "windows-deployer-tok-002" };
+const tokens = { admin: "windows-admin-token-0001", deployer: "windows-deployer-tok-002", otherAdmin: "windows-team-b-admin-003" };
 const hour = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -42,6 +42,7 @@ describe("deploy windows", () => {
     ({ ws, config, artifact } = await fx.startWithTokens("windows\n", [
       { name: "root", tenant: "*", token: tokens.admin },
       { name: "ci", tenant: "team-a", role: "deployer", token: tokens.deployer },
+      { name: "b-admin", tenant: "team-b", role: "admin", token: tokens.otherAdmin },
     ]));
     await ws.write("staging.yml", shop("staging"));
     for (const [app, env] of [
@@ -183,6 +184,9 @@ describe("deploy windows", () => {
     const byDeployer = await request(tokens.deployer, "POST", path, { reason: "hotfix" });
     assert.equal(byDeployer.status, 403, byDeployer.text);
     assert.match(byDeployer.error!.message, /window_override/);
+    // Another tenant's admin may not see the deploy at all: 404, as for one that does not exist.
+    const otherTenant = await request(tokens.otherAdmin, "POST", path, { reason: "hotfix" });
+    assert.equal(otherTenant.status, 404, otherTenant.text);
     const empty = await request(tokens.admin, "POST", path, { reason: "  " });
     assert.equal(empty.status, 400, empty.text);
     assert.match(empty.error!.message, /reason: must say why/);
