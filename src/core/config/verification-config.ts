@@ -8,6 +8,15 @@ const pattern = (what: string) =>
     .max(63)
     .regex(/^[a-z0-9._*-]+$/, { message: `must be a ${what} name or a pattern of lower-case letters, digits, '.', '_', '-' and '*'` });
 
+/** A public key's id, as a policy names it and a deploy records it. */
+const keyId = (description: string, example: string) =>
+  z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[A-Za-z0-9][A-Za-z0-9@._:/-]*$/, { message: "must be letters, digits, '@', '.', '_', ':', '/' or '-'" })
+    .meta({ description, examples: [example] });
+
 const file = (description: string, example: string) =>
   z
     .string()
@@ -120,15 +129,7 @@ const sigstoreSchema = z
     public_keys: z
       .array(
         z.strictObject({
-          id: z
-            .string()
-            .min(1)
-            .max(128)
-            .regex(/^[A-Za-z0-9][A-Za-z0-9@._:/-]*$/, { message: "must be letters, digits, '@', '.', '_', ':', '/' or '-'" })
-            .meta({
-              description: "The key's id: a bundle names it (publicKey.hint) and the deploy records it",
-              examples: ["release-2026"],
-            }),
+          id: keyId("The key's id: a bundle names it (publicKey.hint) and the deploy records it", "release-2026"),
           file: file("The public key in PEM (SubjectPublicKeyInfo), relative to the server's working directory", "/etc/manent/release.pub"),
         }),
       )
@@ -174,12 +175,7 @@ const imageSignaturesSchema = z
     public_keys: z
       .array(
         z.strictObject({
-          id: z
-            .string()
-            .min(1)
-            .max(128)
-            .regex(/^[A-Za-z0-9][A-Za-z0-9@._:/-]*$/, { message: "must be letters, digits, '@', '.', '_', ':', '/' or '-'" })
-            .meta({ description: "The key's id: the deploy records it", examples: ["images-2026"] }),
+          id: keyId("The key's id: the deploy records it", "images-2026"),
           file: file("The cosign public key in PEM (cosign.pub), relative to the server's working directory", "/etc/manent/cosign.pub"),
         }),
       )
