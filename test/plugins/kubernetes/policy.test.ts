@@ -6,6 +6,7 @@ import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { Code, isPermanent, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
+import { schemalessCrd } from "../../support/kube/kube-client.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
 import {
   getObj,
@@ -177,26 +178,7 @@ spec:
       assert.equal((await getObj(cp, "apps/v1", "Deployment", "gadget"))!.spec.template.spec.containers[0].image, signed);
 
       // The cluster now serves the kind: the same chart renders another image, never verified.
-      await cp.installCrds([
-        {
-          apiVersion: "apiextensions.k8s.io/v1",
-          kind: "CustomResourceDefinition",
-          metadata: { name: "gadgets.example.com" },
-          spec: {
-            group: "example.com",
-            scope: "Namespaced",
-            names: { plural: "gadgets", singular: "gadget", kind: "Gadget" },
-            versions: [
-              {
-                name: "v1",
-                served: true,
-                storage: true,
-                schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-              },
-            ],
-          },
-        },
-      ]);
+      await cp.installCrds([schemalessCrd("Gadget", "gadgets")]);
       const err = await rejection(
         d.deploy({
           ...makeRequest({ artifactPath: req.artifact.path!, version: "1.0.1", artifactName: "gadget" }),
