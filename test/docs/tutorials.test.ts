@@ -84,3 +84,6 @@ testPage("docs/tutorials/release-through-environments.md", async () => baseSetup
 // The quickstart's envconfig moved into a git repository on this machine, read by the git provider.
 testPage("docs/tutorials/configuration-from-git.md", async () => baseSetup(repoRoot));
 testPage("docs/operations/deploy-windows.md", async () => baseSetup(repoRoot));
+
+// The quickstart's files with an SSH signature policy; the reader's key made by ssh-keygen on the page.
+testPage("docs/operations/verified-artifacts.md", async () => baseSetup(repoRoot));
