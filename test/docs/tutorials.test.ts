@@ -3,6 +3,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { repoRoot } from "../support/server-process.js";
 import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
+import { WebhookReceiver } from "../support/notification-receivers.js";
 import { baseSetup, linkGoCaches, portLock, testPage } from "./page-test.js";
 
 /** The tutorials that need no Kubernetes: run as the reader would, against real servers. */
@@ -87,3 +88,19 @@ testPage("docs/operations/deploy-windows.md", async () => baseSetup(repoRoot));
 
 // The quickstart's files with an SSH signature policy; the reader's key made by ssh-keygen on the page.
 testPage("docs/operations/verified-artifacts.md", async () => baseSetup(repoRoot));
+
+// The quickstart's files with a Slack channel: a real HTTP receiver on loopback stands for Slack's
+// incoming webhook, whose URL the page tells the reader to export.
+testPage("docs/operations/notifications.md", async () => {
+  const base = await baseSetup(repoRoot);
+  const slack = new WebhookReceiver();
+  await slack.start();
+  return {
+    ...base,
+    env: { ...base.env, SLACK_WEBHOOK_URL: slack.answer("/services/T000/B000/XXXXXXXX", 200) },
+    cleanup: async () => {
+      await slack.stop();
+      await base.cleanup?.();
+    },
+  };
+});
