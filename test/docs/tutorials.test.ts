@@ -3,7 +3,9 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { repoRoot } from "../support/server-process.js";
 import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
+import { startActionsTokenEndpoint } from "../support/actions-token-endpoint.js";
 import { WebhookReceiver } from "../support/notification-receivers.js";
+import { githubJobClaims, startOidcProvider } from "../support/oidc-provider.js";
 import { baseSetup, linkGoCaches, portLock, testPage } from "./page-test.js";
 
 /** The tutorials that need no Kubernetes: run as the reader would, against real servers. */
@@ -100,6 +102,29 @@ testPage("docs/operations/notifications.md", async () => {
     env: { ...base.env, SLACK_WEBHOOK_URL: slack.answer("/services/T000/B000/XXXXXXXX", 200) },
     cleanup: async () => {
       await slack.stop();
+      await base.cleanup?.();
+    },
+  };
+});
+
+// The quickstart's files with a trust policy for GitHub Actions jobs: a real OpenID provider mints
+// GitHub-shaped ID tokens (a job of acme/shop in environment test), handed out by an endpoint that
+// answers as a runner's ACTIONS_ID_TOKEN_REQUEST_URL does; the page tells the reader to export both.
+testPage("docs/operations/ci-workload-identity.md", async () => {
+  const base = await baseSetup(repoRoot);
+  const github = await startOidcProvider({ client: { id: "unused", secret: "unused-secret" }, jobAudiences: ["http://127.0.0.1:8080"] });
+  const runner = await startActionsTokenEndpoint(github, githubJobClaims("acme/shop", "refs/heads/main", "test"));
+  return {
+    ...base,
+    env: {
+      ...base.env,
+      CI_ISSUER: github.issuer,
+      ACTIONS_ID_TOKEN_REQUEST_URL: runner.requestUrl,
+      ACTIONS_ID_TOKEN_REQUEST_TOKEN: runner.requestToken,
+    },
+    cleanup: async () => {
+      await runner.close();
+      await github.close();
       await base.cleanup?.();
     },
   };
