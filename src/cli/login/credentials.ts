@@ -70,6 +70,11 @@ export async function loadLogin(server: string, env: NodeJS.ProcessEnv = process
   return (await readAll(env)).servers[serverKey(server)];
 }
 
+/** The stored ID token while it has more than a minute left; undefined when it must be renewed first. */
+export function freshIdToken(login: StoredLogin, now: number = Date.now() / 1000): string | undefined {
+  return login.expires_at - 60 > now ? login.id_token : undefined;
+}
+
 export async function saveLogin(server: string, login: StoredLogin, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const all = await readAll(env);
   all.servers[serverKey(server)] = login;

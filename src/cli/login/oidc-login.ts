@@ -4,7 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import * as client from "openid-client";
 import { Code, ManentError } from "../../core/errors.js";
-import { loadLogin, saveLogin, type StoredLogin } from "./credentials.js";
+import { freshIdToken, loadLogin, saveLogin, type StoredLogin } from "./credentials.js";
 
 /** What the server says of its provider (GET /auth/oidc). */
 export interface ProviderInfo {
@@ -200,7 +200,8 @@ export async function idTokenFor(
 ): Promise<string | undefined> {
   const login = await loadLogin(server);
   if (!login) return undefined;
-  if (login.expires_at - 60 > Date.now() / 1000) return login.id_token;
+  const fresh = freshIdToken(login);
+  if (fresh !== undefined) return fresh;
   if (!login.refresh_token) {
     throw new ManentError(Code.Unauthenticated, `your sign-in to ${server} has expired: run manent login again`);
   }
