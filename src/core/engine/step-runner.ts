@@ -93,7 +93,14 @@ export async function runStep<T>(
     const retry = attempt < maxAttempts && !failure.permanent && !isUserCancel(failure);
     const exhausted = !retry && maxAttempts > 1 && !failure.permanent && !isUserCancel(failure);
     const final = retry ? false : exhausted ? "exhausted" : "ended";
-    await ended(deps.store, deployId, name, begin.attempt, { status: "failed", output: failedOutput, error: failure.toJSON(), final }, owner);
+    await ended(
+      deps.store,
+      deployId,
+      name,
+      begin.attempt,
+      { status: "failed", output: failedOutput, error: failure.toJSON(), final },
+      owner,
+    );
     deps.metrics.stepAttempt(name, "failed");
     if (!retry) {
       faultPoint(name, "checkpointed");
