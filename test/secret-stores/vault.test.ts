@@ -5,7 +5,7 @@ import { databaseText } from "../support/database-text.js";
 import { collect, type Collected } from "../support/event-stream.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
-import { DevVault } from "../support/vault.js";
+import { DevVault, vaultBinary } from "../support/vault.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
 // A safety net only: every wait below is for an event (a log line, a deploy's end), so a missing
@@ -67,6 +67,8 @@ describe("vault: secret references", () => {
   };
 
   before(async () => {
+    // Before anything starts: without scripts/ci/vault.sh's build, every test fails saying so.
+    vaultBinary();
     [vault, db, ws] = await Promise.all([DevVault.start(), TestPostgres.start(), createWorkspace()]);
     [tokenDb, approleDb] = await Promise.all([db.createDatabase(), db.createDatabase()]);
     artifact = await ws.write("dist/app.txt", "x\n");

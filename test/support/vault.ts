@@ -47,12 +47,13 @@ export class DevVault {
   ) {}
 
   static async start(): Promise<DevVault> {
+    const binary = vaultBinary();
     const dir = await mkdtemp(join(tmpdir(), "manent-vault-"));
     const port = await freePort();
     const rootToken = `root-${randomBytes(12).toString("hex")}`;
     const proc = ManagedProcess.start(
       "vault",
-      vaultBinary(),
+      binary,
       [
         "server",
         "-dev",
