@@ -36,6 +36,7 @@ describe("vault: secret references", () => {
   let artifact: string;
   let secretId: string;
   let manentToken: string | undefined;
+  let rotatedToken: string | undefined;
   const streams: Collected[] = [];
   /** Each deploy by its application's name, for the CLI's `status` of some. */
   const deployIds = new Map<string, [ServerProcess, string]>();
@@ -250,6 +251,26 @@ describe("vault: secret references", () => {
     assert.equal(secretLength(healed), String(dbPassword.length));
   });
 
+  it("fails as unauthenticated, at once, once the token is revoked; reads with the new token written to its file", bounded, async () => {
+    await vault.api("POST", "auth/token/revoke", { token: manentToken });
+    await envconfig("team-a", "revoked", { db: "vault:secret/team-a/app/db#password" }, { max_retries: 5, retry_interval: "10ms" });
+    const d = await deploy(tokenServer, "team-a", "revoked");
+    assert.equal(d.status, "failed");
+    assert.equal(d.error?.code, "unauthenticated", d.error?.message);
+    assert.equal(d.steps.find((s) => s.name === "deploy")!.attempts, 1, "permanent, not retried");
+    assert.match(
+      d.error!.message,
+      /^secret "db": vault:secret\/team-a\/app\/db#password: Vault refused the token of secret_stores\.vault\.auth\.token \(403\)/,
+    );
+    // The operator rotates the token file: the next read signs in with it, without a restart.
+    rotatedToken = (await vault.api<{ auth: { client_token: string } }>("POST", "auth/token/create", { policies: ["manent"], ttl: "1h" }))
+      .auth.client_token;
+    await ws.write("vault/token", `${rotatedToken}\n`);
+    const healed = await deploy(tokenServer, "team-a", "revoked");
+    assert.equal(healed.status, "succeeded", JSON.stringify(healed.error));
+    assert.equal(secretLength(healed), String(dbPassword.length));
+  });
+
   it("never puts a value or a credential in the servers' logs, the CLI's output, the events or the database", bounded, async () => {
     const cli: string[] = [];
     for (const server of [tokenServer, approleServer]) {
@@ -282,7 +303,7 @@ describe("vault: secret references", () => {
     ] as const) {
       for (const value of [dbPassword, apiKey, otherTenants])
         assert.equal(text.includes(value), false, `a Vault value leaked into the ${where}`);
-      for (const credential of [manentToken!, secretId, vault.rootToken])
+      for (const credential of [manentToken!, rotatedToken!, secretId, vault.rootToken])
         assert.equal(text.includes(credential), false, `a Vault credential leaked into the ${where}`);
     }
   });
