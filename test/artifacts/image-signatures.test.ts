@@ -7,6 +7,9 @@ import { promisify } from "node:util";
 import { ApiClient } from "../../src/cli/api-client.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import { parsePinnedImage } from "../../src/core/verification/image-signatures.js";
+import { findHelm } from "../plugins/kubernetes/find-helm.js";
+import { getObj } from "../plugins/kubernetes/helpers.js";
+import { KubeControlPlane } from "../support/kube/control-plane.js";
 import { ociTool, TestRegistry } from "../support/oci-registry.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
@@ -22,7 +25,8 @@ const password = "registry-pass-7f3a9c";
  * Image signatures for kubernetes artifacts, end to end: distribution's registry over TLS with
  * htpasswd sign-in, images pushed through its API, signed by real cosign (`cosign sign --key`,
  * no transparency log), and a real manent-server reading the signatures back under manent.yml's
- * image_signatures policy before anything reaches a cluster.
+ * image_signatures policy before anything reaches a cluster, then deploying what verified to the
+ * real control plane (plain manifests, and a Helm chart rendered for that cluster).
  */
 describe("image signatures", () => {
   let pg: TestPostgres;
@@ -31,6 +35,8 @@ describe("image signatures", () => {
   let server: ServerProcess;
   let team: ApiClient;
   let registry: TestRegistry;
+  let cp: KubeControlPlane;
+  const helm = findHelm();
   const digests: Record<string, string> = {};
   let keyFingerprint = "";
 
@@ -61,8 +67,12 @@ describe("image signatures", () => {
       `      containers: [${images.map((img, i) => `{name: c${i}, image: "${img}"}`).join(", ")}]`,
       "",
     ].join("\n");
-  const submit = async (application: string, images: string[], file = "web.yaml") => {
-    const source = await serverWs.write(`artifacts/${application}-${Object.keys(digests).length}-${Date.now()}/${file}`, manifest(images));
+  const submit = async (application: string, images: string[], file = "web.yaml") =>
+    submitSource(
+      application,
+      await serverWs.write(`artifacts/${application}-${Object.keys(digests).length}-${Date.now()}/${file}`, manifest(images)),
+    );
+  const submitSource = async (application: string, source: string) => {
     const { id } = await team.submit({
       descriptor: {
         apiVersion: "manent/v1",
@@ -74,6 +84,8 @@ describe("image signatures", () => {
     });
     return finished(id);
   };
+  const liveImages = async (): Promise<string[]> =>
+    ((await getObj(cp, "apps/v1", "Deployment", "web", "web"))?.spec.template.spec.containers ?? []).map((c: { image: string }) => c.image);
   const finished = async (id: string): Promise<DeployRecord> => {
     let d = await team.deploy(id, 60);
     while (!terminal.has(d.status)) d = await team.deploy(id, 60);
@@ -95,7 +107,9 @@ describe("image signatures", () => {
   };
 
   before(async () => {
-    pg = await TestPostgres.start();
+    // Every image pinned by digest is pullable: the images deployed are the ones verified.
+    [pg, cp] = await Promise.all([TestPostgres.start(), KubeControlPlane.start({ pullableImages: [/@sha256:[a-f0-9]{64}$/] })]);
+    const access = await cp.clusterAdminAccount("web");
     serverWs = await createWorkspace("manent-images-server-");
     clientWs = await createWorkspace("manent-images-client-");
     const ca = await TestCa.create("registry-ca");
@@ -147,25 +161,35 @@ describe("image signatures", () => {
         verification: { policies: [policy("signed-images", "web", "registry-password"), policy("bad-creds", "other", "wrong-password")] },
       }),
     );
-    for (const app of ["web", "other"]) {
-      await serverWs.write(`envconfig/team-a/${app}/${app}/prod.yml`, {
-        plugin: "kubernetes",
-        // No cluster listens here: a deploy that passes verification fails when it first asks the cluster.
-        targets: [{ host: "127.0.0.1", port: 1 }],
-        params: { namespace: "web", token_secret: "kube-token" },
-        secrets: [{ name: "kube-token", ref: `file:${await serverWs.write("kube-token", "not-a-real-token\n")}` }],
-      });
-    }
-    server = await startServer(config, { cwd: serverWs.dir });
+    await serverWs.write("envconfig/team-a/web/web/prod.yml", {
+      plugin: "kubernetes",
+      targets: [{ host: cp.host, port: cp.port }],
+      params: { namespace: "web", token_secret: "kube-token", ca_secret: "kube-ca", wait_timeout: "60s" },
+      secrets: [
+        { name: "kube-token", ref: `file:${await serverWs.write("kube-token", access.token)}` },
+        { name: "kube-ca", ref: `file:${await serverWs.write("kube-ca.pem", access.caPem)}` },
+      ],
+    });
+    await serverWs.write("envconfig/team-a/other/other/prod.yml", {
+      plugin: "kubernetes",
+      // No cluster listens here: the registry refuses the policy's credentials first.
+      targets: [{ host: "127.0.0.1", port: 1 }],
+      params: { namespace: "web", token_secret: "kube-token" },
+      secrets: [{ name: "kube-token", ref: `file:${await serverWs.write("other-token", "not-a-real-token\n")}` }],
+    });
+    assert.ok(helm, "helm is in .tools/bin (scripts/ci/kubernetes.sh)");
+    // helm as an operator names it for the server (MANENT_HELM, docs/reference/environment.md).
+    server = await startServer(config, { cwd: serverWs.dir, env: { MANENT_HELM: helm } });
     team = new ApiClient(server.url, teamToken);
   });
   after(async () => {
     await server?.stop();
     await registry?.stop();
+    await cp?.stop();
     await pg?.stop();
   });
 
-  it("verifies every image's cosign signature in its registry before the cluster is asked, and records each", async () => {
+  it("verifies every image's cosign signature in its registry before the cluster is asked, records each, and deploys them", async () => {
     await clientWs.write("k8s/web.yaml", manifest([image("web"), image("sidecar"), image("web")]));
     await clientWs.write("web.yml", {
       apiVersion: "manent/v1",
@@ -177,17 +201,47 @@ describe("image signatures", () => {
     const out = await cli("deploy", "-f", "web.yml", "-o", "text");
     const [latest] = (await team.list({ tenant: "team-a", application: "web" })).deploys;
     const d = await finished(latest!.id);
-    // Verified at the fetch step; the deploy then goes on to the cluster, which does not exist here.
+    // Verified at the fetch step, before validate asked the cluster anything; then deployed.
     const fetch = d.steps.find((s) => s.name === "fetch")!;
     assert.equal(fetch.status, "succeeded", JSON.stringify(d.error));
-    assert.equal(d.steps.find((s) => s.name === "validate")!.status, "succeeded");
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.deepEqual(await liveImages(), [image("web"), image("sidecar"), image("web")]);
     assert.deepEqual(d.verification, [
       { policy: "signed-images", digest: digests.web, method: "cosign", key: `images-2026 ${keyFingerprint}`, image: image("web") },
       { policy: "signed-images", digest: digests.sidecar, method: "cosign", key: `images-2026 ${keyFingerprint}`, image: image("sidecar") },
     ]);
     assert.deepEqual(JSON.parse(fetch.output!.result).verification, d.verification);
     assert.ok(out.stdout.includes(`verified ${image("web")}: cosign images-2026 ${keyFingerprint} (policy signed-images)`), out.stdout);
-    assert.notEqual(d.error?.code, "permission_denied");
+  });
+
+  it("renders a Helm chart for the cluster, verifies the images it runs there and deploys it; an unsigned one changes nothing", async () => {
+    const chart = async (version: string, img: string) => {
+      const dir = `charts-src/${version}/web`;
+      await serverWs.write(`${dir}/Chart.yaml`, `apiVersion: v2\nname: web\nversion: ${version}\n`);
+      await serverWs.write(`${dir}/values.yaml`, `image: "${img}"\n`);
+      await serverWs.write(
+        `${dir}/templates/deployment.yaml`,
+        manifest(["{{ .Values.image }}"]).replace("metadata: {name: web}", "metadata: {name: {{ .Release.Name }}}"),
+      );
+      await run(helm!, ["package", serverWs.path(dir), "-d", serverWs.path("charts")]);
+      return serverWs.path("charts", `web-${version}.tgz`);
+    };
+    const d = await submitSource("web", await chart("0.1.0", image("sidecar")));
+    assert.equal(d.status, "succeeded", JSON.stringify(d.error));
+    assert.deepEqual(d.verification, [
+      { policy: "signed-images", digest: digests.sidecar, method: "cosign", key: `images-2026 ${keyFingerprint}`, image: image("sidecar") },
+    ]);
+    assert.equal((await liveImages())[0], image("sidecar"));
+
+    const refused = await submitSource("web", await chart("0.2.0", image("unsigned")));
+    assertRefused(refused, /it carries no cosign signature/);
+    assert.match(
+      refused.error!.message,
+      new RegExp(
+        `^image "${image("unsigned").replace(/[.]/g, "\\.")}" \\(chart web for cluster ${cp.host.replace(/[.]/g, "\\.")}: Deployment/web: spec\\.template\\.spec\\.containers\\[0\\]\\.image\\) is refused by verification policy signed-images`,
+      ),
+    );
+    assert.equal((await liveImages())[0], image("sidecar"), "the release in service is untouched");
   });
 
   it("refuses an unsigned image, one signed by another key, a signature moved from another image, and an unlisted registry", async () => {

@@ -3,16 +3,21 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { KubeControlPlane } from "../support/kube/control-plane.js";
 import { repoRoot } from "../support/server-process.js";
-import { baseSetup, testPage } from "./page-test.js";
+import { baseSetup, testPage, type PageSetup } from "./page-test.js";
 
 /**
  * docs/tutorials/kubernetes.md against a real control plane (kube-apiserver, controller manager,
- * etcd; a simulated kubelet runs pods whose image is allowed). The reader administers the cluster:
- * kubectl gets a cluster-admin token in ~/.kube/config, where it looks by default.
+ * etcd; a simulated kubelet runs pods whose image is allowed).
  */
-testPage("docs/tutorials/kubernetes.md", async () => {
-  const base = await baseSetup();
-  const cp = await KubeControlPlane.start({ pullableImages: ["hashicorp/http-echo:1.0"] });
+testPage("docs/tutorials/kubernetes.md", async () =>
+  readerCluster(await baseSetup(), await KubeControlPlane.start({ pullableImages: ["hashicorp/http-echo:1.0"] })),
+);
+
+/**
+ * The reader administers the cluster: kubectl gets a cluster-admin token in ~/.kube/config, where
+ * it looks by default; the control plane stops with the session.
+ */
+async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<PageSetup> {
   const admin = await cp.clusterAdminAccount("kube-system", "tutorial-reader");
   await mkdir(join(base.home, ".kube"), { recursive: true });
   await writeFile(
@@ -38,4 +43,8 @@ testPage("docs/tutorials/kubernetes.md", async () => {
       await base.cleanup?.();
     },
   };
-});
+}
+
+// docs/operations/secret-stores.md's k8s: references against the same kind of control plane: the
+// reader creates the Secret, the service account and its token with kubectl, as an administrator.
+testPage("docs/operations/secret-stores.md", async () => readerCluster(await baseSetup(), await KubeControlPlane.start()));

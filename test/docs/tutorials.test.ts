@@ -3,6 +3,9 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { repoRoot } from "../support/server-process.js";
 import { startSshHosts, type SshdServer } from "../support/sshd/index.js";
+import { startActionsTokenEndpoint } from "../support/actions-token-endpoint.js";
+import { WebhookReceiver } from "../support/notification-receivers.js";
+import { githubJobClaims, startOidcProvider } from "../support/oidc-provider.js";
 import { baseSetup, linkGoCaches, portLock, testPage } from "./page-test.js";
 
 /** The tutorials that need no Kubernetes: run as the reader would, against real servers. */
@@ -84,3 +87,45 @@ testPage("docs/tutorials/release-through-environments.md", async () => baseSetup
 // The quickstart's envconfig moved into a git repository on this machine, read by the git provider.
 testPage("docs/tutorials/configuration-from-git.md", async () => baseSetup(repoRoot));
 testPage("docs/operations/deploy-windows.md", async () => baseSetup(repoRoot));
+
+// The quickstart's files with an SSH signature policy; the reader's key made by ssh-keygen on the page.
+testPage("docs/operations/verified-artifacts.md", async () => baseSetup(repoRoot));
+
+// The quickstart's files with a Slack channel: a real HTTP receiver on loopback stands for Slack's
+// incoming webhook, whose URL the page tells the reader to export.
+testPage("docs/operations/notifications.md", async () => {
+  const base = await baseSetup(repoRoot);
+  const slack = new WebhookReceiver();
+  await slack.start();
+  return {
+    ...base,
+    env: { ...base.env, SLACK_WEBHOOK_URL: slack.answer("/services/T000/B000/XXXXXXXX", 200) },
+    cleanup: async () => {
+      await slack.stop();
+      await base.cleanup?.();
+    },
+  };
+});
+
+// The quickstart's files with a trust policy for GitHub Actions jobs: a real OpenID provider mints
+// GitHub-shaped ID tokens (a job of acme/shop in environment test), handed out by an endpoint that
+// answers as a runner's ACTIONS_ID_TOKEN_REQUEST_URL does; the page tells the reader to export both.
+testPage("docs/operations/ci-workload-identity.md", async () => {
+  const base = await baseSetup(repoRoot);
+  const github = await startOidcProvider({ client: { id: "unused", secret: "unused-secret" }, jobAudiences: ["http://127.0.0.1:8080"] });
+  const runner = await startActionsTokenEndpoint(github, githubJobClaims("acme/shop", "refs/heads/main", "test"));
+  return {
+    ...base,
+    env: {
+      ...base.env,
+      CI_ISSUER: github.issuer,
+      ACTIONS_ID_TOKEN_REQUEST_URL: runner.requestUrl,
+      ACTIONS_ID_TOKEN_REQUEST_TOKEN: runner.requestToken,
+    },
+    cleanup: async () => {
+      await runner.close();
+      await github.close();
+      await base.cleanup?.();
+    },
+  };
+});

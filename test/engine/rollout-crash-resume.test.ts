@@ -66,7 +66,7 @@ describe("rollout crash and resume", () => {
       analysis: { checks: { health: { http: { url: healthUrl }, interval: "50ms", count: 1 } } },
       rollout: {
         waves: { by: ["region"], between: [{ approval: {} }] },
-        canary: { steps: [{ set_weight: 50 }, { pause: "1s" }, { analysis: { checks: ["health"] } }, { set_weight: 100 }] },
+        canary: { steps: [{ set_weight: 50 }, { pause: "200ms" }, { analysis: { checks: ["health"] } }, { set_weight: 100 }] },
       },
     });
   const calls = (id: string) => deployCalls(ws.path("journal"), id);

@@ -130,7 +130,7 @@ describe("releases through environments", () => {
     await setup("hello", {
       stages: [
         { environment: "dev" },
-        { environment: "staging", soak: "5s", analysis: { checks: ["smoke"] } },
+        { environment: "staging", soak: "1s", analysis: { checks: ["smoke"] } },
         { environment: "prod", approval: { approvers: { count: 1, from_groups: ["release-managers"], allow_submitter: false } } },
       ],
     });
@@ -164,7 +164,7 @@ describe("releases through environments", () => {
     );
     const staging = waiting.stages[1]!;
     assert.ok(staging.soak_since && staging.soak_until, "the soak is recorded");
-    assert.equal(Date.parse(staging.soak_until) - Date.parse(staging.soak_since), 5000);
+    assert.equal(Date.parse(staging.soak_until) - Date.parse(staging.soak_since), 1000);
     assert.ok(Date.parse(staging.finished_at!) >= Date.parse(staging.soak_until), "staging passed only after its soak");
     assert.ok(staging.measurements.length >= 2 && staging.measurements.every((m) => m.verdict === "successful"), "the analysis ran");
     assert.ok(healthCalls >= 2);

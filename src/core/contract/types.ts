@@ -79,6 +79,13 @@ export interface Request {
    * Only the kubernetes plugin is given it (the envconfig refuses it for another plugin).
    */
   ignore?: IgnoreRule[];
+  /**
+   * Set when a verification policy checked the artifact's container images (`image_signatures`):
+   * the image references whose signatures verified before the deploy began. A plugin applies no
+   * other image: a chart rendered again later (a retry, a deploy that waited for its window) may
+   * name others, which were never checked.
+   */
+  verifiedImages?: string[];
 }
 
 /** One entry of `drift.ignore`: which objects (kind, and optionally group, name, namespace) and which of their fields. */

@@ -24,7 +24,7 @@ import { deploySecretRefSchema, type CallbackEvent, type DeploySecretRef, type L
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { fetchArtifact, readSignature } from "./artifact-fetch.js";
 import { policiesFor, verifyArtifact, wantsSignature } from "../verification/artifact-verifier.js";
-import { verifyImages, type ImageRegistry } from "../verification/image-signatures.js";
+import { imagesVerifiedByAll, verifyImages, type ImageRegistry } from "../verification/image-signatures.js";
 import type { ArtifactVerification } from "../verification/verification-result.js";
 import { noSecrets, openCallSecrets } from "./call-secrets.js";
 import { sendCallback } from "./callbacks.js";
@@ -89,6 +89,8 @@ const once: StepPolicy = { maxRetries: 0, intervalMs: 0 };
 
 /** The fetch step's output: the artifact, and what verified it when a policy wants a signature. */
 type FetchedArtifact = Artifact & { verification?: ArtifactVerification[] };
+/** A resolved deploy as its run goes on after the fetch step: the images verified then, which every later call is held to. */
+type RunningDeploy = ResolvedDeploy & { verifiedImages?: string[] };
 
 interface Checkpoint {
   releases: TargetRelease[];
@@ -230,10 +232,15 @@ export class DeployWorkflow {
         );
       return { ...artifact, verification };
     });
-    const { verification: _verification, ...artifact } = fetched;
+    const { verification, ...artifact } = fetched;
     // Held again when the fetch step is replayed from its checkpoint (a resumed deploy).
     if (artifact.path) this.deps.cache?.hold(id, dirname(artifact.path));
-    const resolved = { ...r, artifact, params: { ...r.params, ...forced } };
+    const resolved: RunningDeploy = {
+      ...r,
+      artifact,
+      params: { ...r.params, ...forced },
+      ...(imagePolicies.length > 0 && { verifiedImages: imagesVerifiedByAll(imagePolicies, verification ?? []) }),
+    };
     const caps = await this.validate(id, resolved, plugin);
 
     if (r.kind === "dry_run") {
@@ -494,7 +501,8 @@ export class DeployWorkflow {
         `plugin ${plugin.name} cannot list its artifact's images, which verification policy ${policies[0]!.name} checks`,
       );
     }
-    const images = await this.call(id, "images", r, [], ctx, false, (req) => deployer.images(req));
+    // With secrets: a chart is rendered for each cluster, reached with its credentials.
+    const images = await this.call(id, "images", r, [], ctx, true, (req) => deployer.images(req));
     return verifyImages({
       images,
       policies,
@@ -520,7 +528,7 @@ export class DeployWorkflow {
   private async call<T>(
     id: string,
     phase: string,
-    r: ResolvedDeploy,
+    r: RunningDeploy,
     caps: Capability[],
     ctx: StepContext,
     withSecrets: boolean,
@@ -546,6 +554,7 @@ export class DeployWorkflow {
       ...(scope?.traffic && { traffic: scope.traffic }),
       ...(r.rollout?.canary && { rollout: rolloutPlan(r.rollout.canary) }),
       ...(r.drift?.ignore?.length && { ignore: r.drift.ignore }),
+      ...(r.verifiedImages && { verifiedImages: r.verifiedImages }),
       params: r.params,
       secrets: secrets?.accessor ?? (noSecrets(phase) satisfies SecretsAccessor),
       parallelism: caps.includes("parallel_targets") ? r.parallel : 1,

@@ -208,3 +208,15 @@ function fingerprint(key: KeyObject): string {
 function clip(s: string): string {
   return s.length > 300 ? `${s.slice(0, 300)}…` : s;
 }
+
+/**
+ * The images every image_signatures policy verified (from the fetch step's record): what the
+ * deploy may apply. A deploy whose fetch was recorded before such a policy existed verified none.
+ */
+export function imagesVerifiedByAll(policies: VerificationPolicy[], verification: ArtifactVerification[]): string[] {
+  const perPolicy = policies
+    .filter((p) => p.image_signatures)
+    .map((p) => new Set(verification.filter((v) => v.policy === p.name && v.method === "cosign" && v.image).map((v) => v.image!)));
+  const [first, ...rest] = perPolicy;
+  return [...(first ?? [])].filter((image) => rest.every((s) => s.has(image))).sort();
+}

@@ -37,7 +37,7 @@ import { readIndex } from "./history.js";
 import { pluginName } from "./labels.js";
 import { parseParams } from "./params.js";
 import { containerImages } from "./policy.js";
-import { manifestObjects, manifestVars } from "./render.js";
+import { manifestObjects, manifestVars, renderFiles } from "./render.js";
 import { deployTarget, dryRunTarget, prepare } from "./release-deploy.js";
 import { rollbackTarget } from "./release-rollback.js";
 
@@ -130,22 +130,30 @@ export class KubernetesDeployer
   }
 
   /**
-   * The images of plain manifests, as they will be applied (variables substituted, the plugin's
-   * checks run). A chart's images are known only once rendered for a cluster, so it is refused.
+   * The images the artifact runs, as they will be applied: plain manifests with their variables
+   * substituted, or a chart rendered for each target cluster as the deploy renders it (the
+   * cluster's version and API versions; nothing is written). The deploy renders again and applies
+   * no image outside what was verified ({@link Request.verifiedImages}).
    */
   async images(req: Request): Promise<ContainerImage[]> {
     const params = parseParams(req.params);
     if (!req.artifact.path) return [];
     const content = await loadArtifact(req.artifact.path);
-    if (content.kind !== "manifests") {
-      throw new ManentError(
-        Code.FailedPrecondition,
-        "kubernetes: the artifact is a Helm chart, whose images are known only when it is rendered for a cluster: a verification policy with image_signatures accepts manifests only (render the chart with `helm template` into the artifact)",
-        { details: { plugin: pluginName, field: "artifact.source" } },
-      );
+    if (content.kind === "manifests") {
+      const vars = manifestVars(req, params);
+      return content.files.flatMap((f) => containerImages(manifestObjects({ kind: "manifests", files: [f] }, vars, params), f.name));
     }
-    const vars = manifestVars(req, params);
-    return content.files.flatMap((f) => containerImages(manifestObjects({ kind: "manifests", files: [f] }, vars, params), f.name));
+    const found: ContainerImage[][] = req.targets.map(() => []);
+    // Not a target's outcome: no progress is reported for a render that changes nothing.
+    const out = await forAllTargets({ ...req, progress: undefined }, (t) =>
+      withClient(req, params, t, async (client) => {
+        const { files } = await renderFiles(client, content, req, params, await client.version());
+        found[req.targets.indexOf(t)] = files.flatMap((f) => containerImages(f.objects, `${f.name} for cluster ${targetId(t)}`));
+        return {};
+      }),
+    );
+    if (out.error) throw out.error;
+    return found.flat();
   }
 
   async dryRun(req: Request): Promise<Result> {

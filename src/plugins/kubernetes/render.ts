@@ -7,7 +7,7 @@ import { stamp, type ReleaseContext } from "./labels.js";
 import { parseManifests } from "./manifests.js";
 import { describeRef, refKey, refOf, sortForApply, type KubeObject } from "./objects.js";
 import type { KubernetesParams } from "./params.js";
-import { checkImageDigests, checkNamespaces } from "./policy.js";
+import { checkImageDigests, checkNamespaces, containerImages } from "./policy.js";
 import { substitute } from "./substitute.js";
 
 /** The variables a manifest can use: manent's own plus the `var.*` params. */
@@ -39,6 +39,28 @@ function checkPolicies(objs: KubeObject[], params: KubernetesParams, file: strin
   if (params.require_image_digest) checkImageDigests(objs, file);
 }
 
+/**
+ * Under a verification policy with image_signatures, the objects applied run only images verified
+ * before the deploy began: a chart rendered again (a retry, a deploy that waited for its window,
+ * a cluster upgraded meanwhile) may name others, which no one checked.
+ */
+function checkVerifiedImages(files: RenderedFiles["files"], verified: string[], cluster: string): void {
+  const allowed = new Set(verified);
+  const unverified = files.flatMap((f) => containerImages(f.objects, f.name)).filter((i) => !allowed.has(i.image));
+  if (unverified.length === 0) return;
+  throw new ManentError(
+    Code.PermissionDenied,
+    `kubernetes: cluster ${cluster}: ${unverified
+      .slice(0, 5)
+      .map((i) => `image ${JSON.stringify(i.image.slice(0, 300))} (${i.file}: ${i.field})`)
+      .join(
+        ", ",
+      )} was not among the images verified before the deploy began (${verified.length === 0 ? "none" : verified.slice(0, 5).join(", ")}): ` +
+      "the artifact rendered for this cluster now runs an image whose signature was never checked; deploy again to verify it",
+    { details: { plugin: "kubernetes", image: unverified[0]!.image.slice(0, 300), field: unverified[0]!.field } },
+  );
+}
+
 export interface Rendered {
   /** Stamped objects in apply order. */
   objects: KubeObject[];
@@ -46,6 +68,51 @@ export interface Rendered {
   skipped: number;
   /** Custom resources whose CRD comes with this release (the cluster cannot check them before it is installed). */
   pendingCrdKinds: Set<string>;
+}
+
+/** An artifact's objects as rendered for one cluster, before they are stamped: each file's (a chart is one) under its name. */
+export interface RenderedFiles {
+  files: { name: string; objects: KubeObject[] }[];
+  /** Objects not applied: Helm hooks. */
+  skipped: number;
+}
+
+/**
+ * The manifests, or the chart rendered against the cluster's version and API versions (hooks
+ * left out unless asked for); checked against the plugin's policies.
+ */
+export async function renderFiles(
+  client: ClusterClient,
+  content: ArtifactContent,
+  req: Request,
+  params: KubernetesParams,
+  kubeVersion: string,
+): Promise<RenderedFiles> {
+  if (content.kind === "manifests") {
+    const vars = manifestVars(req, params);
+    return {
+      files: content.files.map((f) => ({ name: f.name, objects: manifestObjects({ kind: "manifests", files: [f] }, vars, params) })),
+      skipped: 0,
+    };
+  }
+  const name = `chart ${content.chartName}`;
+  const text = await renderChart({
+    chartPath: content.path,
+    chartName: content.chartName,
+    chartFiles: content.files,
+    release: params.helm_release_name ?? (req.artifact.name.toLowerCase().replace(/[^a-z0-9-]+/g, "-") || content.chartName),
+    namespace: params.namespace,
+    kubeVersion,
+    apiVersions: await client.helmApiVersions(),
+    valuesFiles: params.helmValuesFiles,
+    inlineValues: params.helm_values,
+    set: params.helmSet,
+    signal: req.signal,
+  });
+  const all = parseManifests(text, name);
+  const objects = params.helm_include_hooks ? all : all.filter((o) => !isHelmHook(o));
+  checkPolicies(objects, params, name);
+  return { files: [{ name, objects }], skipped: all.length - objects.length };
 }
 
 /**
@@ -60,29 +127,9 @@ export async function renderForCluster(
   ctx: ReleaseContext,
   kubeVersion: string,
 ): Promise<Rendered> {
-  let objs: KubeObject[];
-  let skipped = 0;
-  if (content.kind === "manifests") {
-    objs = manifestObjects(content, manifestVars(req, params), params);
-  } else {
-    const text = await renderChart({
-      chartPath: content.path,
-      chartName: content.chartName,
-      chartFiles: content.files,
-      release: params.helm_release_name ?? (req.artifact.name.toLowerCase().replace(/[^a-z0-9-]+/g, "-") || content.chartName),
-      namespace: params.namespace,
-      kubeVersion,
-      apiVersions: await client.helmApiVersions(),
-      valuesFiles: params.helmValuesFiles,
-      inlineValues: params.helm_values,
-      set: params.helmSet,
-      signal: req.signal,
-    });
-    const all = parseManifests(text, `chart ${content.chartName}`);
-    objs = params.helm_include_hooks ? all : all.filter((o) => !isHelmHook(o));
-    skipped = all.length - objs.length;
-    checkPolicies(objs, params, `chart ${content.chartName}`);
-  }
+  const { files, skipped } = await renderFiles(client, content, req, params, kubeVersion);
+  if (req.verifiedImages) checkVerifiedImages(files, req.verifiedImages, client.name);
+  const objs = files.flatMap((f) => f.objects);
 
   // Kinds defined by CRDs of this very release: scope comes from the CRD, not from discovery.
   const crdScopes = new Map<string, boolean>();

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { KubeControlPlane } from "../../support/kube/control-plane.js";
-import { KubeRequestError, type KubeObj } from "../../support/kube/kube-client.js";
+import { KubeRequestError, schemalessCrd, type KubeObj } from "../../support/kube/kube-client.js";
 import { toolsBin } from "../../support/kube/processes.js";
 
 /** The harness itself: the real control plane, and the kubelet simulator's part in it. */
@@ -103,26 +103,7 @@ describe("test harness: real kube-apiserver, etcd, kube-controller-manager and t
   });
 
   it("a CRD and its custom resources can be applied (Gateway API style), unknown fields preserved", async () => {
-    await cp.installCrds([
-      {
-        apiVersion: "apiextensions.k8s.io/v1",
-        kind: "CustomResourceDefinition",
-        metadata: { name: "widgets.example.com" },
-        spec: {
-          group: "example.com",
-          scope: "Namespaced",
-          names: { plural: "widgets", singular: "widget", kind: "Widget" },
-          versions: [
-            {
-              name: "v1",
-              served: true,
-              storage: true,
-              schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-            },
-          ],
-        },
-      },
-    ]);
+    await cp.installCrds([schemalessCrd("Widget", "widgets")]);
     await cp.admin.apply({
       apiVersion: "example.com/v1",
       kind: "Widget",

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { Code, isPermanent, ManentError } from "../../../src/plugin.js";
 import { KubernetesDeployer } from "../../../src/plugins/kubernetes/index.js";
+import { schemalessCrd } from "../../support/kube/kube-client.js";
 import { KubeControlPlane, type ClusterAccess } from "../../support/kube/control-plane.js";
 import {
   getObj,
@@ -12,6 +17,7 @@ import {
   scratch,
   type RequestInput,
 } from "./helpers.js";
+import { findHelm } from "./find-helm.js";
 
 const digest = "sha256:" + "a".repeat(64);
 
@@ -127,6 +133,70 @@ spec:
       );
       assert.equal(err.code, Code.InvalidArgument);
       assert.ok(err.message.includes(field), err.message);
+    }
+  });
+
+  it("images() lists a chart's images as rendered for each cluster; a deploy applies none outside verifiedImages", async () => {
+    const helm = findHelm();
+    assert.ok(helm, "helm is in .tools/bin (scripts/ci/kubernetes.sh)");
+    const saved = process.env.MANENT_HELM;
+    process.env.MANENT_HELM = helm;
+    try {
+      const signed = `registry.example:5000/acme/shop@sha256:${"b".repeat(64)}`;
+      const other = `registry.example:5000/acme/shop-next@sha256:${"c".repeat(64)}`;
+      // The chart picks its image by what the cluster serves, as charts do with .Capabilities.
+      const chart = join(files.dir, "gadget-chart", "gadget");
+      await mkdir(join(chart, "templates"), { recursive: true });
+      await writeFile(join(chart, "Chart.yaml"), "apiVersion: v2\nname: gadget\nversion: 0.1.0\n");
+      await writeFile(
+        join(chart, "templates", "deployment.yaml"),
+        `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gadget}
+spec:
+  selector: {matchLabels: {app: gadget}}
+  template:
+    metadata: {labels: {app: gadget}}
+    spec:
+      containers:
+        - name: gadget
+          image: {{ if .Capabilities.APIVersions.Has "example.com/v1/Gadget" }}"${other}"{{ else }}"${signed}"{{ end }}
+`,
+      );
+      await promisify(execFile)(helm, ["package", chart, "-d", files.dir]);
+      const req = makeRequest({ artifactPath: join(files.dir, "gadget-0.1.0.tgz"), version: "1.0.0", artifactName: "gadget" });
+
+      const images = await d.images(req);
+      assert.deepEqual(images, [
+        {
+          image: signed,
+          file: `chart gadget for cluster ${cp.host}`,
+          field: "Deployment/gadget: spec.template.spec.containers[0].image",
+        },
+      ]);
+      await d.deploy({ ...req, verifiedImages: [signed] });
+      assert.equal((await getObj(cp, "apps/v1", "Deployment", "gadget"))!.spec.template.spec.containers[0].image, signed);
+
+      // The cluster now serves the kind: the same chart renders another image, never verified.
+      await cp.installCrds([schemalessCrd("Gadget", "gadgets")]);
+      const err = await rejection(
+        d.deploy({
+          ...makeRequest({ artifactPath: req.artifact.path!, version: "1.0.1", artifactName: "gadget" }),
+          verifiedImages: [signed],
+        }),
+      );
+      assert.equal(err.code, Code.PermissionDenied);
+      assert.ok(isPermanent(err));
+      assert.equal(
+        err.message,
+        `kubernetes: cluster ${cp.host}: image "${other}" (chart gadget: Deployment/gadget: spec.template.spec.containers[0].image) was not among the images verified before the deploy began (${signed}): ` +
+          "the artifact rendered for this cluster now runs an image whose signature was never checked; deploy again to verify it",
+      );
+      // Refused before anything changed: the release in service still runs the verified image.
+      assert.equal((await getObj(cp, "apps/v1", "Deployment", "gadget"))!.spec.template.spec.containers[0].image, signed);
+    } finally {
+      if (saved === undefined) delete process.env.MANENT_HELM;
+      else process.env.MANENT_HELM = saved;
     }
   });
 });

@@ -290,3 +290,25 @@ export class KubeClient {
     });
   }
 }
+
+/** A namespaced CRD of `example.com`, version v1, whose resources take any fields (a test's custom kind). */
+export function schemalessCrd(kind: string, plural: string): KubeObj {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${plural}.example.com` },
+    spec: {
+      group: "example.com",
+      scope: "Namespaced",
+      names: { plural, singular: kind.toLowerCase(), kind },
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+        },
+      ],
+    },
+  };
+}
