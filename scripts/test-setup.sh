@@ -5,6 +5,8 @@
 # analysis tests, HAProxy for the percentage rollouts of remote-copy, and the real Kubernetes
 # control plane (etcd, kube-apiserver, kube-controller-manager) the kubernetes plugin's tests run on.
 # systemd-analyze, buildah and debootstrap: the packaging tests (unit, container image).
+# The Vault server the vault: secret references are tested against (test/secret-stores), built from
+# the Go module proxy into .tools/bin by scripts/ci/vault.sh (about 20 min of CPU the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # jq and curl: the CLI tests and the tutorials' doc tests (test/docs) run them as the pages show.
@@ -33,3 +35,4 @@ bash scripts/ci/kubernetes.sh --no-test
 bash scripts/ci/gateway-api.sh >/dev/null
 bash scripts/ci/oci-registry.sh
 bash scripts/ci/kube-control-plane.sh
+bash scripts/ci/vault.sh

@@ -11,6 +11,9 @@ import {
   type ListFilter,
   type NewDeploy,
   type RunStart,
+  type StepBegin,
+  type StepEnd,
+  type StepOwner,
   type StepRecord,
   type StepStatus,
   type TargetProgress,
@@ -97,6 +100,92 @@ export class PgDeployStore implements DeployStore, OverviewSource {
         error ? JSON.stringify(error) : null,
       ],
     );
+  }
+
+  async beginStep(
+    id: string,
+    seq: number,
+    name: string,
+    opts: { unlessCancelled: boolean; owner?: StepOwner | undefined },
+  ): Promise<StepBegin> {
+    // One statement: the checks DBOS makes before a step (cancelled? recorded already?), manent's
+    // user cancel, and the attempt's start with its step.started event.
+    const r = await this.pool.query<{
+      verdict: "run" | "checkpointed" | "user_cancel" | "workflow_cancelled" | "not_owner";
+      attempt: number | null;
+      outcome: string | null;
+      attempts: number | null;
+      output: { result: string } | null;
+      error: ErrorJSON | null;
+    }>(
+      `with wf as (
+         select status, owner_xid from ${dbosSchema}.workflow_status where workflow_uuid = $5),
+       prev as (
+         select outcome, attempts, output, error from manent.deploy_steps where deploy_id = $1 and name = $3),
+       verdict as (
+         select case
+           when $5::text is not null and (select status from wf) = 'CANCELLED' then 'workflow_cancelled'
+           when $5::text is not null and (select owner_xid from wf) is distinct from $6::text then 'not_owner'
+           when (select outcome from prev) is not null then 'checkpointed'
+           when $4::boolean and exists (select 1 from manent.deploys where id = $1 and cancel_requested_at is not null) then 'user_cancel'
+           else 'run' end as v),
+       started as (
+         insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at)
+         select $1, $2, $3, 'running', 1, now() from verdict where v = 'run'
+         on conflict (deploy_id, name) do update set status = 'running', attempts = manent.deploy_steps.attempts + 1,
+           error = null, finished_at = null
+           where manent.deploy_steps.outcome is null
+         returning attempts)
+       select verdict.v as verdict, (select attempts from started) as attempt,
+         prev.outcome, prev.attempts, prev.output, prev.error
+       from verdict left join prev on true`,
+      [id, seq, name, opts.unlessCancelled, opts.owner?.workflowId ?? null, opts.owner?.token ?? null],
+    );
+    const row = r.rows[0]!;
+    switch (row.verdict) {
+      case "run":
+        // Another execution checkpointed the step between this statement's read and its write.
+        return row.attempt === null ? { run: false, reason: "not_owner" } : { run: true, attempt: row.attempt };
+      case "checkpointed":
+        return {
+          run: false,
+          reason: "checkpointed",
+          status: row.outcome === "succeeded" ? "succeeded" : "failed",
+          exhausted: row.outcome === "exhausted",
+          attempts: row.attempts ?? 1,
+          output: row.output === null ? undefined : (JSON.parse(row.output.result) as unknown),
+          error: row.error,
+        };
+      default:
+        return { run: false, reason: row.verdict };
+    }
+  }
+
+  async endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner): Promise<boolean> {
+    // The owner's row is locked until this statement commits, as DBOS does before recording a step:
+    // a hand-off of the workflow to another execution cannot land between the check and the write.
+    const r = await this.pool.query(
+      `with owner as (
+         select 1 from ${dbosSchema}.workflow_status where workflow_uuid = $7 and owner_xid = $8 for no key update)
+       update manent.deploy_steps set status = $3, finished_at = now(),
+         duration_ms = (extract(epoch from (now() - started_at)) * 1000)::int,
+         output = $4::jsonb, error = $5::jsonb, outcome = $9
+       where deploy_id = $1 and name = $2 and attempts = $6 and status = 'running' and outcome is null
+         and ($7::text is null or exists (select 1 from owner))
+       returning 1`,
+      [
+        id,
+        name,
+        end.status,
+        end.output === undefined ? null : JSON.stringify({ result: JSON.stringify(end.output) }),
+        end.error ? JSON.stringify(end.error) : null,
+        attempt,
+        owner?.workflowId ?? null,
+        owner?.token ?? null,
+        end.final === false ? null : end.final === "exhausted" ? "exhausted" : end.status,
+      ],
+    );
+    return r.rowCount === 1;
   }
 
   async recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void> {

@@ -53,6 +53,9 @@ export const schemaStatements = [
      error jsonb,
      primary key (deploy_id, name)
    )`,
+  // A step's checkpoint (engine/step-runner.ts): set by its last attempt's end, null while it may
+  // run (again). 'succeeded', 'failed', or 'exhausted' (failed, the last of its retries).
+  `alter table manent.deploy_steps add column if not exists outcome text`,
   `create table if not exists manent.deploy_targets (
      deploy_id text not null references manent.deploys(id) on delete cascade,
      phase text not null,

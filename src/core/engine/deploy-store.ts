@@ -131,6 +131,45 @@ export type RunStart =
     }
   | { behind: string };
 
+/**
+ * Who runs a step: the DBOS workflow and the ownership token of this execution of it (DBOS's
+ * `owner_xid`). A step is recorded only while the token still owns the workflow, as DBOS records
+ * its own steps: a second copy of the workflow (recovered on another server) stops at its next step.
+ */
+export interface StepOwner {
+  workflowId: string;
+  token: string;
+}
+
+/** What a step's record says as an attempt of it is about to run (see step-runner.ts). */
+export type StepBegin =
+  /** Run it: this attempt's number, the token its end is recorded with. */
+  | { run: true; attempt: number }
+  /** Ended in an earlier run of the workflow (its checkpoint): return its output or throw its error, do not run it. */
+  | {
+      run: false;
+      reason: "checkpointed";
+      status: "succeeded" | "failed";
+      /** The failure was the last of its retries. */
+      exhausted: boolean;
+      attempts: number;
+      output: unknown;
+      error: ErrorJSON | null;
+    }
+  /** A user's cancel is recorded (asked for with `unlessCancelled`): nothing was written. */
+  | { run: false; reason: "user_cancel" }
+  /** DBOS cancelled the workflow, or another execution owns it now: this one stops. */
+  | { run: false; reason: "workflow_cancelled" | "not_owner" };
+
+/** How an attempt of a step ended; `final` makes it the step's checkpoint. */
+export interface StepEnd {
+  status: "succeeded" | "failed";
+  output: unknown;
+  error?: ErrorJSON;
+  /** The step's outcome (no attempt follows); `exhausted` when a failure is the last of its retries. */
+  final: false | "ended" | "exhausted";
+}
+
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
@@ -141,6 +180,18 @@ export interface DeployStore {
    */
   stepStarted(id: string, seq: number, name: string, opts?: { unlessCancelled?: boolean }): Promise<boolean>;
   stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void>;
+  /**
+   * Starts an attempt of a checkpointed step (step-runner.ts) in one statement: unless the step has
+   * a checkpoint already (then that), the workflow is cancelled or not owned by `owner`, or (with
+   * `unlessCancelled`) a user's cancel is recorded. The step record is the step's checkpoint.
+   */
+  beginStep(id: string, seq: number, name: string, opts: { unlessCancelled: boolean; owner?: StepOwner | undefined }): Promise<StepBegin>;
+  /**
+   * Records the end of attempt `attempt` (with its result and its event, in one statement), only
+   * while that attempt is the step's latest, the step has no checkpoint and `owner` owns the
+   * workflow: false otherwise (another execution took the step over).
+   */
+  endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner | undefined): Promise<boolean>;
   /** Records several targets' results of a phase in one write (see target-recorder.ts). */
   recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void>;
   /** The targets of a phase recorded as done (`deployed` or `unchanged`): a resumed step skips them (see target-resume.ts). */

@@ -42,7 +42,6 @@ import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js"
 import { TargetRecorder } from "./target-recorder.js";
 import { mergeResults, pendingTargets } from "./target-resume.js";
 import { deployPerTarget } from "./per-target-calls.js";
-import { DBOS } from "@dbos-inc/dbos-sdk";
 import type { DeployWindows } from "../windows/deploy-windows.js";
 import { waitForWindow } from "../windows/window-wait.js";
 import type { WindowOverrideStore, WindowOverrideWatch } from "../windows/window-overrides.js";
@@ -86,6 +85,8 @@ const seq = { resolve: 1, started: 2, fetch: 3, validate: 4, checkpoint: 5, depl
 /** How often a deploy waiting for the one ahead of it looks again. */
 const aheadRecheckMs = 200;
 const once: StepPolicy = { maxRetries: 0, intervalMs: 0 };
+/** How many times a gate of the deploy step is tried while the database does not answer (about 37 minutes of backoff in all, as when it was a DBOS step). */
+const gateAttempts = 20;
 
 /** The fetch step's output: the artifact, and what verified it when a policy wants a signature. */
 type FetchedArtifact = Artifact & { verification?: ArtifactVerification[] };
@@ -146,6 +147,7 @@ export class DeployWorkflow {
         resolveSubmission(this.deps.config, this.deps.plugins, submission, this.deps),
       );
     } catch (err) {
+      if (isCancellation(err)) throw err;
       if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
       return this.finish(id, submission.kind, "failed", err, startedAt);
     }
@@ -427,9 +429,26 @@ export class DeployWorkflow {
     return this.cancelledDuringDeploy(id, r, plugin, caps, checkpoint, "cancelled by a user as the deploy step finished");
   }
 
-  /** A gate of the deploy step, checkpointed so a replay after a crash takes the same branch. */
-  private gate(id: string, name: "begin" | "commit", fn: () => Promise<boolean>): Promise<boolean> {
-    return DBOS.runStep(fn, { name: `deploy-gate:${name}`, retriesAllowed: true, maxAttempts: 20, intervalSeconds: 0.5, backoffRate: 1.5 });
+  /**
+   * A gate of the deploy step. Its answer needs no checkpoint of its own (it was a DBOS step, four
+   * commits more): it is written in the record by one conditional statement, and both flags it reads
+   * only ever get set (a cancel is never withdrawn, a gate passed stays passed), so a replay after a
+   * crash gets the same answer and takes the same branch. Tried again while the database is out.
+   */
+  private async gate(id: string, name: "begin" | "commit", fn: () => Promise<boolean>): Promise<boolean> {
+    for (let attempt = 1, waitMs = 500; ; attempt++, waitMs *= 1.5) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (attempt >= gateAttempts) throw err;
+        this.deps.logger.warn("deploy gate: the database did not answer, trying again", {
+          deploy: id,
+          gate: name,
+          error: ManentError.from(err).message,
+        });
+        await delay(waitMs);
+      }
+    }
   }
 
   /** A rollback asked for by a user: back to `r.to` on every target, without fetching anything. */

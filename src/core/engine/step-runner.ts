@@ -1,7 +1,10 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { DBOS, Error as DBOSErrors } from "@dbos-inc/dbos-sdk";
+// DBOS's ownership token of the running execution, which its own step records are checked against.
+import { currentOwnerXid } from "@dbos-inc/dbos-sdk/internal/context";
 import { ResultError } from "../contract/index.js";
-import { Code, ManentError } from "../errors.js";
-import type { DeployStore } from "./deploy-store.js";
+import { Code, ManentError, type ErrorJSON } from "../errors.js";
+import type { DeployStore, StepEnd, StepOwner } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import { faultPoint } from "./fault-points.js";
 import { isUserCancel, userCancelled, type CancelWatch } from "./user-cancel.js";
@@ -13,10 +16,22 @@ export interface StepContext {
   attempt: number;
 }
 
+/** Longest wait between two attempts of a step (DBOS's cap too). */
+const maxRetryIntervalMs = 3_600_000;
+
 /**
- * Runs one phase of a deploy as a DBOS step: checkpointed output, retries with exponential
- * backoff unless the error is permanent, a timeout per attempt, and the user-facing step record
- * (status, attempts, output, error) kept in the deploy store.
+ * Runs one phase of a deploy as a checkpointed step: retries with exponential backoff unless the
+ * error is permanent, a timeout per attempt, and the user-facing step record (status, attempts,
+ * output, error) kept in the deploy store, which is also the step's checkpoint. An attempt costs
+ * two statements (its start, its end with its result and events), where a DBOS step around the
+ * record cost six: DBOS's cancel checks, its checkpoint read and its checkpoint write, beside the
+ * record's start and end.
+ *
+ * What DBOS's steps guarantee is kept: a replay of the workflow (a crash, a recovery on another
+ * server) returns the step's recorded outcome without running it again; a step that had started
+ * runs again; a cancelled workflow stops at its next step; and a step is recorded only by the
+ * execution that owns the workflow (DBOS's ownership token, checked with its row locked, as DBOS
+ * records a step): a second copy stops with DBOS's conflict error instead of recording it twice.
  */
 export async function runStep<T>(
   deps: { store: DeployStore; metrics: EngineMetrics; cancels?: CancelWatch },
@@ -28,52 +43,105 @@ export async function runStep<T>(
   /** A user's cancel stops this step (at its start, or by aborting its signal while it runs). */
   cancellable = false,
 ): Promise<T> {
-  let attempt = 0;
-  const body = async (): Promise<T> => {
-    attempt += 1;
+  const owner = stepOwner();
+  const maxAttempts = policy.maxRetries + 1;
+  let intervalMs = policy.intervalMs;
+  for (let attempt = 1; ; attempt++) {
     faultPoint(name, "before");
-    // A cancel is checked inside the step (in the statement that records its start), so the answer
-    // is checkpointed with it and a replay decides the same.
-    if (!(await deps.store.stepStarted(deployId, seq, name, { unlessCancelled: cancellable && deps.cancels !== undefined })))
-      throw userCancelled();
+    // A cancel is checked in the statement that records the start, so a replay decides the same:
+    // the flag, once set, stays.
+    const begin = await deps.store.beginStep(deployId, seq, name, {
+      unlessCancelled: cancellable && deps.cancels !== undefined,
+      owner,
+    });
+    if (!begin.run) {
+      switch (begin.reason) {
+        case "checkpointed":
+          if (begin.status === "succeeded") return begin.output as T;
+          throw replayedError(begin.error, begin.exhausted, begin.attempts);
+        case "user_cancel":
+          throw userCancelled();
+        case "workflow_cancelled":
+          throw new DBOSErrors.DBOSWorkflowCancelledError(owner?.workflowId ?? deployId);
+        case "not_owner":
+          throw new DBOSErrors.DBOSWorkflowConflictError(owner?.workflowId ?? deployId);
+      }
+    }
     const watch = cancellable ? deps.cancels?.watch(deployId) : undefined;
-    const signals = [
-      DBOS.stepStatus?.cancelSignal,
-      policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined,
-      watch?.signal,
-    ].filter((s): s is AbortSignal => s !== undefined);
+    const signals = [policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined, watch?.signal].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
     const signal = AbortSignal.any(signals);
+    let failure: ManentError;
+    let failedOutput: unknown;
     try {
       const output = await abortable(fn({ signal, attempt }), signal, name, policy.timeoutMs);
       faultPoint(name, "after");
-      await deps.store.stepFinished(deployId, name, "succeeded", output);
+      // What a replay will return (the record's JSON), returned now too: both runs see the same value.
+      const recorded = output === undefined ? undefined : (JSON.parse(JSON.stringify(output)) as T);
+      await ended(deps.store, deployId, name, begin.attempt, { status: "succeeded", output: recorded, final: "ended" }, owner);
       deps.metrics.stepAttempt(name, "succeeded");
-      return output;
+      faultPoint(name, "checkpointed");
+      return recorded as T;
     } catch (err) {
-      const e = ManentError.from(err);
-      await deps.store.stepFinished(deployId, name, "failed", err instanceof ResultError ? err.result : undefined, e.toJSON());
-      deps.metrics.stepAttempt(name, "failed");
-      throw e;
+      if (isCancellation(err)) throw err;
+      failure = ManentError.from(err);
+      failedOutput = err instanceof ResultError ? err.result : undefined;
     } finally {
       watch?.stop();
     }
-  };
-  try {
-    const out = await DBOS.runStep(body, {
+    const retry = attempt < maxAttempts && !failure.permanent && !isUserCancel(failure);
+    const exhausted = !retry && maxAttempts > 1 && !failure.permanent && !isUserCancel(failure);
+    const final = retry ? false : exhausted ? "exhausted" : "ended";
+    await ended(
+      deps.store,
+      deployId,
       name,
-      retriesAllowed: policy.maxRetries > 0,
-      maxAttempts: policy.maxRetries + 1,
-      intervalSeconds: policy.intervalMs / 1000,
-      backoffRate: 2,
-      shouldRetry: (err: unknown) => !ManentError.from(err).permanent && !isUserCancel(err),
-    });
-    faultPoint(name, "checkpointed");
-    return out;
-  } catch (err) {
-    // DBOS's cancellation error must reach the workflow as is: wrapped, the deploy would be recorded as failed.
-    if (isCancellation(err)) throw err;
-    throw unwrapStepError(err);
+      begin.attempt,
+      { status: "failed", output: failedOutput, error: failure.toJSON(), final },
+      owner,
+    );
+    deps.metrics.stepAttempt(name, "failed");
+    if (!retry) {
+      faultPoint(name, "checkpointed");
+      throw exhausted ? afterAttempts(failure, begin.attempt) : failure;
+    }
+    await delay(intervalMs);
+    intervalMs = Math.min(intervalMs * 2, maxRetryIntervalMs);
   }
+}
+
+/** Records an attempt's end; an execution that no longer owns the step stops with DBOS's conflict error. */
+async function ended(
+  store: DeployStore,
+  deployId: string,
+  name: string,
+  attempt: number,
+  end: StepEnd,
+  owner: StepOwner | undefined,
+): Promise<void> {
+  if (!(await store.endStep(deployId, name, attempt, end, owner))) {
+    throw new DBOSErrors.DBOSWorkflowConflictError(owner?.workflowId ?? deployId);
+  }
+}
+
+/** The DBOS workflow running this code and this execution's ownership token; none outside a workflow. */
+function stepOwner(): StepOwner | undefined {
+  const workflowId = DBOS.workflowID;
+  if (workflowId === undefined) return undefined;
+  const token = currentOwnerXid(workflowId);
+  return token === undefined ? undefined : { workflowId, token };
+}
+
+/** A step's recorded failure, thrown again by a replay as the first run threw it. */
+function replayedError(error: ErrorJSON | null, exhausted: boolean, attempts: number): ManentError {
+  const e = error ? ManentError.fromJSON(error) : new ManentError(Code.Unknown, "step failed");
+  return exhausted ? afterAttempts(e, attempts) : e;
+}
+
+/** The last attempt's error of a step whose retries ran out, saying how many attempts were made. */
+function afterAttempts(last: ManentError, attempts: number): ManentError {
+  return new ManentError(last.code, `${last.message} (after ${attempts} attempts)`, { details: last.details, cause: last });
 }
 
 /**
@@ -81,17 +149,12 @@ export async function runStep<T>(
  * errors keep the name "Error", so a check by name never matches.
  */
 export function isCancellation(err: unknown): boolean {
-  return err instanceof DBOSErrors.DBOSWorkflowCancelledError || err instanceof DBOSErrors.DBOSAwaitedWorkflowCancelledError;
-}
-
-/** DBOS reports exhausted retries as one error listing every attempt's; keep the last attempt's. */
-export function unwrapStepError(err: unknown): ManentError {
-  const errors = (err as { errors?: unknown[] } | null)?.errors;
-  if (Array.isArray(errors) && errors.length > 0) {
-    const last = ManentError.from(errors[errors.length - 1]);
-    return new ManentError(last.code, `${last.message} (after ${errors.length} attempts)`, { details: last.details, cause: err });
-  }
-  return ManentError.from(err);
+  return (
+    err instanceof DBOSErrors.DBOSWorkflowCancelledError ||
+    err instanceof DBOSErrors.DBOSAwaitedWorkflowCancelledError ||
+    // This execution no longer owns the workflow (another server recovered it): it stops, recording nothing.
+    err instanceof DBOSErrors.DBOSWorkflowConflictError
+  );
 }
 
 /** Settles with the work or with the signal, whichever comes first, so a call that ignores its signal cannot hang a step. */

@@ -9,11 +9,18 @@ import { transportFailure } from "./transport-failure.js";
 /** The token manent holds: what Vault said of it when it was obtained or last renewed. */
 interface Session {
   token: string;
-  /** Lease in ms (0: does not expire, as a root token). */
+  /** What is left of its lease in ms (0: does not expire, as a root token). */
   leaseMs: number;
   renewable: boolean;
-  /** The lease a renewal is expected to give; a shorter one means the token's max TTL is near. */
+  /** The lease a renewal gives (the token's creation TTL; an AppRole role's token_ttl). */
   fullLeaseMs: number;
+  /**
+   * Whether a renewal gave less than `fullLeaseMs`: Vault capped it at the token's max TTL (and
+   * warns "exceeded the effective max_ttl"), so renewing again cannot extend it. Known only from a
+   * renewal's answer: a token looked up part-way through its first lease has less than its
+   * creation TTL left without being near its max.
+   */
+  capped: boolean;
 }
 
 interface VaultAnswer {
@@ -22,6 +29,15 @@ interface VaultAnswer {
 }
 
 const field = "secret_stores.vault";
+
+/** What Vault means by a status it answers every path with (sys/health's codes). */
+const statusReasons: Record<number, string> = {
+  429: "rate limited",
+  472: "a disaster-recovery secondary",
+  473: "a performance standby",
+  501: "not initialized",
+  503: "sealed, or a standby that cannot forward",
+};
 
 /**
  * Reads KV v2 secrets from a Vault-API server (HashiCorp Vault, OpenBao) over its HTTP API, which
@@ -82,16 +98,11 @@ export class VaultStore {
         },
       );
     }
-    if (status === 404)
-      throw new ManentError(
-        Code.FailedPrecondition,
-        `${shown}: Vault has no secret at ${ref.mount}/${ref.path} (404: no such path or KV v2 mount, or its latest version is deleted)`,
-        { details: { ref: shown } },
-      );
+    if (status === 404) throw new ManentError(Code.FailedPrecondition, `${shown}: ${notFound(ref, body)}`, { details: { ref: shown } });
     if (status === 403)
       throw new ManentError(
         Code.PermissionDenied,
-        `${shown}: Vault refused to read it (403: the policy of manent's token does not allow it)`,
+        `${shown}: Vault refused to read it (403: the policy of manent's token does not allow it, or no engine is mounted at ${ref.mount})`,
         {
           details: { ref: shown },
         },
@@ -109,9 +120,10 @@ export class VaultStore {
   private statusError(status: number, shown: string): ManentError {
     // 5xx (503: sealed or standby), 429 (rate limited), 472/473 (a standby's answer): the store is not there now.
     const retryable = status >= 500 || status === 429 || status === 472 || status === 473;
+    const why = statusReasons[status];
     return new ManentError(
       retryable ? Code.Unavailable : Code.FailedPrecondition,
-      `${shown}: Vault at ${this.config.address} answered ${status}`,
+      `${shown}: Vault at ${this.config.address} answered ${status}${why ? ` (${why})` : ""}`,
       {
         details: { ref: shown, status: String(status) },
       },
@@ -172,6 +184,7 @@ export class VaultStore {
         leaseMs,
         renewable: data.renewable === true,
         fullLeaseMs: Math.max(leaseMs, Number(data.creation_ttl ?? 0) * 1000),
+        capped: false,
       };
       this.logger.info("vault: signed in with a token", { ttl_seconds: leaseMs / 1000, renewable: session.renewable });
       return session;
@@ -194,21 +207,20 @@ export class VaultStore {
       throw new ManentError(Code.Unavailable, `${shown}: Vault's AppRole login answer holds no token`, { details: { ref: shown } });
     const leaseMs = Math.max(0, Number(a.lease_duration ?? 0)) * 1000;
     this.logger.info("vault: signed in with AppRole", { mount: auth.mount, ttl_seconds: leaseMs / 1000, renewable: a.renewable === true });
-    return { token: a.client_token, leaseMs, renewable: a.renewable === true, fullLeaseMs: leaseMs };
+    return { token: a.client_token, leaseMs, renewable: a.renewable === true, fullLeaseMs: leaseMs, capped: false };
   }
 
   /**
-   * At two thirds of the lease: renew it, or (an AppRole token whose max TTL is near) sign in anew.
-   * A token that does not expire needs nothing.
+   * At two thirds of what is left of the lease: renew it, or (an AppRole token that cannot be
+   * renewed further) sign in anew. A token that does not expire needs nothing.
    */
   private scheduleRenewal(session: Session): void {
     clearTimeout(this.timer);
     if (this.closed || session.leaseMs <= 0) return;
-    const nearMax = session.leaseMs < session.fullLeaseMs / 2;
     const approle = this.config.auth.method === "approle";
     if (!session.renewable && !approle) return;
-    const relogin = approle && (!session.renewable || nearMax);
-    if (nearMax && !approle) {
+    const relogin = approle && (!session.renewable || session.capped);
+    if (session.capped && !approle) {
       this.logger.warn("vault: the token reaches its max TTL and cannot be renewed further; give manent a new one", {
         ttl_seconds: session.leaseMs / 1000,
       });
@@ -225,6 +237,7 @@ export class VaultStore {
       if (status !== 200) throw this.statusError(status, "token renewal");
       const leaseMs = Math.max(0, Number((body as { auth?: { lease_duration?: number } }).auth?.lease_duration ?? 0)) * 1000;
       session.leaseMs = leaseMs;
+      session.capped = leaseMs < session.fullLeaseMs;
       this.logger.info("vault: token renewed", { ttl_seconds: leaseMs / 1000 });
       this.scheduleRenewal(session);
     } catch (err) {
@@ -264,6 +277,10 @@ export class VaultStore {
     } catch (err) {
       throw transportFailure(err, shown, `Vault at ${this.config.address}`, this.config.timeout, `${field}.ca_file`);
     }
+    if (res.status === 404) {
+      // KV v2 answers a deleted or destroyed latest version with 404 and its metadata: read for the error's reason.
+      return { status: 404, body: await res.json().catch(() => undefined) };
+    }
     if (res.status !== 200) {
       await res.body?.cancel().catch(() => undefined);
       return { status: res.status, body: undefined };
@@ -276,4 +293,19 @@ export class VaultStore {
       });
     }
   }
+}
+
+/**
+ * Why Vault answered 404, from its body: KV v2 gives the metadata of a latest version that was
+ * deleted (`deletion_time`) or destroyed, and nothing (`{"errors":[]}`) for a path with no secret.
+ */
+function notFound(ref: VaultSecretRef, body: unknown): string {
+  const where = `${ref.mount}/${ref.path}`;
+  const meta = (body as { data?: { metadata?: { deletion_time?: unknown; destroyed?: unknown; version?: unknown } } } | undefined)?.data
+    ?.metadata;
+  const version = typeof meta?.version === "number" ? ` (version ${meta.version})` : "";
+  if (meta?.destroyed === true) return `the latest version${version} of the secret at ${where} is destroyed (404)`;
+  if (typeof meta?.deletion_time === "string" && meta.deletion_time !== "")
+    return `the latest version${version} of the secret at ${where} is deleted (404; undelete it or write a new version)`;
+  return `Vault has no secret at ${where} (404: no such path, or no KV v2 engine mounted at ${ref.mount})`;
 }
