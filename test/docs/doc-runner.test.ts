@@ -30,12 +30,16 @@ describe("doc runner", () => {
       "```sh runnable background",
       "manent-server -c manent.yml serve",
       "```",
+      '```sh runnable background ready="Root Token:"',
+      "vault server -dev",
+      "```",
     ].join("\n");
     assert.deepEqual(parsePage(page), [
       { kind: "run", line: 2, code: "manent deploy -f hello.yml\n", exit: 1, background: false, expected: "failed\n" },
       { kind: "file", line: 9, path: "manent.yml", content: "workdir: ./work\n" },
       { kind: "repo", line: 12, path: "examples/quickstart/hello.yml", content: "apiVersion: manent/v1\n" },
       { kind: "run", line: 18, code: "manent-server -c manent.yml serve\n", exit: 0, background: true },
+      { kind: "run", line: 21, code: "vault server -dev\n", exit: 0, background: true, ready: "Root Token:" },
     ]);
   });
 
@@ -76,6 +80,9 @@ describe("terminal session", () => {
       const screen = await session.run(`printf 'working\\rdone   \\n\\033[32mok\\033[0m\\tnext\\n%s\\n' "$HOME"`);
       assert.equal(screen.output, "done\nok      next\n/home/you");
       assert.equal((await session.run("false")).status, 1);
+      // A background server is ready when it prints its own words; one that exits first fails.
+      await session.startBackground(`sh -c 'echo starting; sleep 0.2; echo "Root Token: x"; exec sleep 60'`, "Root Token:");
+      await assert.rejects(session.startBackground("sh -c 'echo bye'", "Root Token:"), /the background block exited/);
     } finally {
       await session.close();
       await rm(home, { recursive: true, force: true });

@@ -7,6 +7,7 @@
  * - ```` ```sh runnable ```` runs the block; `exit=N` expects that exit status (default 0);
  *   `background` starts it in the background and waits until it logs `listening on <url>`
  *   (a server "in another terminal"); the page itself says how the CLI reaches it.
+ *   `ready="TEXT"` waits for TEXT instead (another program's server, e.g. Vault's banner).
  * - ```` ```output ```` right after a runnable block is what the terminal shows (stdout and
  *   stderr, rendered as a terminal renders them).
  *   Placeholders: `<id>` a deploy id, `<sha256>` 64 hex digits, `<hex>` hex digits, `<n>` a
@@ -22,7 +23,7 @@
  */
 
 export type Item =
-  | { kind: "run"; line: number; code: string; exit: number; background: boolean; expected?: string }
+  | { kind: "run"; line: number; code: string; exit: number; background: boolean; ready?: string; expected?: string }
   | { kind: "file"; line: number; path: string; content: string }
   | { kind: "repo"; line: number; path: string; content: string };
 
@@ -37,13 +38,24 @@ export function parsePage(markdown: string): Item[] {
     const body: string[] = [];
     let j = i + 1;
     for (; j < lines.length && !new RegExp(`^\\s*${fence}\\s*$`).test(lines[j]!); j++) body.push(lines[j]!.slice(indent!.length));
-    const words = info!.trim().split(/\s+/);
+    // Words, or `key="a value with spaces"`.
+    const words = info!.trim().match(/[^\s=]+="[^"]*"|\S+/g) ?? [""];
     const opts = new Map(
-      words.slice(1).map((w) => (w.includes("=") ? [w.slice(0, w.indexOf("=")), w.slice(w.indexOf("=") + 1)] : [w, ""])),
+      words
+        .slice(1)
+        .map((w) => (w.includes("=") ? [w.slice(0, w.indexOf("=")), w.slice(w.indexOf("=") + 1).replace(/^"(.*)"$/, "$1")] : [w, ""])),
     );
     const content = body.join("\n") + "\n";
     if (opts.has("runnable")) {
-      items.push({ kind: "run", line: i + 1, code: content, exit: Number(opts.get("exit") ?? 0), background: opts.has("background") });
+      const ready = opts.get("ready");
+      items.push({
+        kind: "run",
+        line: i + 1,
+        code: content,
+        exit: Number(opts.get("exit") ?? 0),
+        background: opts.has("background"),
+        ...(ready !== undefined ? { ready } : {}),
+      });
     } else if (words[0] === "output") {
       const prev = items.at(-1);
       if (prev?.kind !== "run" || prev.expected !== undefined)

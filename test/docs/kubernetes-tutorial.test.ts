@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { KubeControlPlane } from "../support/kube/control-plane.js";
 import { repoRoot } from "../support/server-process.js";
-import { baseSetup, testPage, type PageSetup } from "./page-test.js";
+import { vaultBinary } from "../support/vault.js";
+import { baseSetup, portLock, testPage, type PageSetup } from "./page-test.js";
 
 /**
  * docs/tutorials/kubernetes.md against a real control plane (kube-apiserver, controller manager,
@@ -47,4 +48,13 @@ async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<Pag
 
 // docs/operations/secret-stores.md's k8s: references against the same kind of control plane: the
 // reader creates the Secret, the service account and its token with kubectl, as an administrator.
-testPage("docs/operations/secret-stores.md", async () => readerCluster(await baseSetup(), await KubeControlPlane.start()));
+// Its vault: references against the reader's own Vault dev server, which the page starts on Vault's
+// default port (8200, under its lock as 8080 is): `vault` (built by scripts/ci/vault.sh) is linked
+// into a bin directory first on PATH, as installing HashiCorp's binary in /usr/local/bin would.
+testPage("docs/operations/secret-stores.md", async () => {
+  const base = await readerCluster(await baseSetup(), await KubeControlPlane.start());
+  const local = join(base.home, "..", "local-bin");
+  await mkdir(local, { recursive: true });
+  await symlink(vaultBinary(), join(local, "vault"));
+  return { ...base, env: { ...base.env, PATH: `${local}:${base.env.PATH}` }, wrapper: [...portLock(8200), ...(base.wrapper ?? [])] };
+});

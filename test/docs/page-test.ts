@@ -79,7 +79,7 @@ export function testPage(page: string, setup: () => Promise<PageSetup>): void {
         } else if (item.kind === "file") {
           await session.writeFile(item.path, item.content);
         } else if (item.background) {
-          await session.startBackground(item.code);
+          await session.startBackground(item.code, item.ready);
         } else {
           const r = await session.run(item.code);
           // For authors: DOCS_SHOW_OUTPUT=1 prints what each block printed, to paste into the page.

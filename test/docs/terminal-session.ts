@@ -163,9 +163,10 @@ export class TerminalSession {
 
   /**
    * Starts a block in the background, as "in another terminal", and waits until it prints
-   * `listening on <url>`. The session learns nothing from it: the page says how to reach it.
+   * `listening on <url>` (manent's servers), or `ready` when given (another program's, in its own
+   * words). The session learns nothing from it: the page says how to reach it.
    */
-  async startBackground(code: string, timeoutMs = 180_000): Promise<string> {
+  async startBackground(code: string, ready?: string, timeoutMs = 180_000): Promise<void> {
     const log = join(this.control, `background-${this.background.length}.log`);
     // One simple command, so $! is the server itself and a SIGTERM reaches it (not a subshell).
     if (code.trim().includes("\n")) throw new Error("a background block is one command");
@@ -175,13 +176,12 @@ export class TerminalSession {
     for (;;) {
       const text = await readFile(log, "utf8").catch(() => "");
       // The server's JSON log line, as a reader sees it in the other terminal.
-      const m = /listening on (https?:\/\/[^\s"]+)/.exec(text);
-      if (m) return m[1]!;
+      if (ready === undefined ? /listening on https?:\/\/[^\s"]+/.test(text) : text.includes(ready)) return;
       const alive = await this.run(`kill -0 ${this.background.at(-1)} 2>/dev/null && echo alive`);
       if (!alive.output.includes("alive")) throw new Error(`the background block exited:\n${this.toPage(text).slice(-3000)}`);
       if (Date.now() > deadline)
         throw new Error(
-          `the background block did not print "listening on" within ${timeoutMs / 1000}s:\n${this.toPage(text).slice(-3000)}`,
+          `the background block did not print "${ready ?? "listening on"}" within ${timeoutMs / 1000}s:\n${this.toPage(text).slice(-3000)}`,
         );
       await new Promise((r) => setTimeout(r, 200));
     }
