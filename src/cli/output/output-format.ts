@@ -28,7 +28,9 @@ export function isDocument(output: Output): output is "json" | "yaml" {
 /** The value as a JSON or YAML document; yaml is loaded only when asked for. */
 export async function documentOf(value: unknown, output: "json" | "yaml"): Promise<string> {
   if (output === "json") return JSON.stringify(value, null, 2);
-  const { stringify } = await import("yaml");
+  // Through `default` (module.exports, yaml being CommonJS): the binaries' bundle gives a
+  // CommonJS package imported lazily its exports only as the default export, Node also as names.
+  const { stringify } = ((await import("yaml")) as unknown as { default: typeof import("yaml") }).default;
   // No aliases: a reader (or a YAML parser with alias limits) gets each value written out.
   return stringify(value, { aliasDuplicateObjects: false }).trimEnd();
 }
