@@ -37,7 +37,7 @@ import { readIndex } from "./history.js";
 import { pluginName } from "./labels.js";
 import { parseParams } from "./params.js";
 import { containerImages } from "./policy.js";
-import { manifestObjects, manifestVars, renderFiles } from "./render.js";
+import { manifestFiles, manifestObjects, manifestVars, renderFiles } from "./render.js";
 import { deployTarget, dryRunTarget, prepare } from "./release-deploy.js";
 import { rollbackTarget } from "./release-rollback.js";
 
@@ -139,10 +139,7 @@ export class KubernetesDeployer
     const params = parseParams(req.params);
     if (!req.artifact.path) return [];
     const content = await loadArtifact(req.artifact.path);
-    if (content.kind === "manifests") {
-      const vars = manifestVars(req, params);
-      return content.files.flatMap((f) => containerImages(manifestObjects({ kind: "manifests", files: [f] }, vars, params), f.name));
-    }
+    if (content.kind === "manifests") return manifestFiles(content, req, params).flatMap((f) => containerImages(f.objects, f.name));
     const found: ContainerImage[][] = req.targets.map(() => []);
     // Not a target's outcome: no progress is reported for a render that changes nothing.
     const out = await forAllTargets({ ...req, progress: undefined }, (t) =>

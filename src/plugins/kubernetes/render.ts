@@ -70,6 +70,16 @@ export interface Rendered {
   pendingCrdKinds: Set<string>;
 }
 
+/** Plain manifests' objects, each file's under its name: what every cluster gets (needs none to render). */
+export function manifestFiles(
+  content: Extract<ArtifactContent, { kind: "manifests" }>,
+  req: Request,
+  params: KubernetesParams,
+): RenderedFiles["files"] {
+  const vars = manifestVars(req, params);
+  return content.files.map((f) => ({ name: f.name, objects: manifestObjects({ kind: "manifests", files: [f] }, vars, params) }));
+}
+
 /** An artifact's objects as rendered for one cluster, before they are stamped: each file's (a chart is one) under its name. */
 export interface RenderedFiles {
   files: { name: string; objects: KubeObject[] }[];
@@ -88,13 +98,7 @@ export async function renderFiles(
   params: KubernetesParams,
   kubeVersion: string,
 ): Promise<RenderedFiles> {
-  if (content.kind === "manifests") {
-    const vars = manifestVars(req, params);
-    return {
-      files: content.files.map((f) => ({ name: f.name, objects: manifestObjects({ kind: "manifests", files: [f] }, vars, params) })),
-      skipped: 0,
-    };
-  }
+  if (content.kind === "manifests") return { files: manifestFiles(content, req, params), skipped: 0 };
   const name = `chart ${content.chartName}`;
   const text = await renderChart({
     chartPath: content.path,
