@@ -14,6 +14,7 @@ import { ociTool, TestRegistry } from "../support/oci-registry.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { TestCa } from "../support/test-ca.js";
+import { webDeployment } from "../support/web-deployment.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
 const run = promisify(execFile);
@@ -54,19 +55,7 @@ describe("image signatures", () => {
       env: cosignEnv(),
     });
   const image = (name: string) => `${registry.host}/acme/${name}@${digests[name]}`;
-  const manifest = (images: string[]) =>
-    [
-      "apiVersion: apps/v1",
-      "kind: Deployment",
-      "metadata: {name: web}",
-      "spec:",
-      "  selector: {matchLabels: {app: web}}",
-      "  template:",
-      "    metadata: {labels: {app: web}}",
-      "    spec:",
-      `      containers: [${images.map((img, i) => `{name: c${i}, image: "${img}"}`).join(", ")}]`,
-      "",
-    ].join("\n");
+  const manifest = (images: string[]) => webDeployment(images.map((image, i) => ({ name: `c${i}`, image })));
   const submit = async (application: string, images: string[], file = "web.yaml") =>
     submitSource(
       application,

@@ -8,6 +8,7 @@ import { ApiClient } from "../../src/cli/api-client.js";
 import type { DeployRecord } from "../../src/core/engine/deploy-store.js";
 import { runCli, startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
+import { webDeployment } from "../support/web-deployment.js";
 import { createWorkspace, manentYml, type Workspace } from "../support/workspace.js";
 
 const run = promisify(execFile);
@@ -316,18 +317,10 @@ describe("verified artifacts", () => {
   it("image_digests: a tag-only image is refused at validation, naming the file and the field, whatever the envconfig says", async () => {
     const digest = `sha256:${"b".repeat(64)}`;
     const manifest = (image: string) =>
-      [
-        "apiVersion: apps/v1",
-        "kind: Deployment",
-        "metadata: {name: web}",
-        "spec:",
-        "  selector: {matchLabels: {app: web}}",
-        "  template:",
-        "    metadata: {labels: {app: web}}",
-        "    spec:",
-        `      containers: [{name: sidecar, image: "busybox@${digest}"}, {name: web, image: "${image}"}]`,
-        "",
-      ].join("\n");
+      webDeployment([
+        { name: "sidecar", image: `busybox@${digest}` },
+        { name: "web", image },
+      ]);
     await clientWs.write("k8s/web.yaml", manifest("nginx:1.27"));
     await clientWs.write("web.yml", {
       apiVersion: "manent/v1",
