@@ -164,6 +164,29 @@ function checkBundled(metafile) {
     throw new Error(`bundled packages that read files beside their own modules (add them to external): ${offenders.join(", ")}`);
 }
 
+/**
+ * A CommonJS package imported lazily (import()) and bundled is, in a split bundle, a chunk with only
+ * a default export (module.exports), where Node's own import also gives its names: `const { x } =
+ * await import(pkg)` would be undefined in the binaries alone. Its call site must read `.default`
+ * (as src/cli/output/output-format.ts does for yaml) and is then listed here; any other fails the build.
+ */
+const lazyCommonJsReadThroughDefault = new Set(["yaml"]);
+
+function checkLazyCommonJs(metafile) {
+  const offenders = new Set();
+  for (const input of Object.values(metafile.inputs)) {
+    for (const imp of input.imports) {
+      if (imp.kind !== "dynamic-import" || imp.external || metafile.inputs[imp.path]?.format !== "cjs") continue;
+      const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(imp.path)?.[1] ?? imp.path;
+      if (!lazyCommonJsReadThroughDefault.has(pkg)) offenders.add(pkg);
+    }
+  }
+  if (offenders.size > 0)
+    throw new Error(
+      `CommonJS packages imported lazily and bundled (read them through .default and list them in lazyCommonJsReadThroughDefault, or add them to external): ${[...offenders].join(", ")}`,
+    );
+}
+
 /** Writes an output file only when its content changed, through a rename; returns whether it wrote. */
 function writeIfChanged(file) {
   let same = false;
@@ -217,6 +240,7 @@ async function bundleBinaries() {
     logLevel: "warning",
   });
   checkBundled(result.metafile);
+  checkLazyCommonJs(result.metafile);
   let written = 0;
   for (const file of result.outputFiles) if (writeIfChanged(file)) written++;
   const outputs = new Set(result.outputFiles.map((f) => f.path));
