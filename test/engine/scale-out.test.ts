@@ -37,12 +37,15 @@ describe("scale-out", () => {
     ws = await createWorkspace();
     artifact = await ws.write("dist/app.txt", "scale\n");
     const databaseUrl = await pg.createDatabase();
-    // One after the other: the first creates the schema, the second finds it. Each runs at most 5
-    // deploys at once, as a sized worker would, so 10 slow deploys need both.
-    for (const executor of ["worker-1", "worker-2"]) {
+    // One after the other: the first creates the schema, the second finds it. worker-1 is sized to
+    // run 5 deploys and hold none waiting (max_waiting 0); worker-2, registered last, keeps the
+    // default max_waiting, and DBOS's shared queue row then says 1005: each server must still
+    // claim by its own.
+    const sizes = { "worker-1": { concurrency: 5, max_waiting: 0 }, "worker-2": { concurrency: 5 } };
+    for (const [executor, size] of Object.entries(sizes)) {
       const config = await ws.write(
         `${executor}.yml`,
-        manentYml(undefined, { dbos: { database_url: databaseUrl, executor_id: executor }, workdir: `./work-${executor}`, concurrency: 5 }),
+        manentYml(undefined, { dbos: { database_url: databaseUrl, executor_id: executor }, workdir: `./work-${executor}`, ...size }),
       );
       servers.push(await startServer(config, { cwd: ws.dir }));
     }
@@ -53,13 +56,14 @@ describe("scale-out", () => {
     await pg?.stop();
   });
 
-  it("runs 10 deploys submitted through both servers, each deploy call once, on both servers", async () => {
+  it("runs 10 deploys on both servers, each deploy call once: a server sized to 5 leaves the rest to the other", async () => {
     const apps = Array.from({ length: 10 }, (_, i) => `scale-${i}`);
-    for (const app of apps) await envconfig(app, "300ms");
+    // Two targets of 1 s each: worker-1's first five still run when worker-2 next polls the queue (every second).
+    for (const app of apps) await envconfig(app, "1s");
     const ids = await Promise.all(
       apps.map(
-        async (app, i) =>
-          (await servers[i % 2]!.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.0.0"), descriptor_file: `${app}.yml` })).id,
+        async (app) =>
+          (await servers[0]!.api.submit({ descriptor: descriptor(app, "prod", artifact, "4.0.0"), descriptor_file: `${app}.yml` })).id,
       ),
     );
     // Either server answers for any deploy: the records are shared.
@@ -76,6 +80,7 @@ describe("scale-out", () => {
     const [one, two] = servers.map(finishedBy);
     for (const id of ids) assert.ok(one!.has(id) !== two!.has(id), `deploy ${id} finished by exactly one server`);
     const counts = [ids.filter((id) => one!.has(id)).length, ids.filter((id) => two!.has(id)).length];
+    // worker-1 took at most its 5 before one ended (2 s); worker-2 polled meanwhile and took the rest.
     assert.ok(counts[0]! > 0 && counts[1]! > 0, `both servers should run some deploys, ran ${counts.join(" and ")}`);
   });
 

@@ -133,11 +133,12 @@ export class Engine {
     try {
       await DBOS.launch();
       const concurrency = opts.config.concurrency;
+      // DBOS counts a waiting deploy as running: the work slots (work-slots.ts) bound what runs its
+      // steps to concurrency, and the server takes up to max_waiting more that wait.
+      const deployLimit = concurrency + opts.config.max_waiting;
       const deploys = await DBOS.registerQueue(deployQueue, {
         partitionConcurrency: 1,
-        // DBOS counts a waiting deploy as running: the work slots (work-slots.ts) bound what runs its
-        // steps to concurrency, and the server takes up to max_waiting more that wait.
-        workerConcurrency: concurrency + opts.config.max_waiting,
+        workerConcurrency: deployLimit,
         minPollingIntervalMs: queuePollMs,
         onConflict: "always_update",
       });
@@ -146,8 +147,8 @@ export class Engine {
         minPollingIntervalMs: queuePollMs,
         onConflict: "always_update",
       });
-      engine.queues.register(deploys);
-      engine.queues.register(dryRuns);
+      engine.queues.register(deploys, deployLimit);
+      engine.queues.register(dryRuns, concurrency);
       engine.queues.wakeOnEnd([deployQueue]);
       // Deploys recovered at launch (this server's, cut by a crash) start now, not at the runner's
       // first look at the queues table (a second after launch) and its first poll.

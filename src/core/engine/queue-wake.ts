@@ -29,6 +29,19 @@ let dbosPoll: Poll | undefined;
 const tails = new Map<string, Promise<unknown>>();
 /** Per queue: a wake poll waiting to start, which later wakes join. */
 const pending = new Map<string, Promise<void>>();
+/**
+ * Per queue: this server's own worker concurrency. DBOS keeps a queue's settings in one row of its
+ * queues table that every server's registration overwrites and every server re-reads, so without
+ * this each server would claim by the concurrency of whichever server registered last.
+ */
+const ownConcurrency = new Map<string, number>();
+
+/** The queue as DBOS's poll reads it, with this server's worker concurrency in place of the shared row's. */
+function ownLimits<Q extends { name: string; workerConcurrency?: number }>(queue: Q): Q {
+  const limit = ownConcurrency.get(queue.name);
+  if (limit === undefined || queue.workerConcurrency === limit) return queue;
+  return Object.assign(Object.create(Object.getPrototypeOf(queue) as object) as Q, queue, { workerConcurrency: limit });
+}
 
 /**
  * Starts queued workflows as soon as they are queued, or as soon as the deploy ahead of them in
@@ -52,7 +65,7 @@ export class QueueWake {
       const original = runner.pollQueue;
       dbosPoll = (exec, queue) => original.call(wfQueueRunner, exec, queue);
       // The runner's own polls go through the same per-queue chain as the wakes.
-      runner.pollQueue = (exec, queue) => serialized(queue.name, () => dbosPoll!(exec, queue));
+      runner.pollQueue = (exec, queue) => serialized(queue.name, () => dbosPoll!(exec, ownLimits(queue)));
     }
     this.available = dbosPoll !== undefined;
     if (!this.available)
@@ -86,9 +99,14 @@ export class QueueWake {
     }
   }
 
-  /** A queue DBOS.registerQueue returned: wakes can poll it before the runner's first look at the queues table. */
-  register(queue: { name: string }): void {
+  /**
+   * A queue DBOS.registerQueue returned: wakes can poll it before the runner's first look at the
+   * queues table, and every poll of it claims by this server's `workerConcurrency`, whatever
+   * another server of the fleet registered since.
+   */
+  register(queue: { name: string }, workerConcurrency: number): void {
     this.registered.set(queue.name, queue);
+    ownConcurrency.set(queue.name, workerConcurrency);
   }
 
   /**
@@ -110,7 +128,7 @@ export class QueueWake {
       pending.delete(queueName);
       const queue = runner.states?.get(queueName)?.queue ?? this.registered.get(queueName);
       // Not after DBOS stopped its runner (a shutdown): what it would claim could not run.
-      return queue && runner.isRunning !== false ? dbosPoll!(getExecutor(), queue) : false;
+      return queue && runner.isRunning !== false ? dbosPoll!(getExecutor(), ownLimits(queue)) : false;
     }).then(
       () => undefined,
       (err: unknown) =>
