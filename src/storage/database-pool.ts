@@ -61,6 +61,12 @@ function trackClient(client: pg.PoolClient): pg.PoolClient {
  */
 export function databasePool(config: pg.PoolConfig): pg.Pool {
   const pool = new pg.Pool(config);
+  // pg listens for a client's errors only while it sits idle in the pool (and reports them as the
+  // pool's 'error'). One lent out between two queries (a transaction's code running, a release on
+  // its way) whose connection drops emits an 'error' nobody handles, an uncaught exception. Each
+  // client gets a listener for its life: the query in flight fails with the error anyway, and the
+  // next one on that client fails too, where its caller handles it.
+  pool.on("connect", (client) => client.on("error", ignoreConnectionError));
   return new Proxy(pool, {
     get(target, prop) {
       if (prop === "query") return (...args: unknown[]) => marking(target.query as Fn, target, args);
@@ -70,3 +76,5 @@ export function databasePool(config: pg.PoolConfig): pg.Pool {
     },
   });
 }
+
+function ignoreConnectionError(): void {}
