@@ -13,6 +13,8 @@
  *   grown by whole pages) over the deploys;
  * - commits of the idle server over --idle seconds (the tally, and pg_stat_database's xact_commit).
  *
+ * The server runs unbundled (bench/support/unbundled-server.mjs), so the tally sees its pg.
+ *
  * Sequential, so the server's timers (queue polls, heartbeats, health checks) are counted too.
  * With --ref COMMIT, that commit's server runs the same, in the same process and on the same
  * Postgres, before this checkout's: the figures before and after from one run.
@@ -116,8 +118,9 @@ async function measure(bin: string): Promise<Figures> {
   const config = await ws.write("manent.yml", manentYml(url, {}));
   const server = await startServer(config, {
     cwd: ws.dir,
-    bin,
+    bin: path.join(root, "bench/support/unbundled-server.mjs"),
     env: {
+      UNBUNDLED_MAIN: path.join(path.dirname(bin), "../dist/server/main.js"),
       MANENT_LOG_LEVEL: "warn",
       COUNT_ROOT: root,
       TALLY_DIR: tmpdir(),

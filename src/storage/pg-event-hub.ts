@@ -64,6 +64,12 @@ const pageSize = 500;
  */
 const defaultRecent = 2_000;
 const recentMaxChars = 4 << 20;
+/**
+ * How long a notification waits for the next ones before the hub reads: a deploy writes its events
+ * a few milliseconds apart, and one read for them all is one statement instead of one per event
+ * (on every server of the fleet). A subscriber gets an event at most this much later.
+ */
+const gatherMs = 25;
 const recheckMinMs = 100;
 const recheckMaxMs = 2_000;
 
@@ -96,6 +102,7 @@ export class PgEventHub {
   private retryTimer: NodeJS.Timeout | undefined;
   private recheckMs = recheckMinMs;
   private recheckTimer: NodeJS.Timeout | undefined;
+  private gatherTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -236,6 +243,7 @@ export class PgEventHub {
     this.closed = true;
     clearTimeout(this.retryTimer);
     clearTimeout(this.recheckTimer);
+    clearTimeout(this.gatherTimer);
     for (const l of this.listeners) l.onClose?.();
     this.listeners.clear();
     await this.reading?.catch(() => undefined);
@@ -244,7 +252,7 @@ export class PgEventHub {
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on("notification", () => this.fetchNew());
+    client.on("notification", () => this.gather());
     client.on("error", (err) => {
       this.logger.warn("event listener connection lost; reconnecting", { error: err.message });
       this.reconnect(client);
@@ -283,8 +291,20 @@ export class PgEventHub {
     this.retryTimer.unref();
   }
 
+  /** A notification: read after {@link gatherMs}, with whatever else was notified meanwhile. */
+  private gather(): void {
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    if (this.gatherTimer || this.closed) return;
+    this.gatherTimer = setTimeout(() => this.fetchNew(), gatherMs);
+  }
+
   /** Reads what is new; notifications arriving during a read make it read once more after. */
   private fetchNew(): void {
+    clearTimeout(this.gatherTimer);
+    this.gatherTimer = undefined;
     if (this.reading) {
       this.again = true;
       return;
