@@ -52,6 +52,27 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     );
   }
 
+  async createQueuedDeploy(d: NewDeploy, queue: string, partition: string): Promise<{ behind?: string }> {
+    // One statement instead of DBOS's status read and its list of the whole queue (which grew with the backlog).
+    const r = await this.pool.query<{ queued_before: string | null; running: string | null }>(
+      `with created as (
+         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig)
+         values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12) on conflict (id) do nothing),
+       mine as (select created_at from ${dbosSchema}.workflow_status where workflow_uuid = $1 and status = 'ENQUEUED'),
+       partition as (
+         select w.workflow_uuid, w.status, w.created_at from ${dbosSchema}.workflow_status w
+         where w.queue_name = $13 and w.queue_partition_key = $14 and w.status in ('ENQUEUED', 'PENDING') and w.workflow_uuid <> $1)
+       select
+         (select p.workflow_uuid from partition p, mine where p.status = 'ENQUEUED' and p.created_at < mine.created_at
+           order by p.created_at desc limit 1) as queued_before,
+         (select p.workflow_uuid from partition p, mine where p.status = 'PENDING' limit 1) as running`,
+      [...newDeployValues(d), queue, partition],
+    );
+    const row = r.rows[0];
+    const behind = row?.queued_before ?? row?.running ?? undefined;
+    return behind ? { behind } : {};
+  }
+
   async setStatus(id: string, status: DeployStatus, extra: { error?: ErrorJSON | null; plugin?: string } = {}): Promise<void> {
     await this.pool.query(
       `update manent.deploys set status = $2,
@@ -233,6 +254,63 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async startRun(id: string, d?: NewDeploy): Promise<RunStart> {
+    if (d && d.kind !== "dry_run") {
+      const started = await this.startKeyedRun(d);
+      if (started) return started;
+    }
+    return this.startRunStepwise(id, d);
+  }
+
+  /**
+   * {@link startRun} of a deploy whose record the workflow carries, in one statement: the record's
+   * status read, the key claimed unless the deploy ended (cancelled while queued), and the record
+   * written running if the claim is its own. Undefined in the rare case the claim went to another
+   * deploy that no longer holds the key when read after: then the statements one by one decide.
+   */
+  private async startKeyedRun(d: NewDeploy): Promise<RunStart | undefined> {
+    const r = await this.pool.query<{
+      own_status: DeployStatus | null;
+      claimed: boolean;
+      status: DeployStatus | null;
+      queued_ms: number | null;
+    }>(
+      `with own as (select status from manent.deploys where id = $1),
+       claim as (
+         insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
+         select $3, $4, $5, $6, $1 where not exists (select 1 from own where status not in ('queued', 'running'))
+         on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
+           where k.deploy_id = excluded.deploy_id
+             or not exists (select 1 from ${dbosSchema}.workflow_status w
+                            where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
+             or exists (select 1 from manent.deploys x where x.id = k.deploy_id and x.status = any($13::text[]))
+         returning deploy_id),
+       started as (
+         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
+         select $1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now() from claim
+         on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
+           where manent.deploys.status in ('queued', 'running')
+         returning status, ${queuedMs})
+       select (select status from own) as own_status, exists (select 1 from claim) as claimed,
+         (select status from started) as status, (select queued_ms from started) as queued_ms`,
+      [...newDeployValues(d), [...terminalStatuses]],
+    );
+    const row = r.rows[0]!;
+    // Ended already (cancelled while queued): nothing runs.
+    if (row.own_status && row.own_status !== "queued" && row.own_status !== "running") return { status: row.own_status };
+    if (row.claimed) {
+      if (row.status) return { status: row.status, queuedMs: row.queued_ms ?? undefined };
+      const now = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [d.id]);
+      return { status: now.rows[0]?.status };
+    }
+    const held = await this.pool.query<{ deploy_id: string }>(
+      `select deploy_id from manent.deploy_key_runs where tenant = $1 and application = $2 and artifact = $3 and environment = $4`,
+      [d.tenant, d.application, d.artifact, d.environment],
+    );
+    const holder = held.rows[0]?.deploy_id;
+    return holder !== undefined && holder !== d.id ? { behind: holder } : undefined;
+  }
+
+  private async startRunStepwise(id: string, d?: NewDeploy): Promise<RunStart> {
     // Statements of their own, each idempotent, through the pool (which rides out a database outage), never a transaction held open.
     const own = await this.pool.query<DeployKey & { kind: string; status: DeployStatus }>(
       `select kind, tenant, application, artifact, environment, status from manent.deploys where id = $1`,

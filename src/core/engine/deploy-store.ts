@@ -173,6 +173,13 @@ export interface StepEnd {
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
+  /**
+   * Records a deploy its submission just queued on DBOS's queue `queue`, partition `partition`, and
+   * answers, in the same statement, the deploy it waits for there: the latest one queued before it,
+   * else the one running; none when it is no longer queued or was queued in the same millisecond as
+   * the one before it (their order is not known).
+   */
+  createQueuedDeploy(deploy: NewDeploy, queue: string, partition: string): Promise<{ behind?: string }>;
   setStatus(id: string, status: DeployStatus, extra?: { error?: ErrorJSON | null; plugin?: string }): Promise<void>;
   /**
    * Records an attempt of a step as running. With `unlessCancelled`, in the same statement, nothing is

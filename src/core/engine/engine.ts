@@ -236,8 +236,9 @@ export class Engine {
       throw new ManentError(Code.Unavailable, `deploy ${id} could not be queued: ${ManentError.from(err).message}`, { cause: err });
     }
     faultPoint("submit", "after");
-    await store.createDeploy(record);
-    const ahead = r.kind === "dry_run" ? undefined : await deployAhead(id, partitionKey(key));
+    let ahead: string | undefined;
+    if (r.kind === "dry_run") await store.createDeploy(record);
+    else ahead = (await store.createQueuedDeploy(record, deployQueue, partitionKey(key))).behind;
     // Started now when its partition is free, rather than at the queue's next poll. Woken once the
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
@@ -477,23 +478,6 @@ export function withIdleTransactionTimeout(databaseUrl: string): string {
 }
 
 const partitionKey = (k: DeployKey): string => `${k.tenant}/${k.application}/${k.artifact}/${k.environment}`;
-
-/**
- * The deploy the given one waits for on its partition of the deploy queue: the latest one queued
- * before it, else the one running. Read from DBOS's queue, which decides the order; a deploy
- * queued in the same millisecond is not named, since the order between the two is not known.
- */
-async function deployAhead(id: string, partition: string): Promise<string | undefined> {
-  const mine = await DBOS.getWorkflowStatus(id);
-  if (!mine || mine.status !== "ENQUEUED") return undefined;
-  const others = (
-    await DBOS.listQueuedWorkflows({ queueName: deployQueue, status: ["ENQUEUED", "PENDING"], loadInput: false, loadOutput: false })
-  ).filter((w) => w.workflowID !== id && w.queuePartitionKey === partition);
-  const queuedBefore = others
-    .filter((w) => w.status === "ENQUEUED" && w.createdAt < mine.createdAt)
-    .sort((a, b) => b.createdAt - a.createdAt);
-  return (queuedBefore[0] ?? others.find((w) => w.status === "PENDING"))?.workflowID;
-}
 
 function dbosLogger(logger: Logger) {
   const text = (entry: unknown): string =>
