@@ -22,6 +22,7 @@ import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { WorkSlots } from "./work-slots.js";
+import { slowUnusedDbosLoops } from "./dbos-idle-loops.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -76,6 +77,7 @@ let active: DeployWorkflow | undefined;
  * its commits (two queues, 20 a second).
  */
 const queuePollMs = 1000;
+const dryRunPollMs = 5000;
 const deployWorkflow = DBOS.registerWorkflow(
   async (input: DeployWorkflowInput): Promise<DeployOutcome> => {
     if (!active) throw new ManentError(Code.Unavailable, "the deploy engine is not started in this process");
@@ -130,6 +132,7 @@ export class Engine {
       logger: dbosLogger(opts.logger),
       serializer: checkpointSerializer,
     });
+    slowUnusedDbosLoops();
     try {
       await DBOS.launch();
       const concurrency = opts.config.concurrency;
@@ -144,12 +147,14 @@ export class Engine {
       });
       const dryRuns = await DBOS.registerQueue(dryRunQueue, {
         workerConcurrency: concurrency,
-        minPollingIntervalMs: queuePollMs,
+        // A dry run is started by the server that took it (its wake), or at the end of one ahead of
+        // it there: the timer only takes one a server could not, so it polls less often.
+        minPollingIntervalMs: dryRunPollMs,
         onConflict: "always_update",
       });
       engine.queues.register(deploys, deployLimit);
       engine.queues.register(dryRuns, concurrency);
-      engine.queues.wakeOnEnd([deployQueue]);
+      engine.queues.wakeOnEnd([deployQueue, dryRunQueue]);
       // Deploys recovered at launch (this server's, cut by a crash) start now, not at the runner's
       // first look at the queues table (a second after launch) and its first poll.
       void engine.queues.wake(deployQueue);
