@@ -9,12 +9,20 @@ import { workflowTimeoutConfig } from "@dbos-inc/dbos-sdk/internal/workflow_mana
 const unusedLoopMs = 60_000;
 
 /**
+ * How often DBOS's queue runner reads its queues table for queues registered since: manent's two
+ * are given to the runner as they are registered (queue-wake.ts), and each server claims by its
+ * own limits, not the table's, so a look is only for what another server's registration changed.
+ */
+const queueTableLookMs = 30_000;
+
+/**
  * Slows those loops down. They are internal to DBOS, so each setting is changed only where it is
  * what is expected (a number); otherwise DBOS keeps its own. Process-wide, as the loops are.
  */
-export function slowUnusedDbosLoops(): void {
-  const runner = wfQueueRunner.constructor as { transitionIntervalMs?: unknown };
+export function slowDbosIdleLoops(): void {
+  const runner = wfQueueRunner.constructor as { transitionIntervalMs?: unknown; reconcileIntervalMs?: unknown };
   if (typeof runner.transitionIntervalMs === "number") runner.transitionIntervalMs = unusedLoopMs;
+  if (typeof runner.reconcileIntervalMs === "number") runner.reconcileIntervalMs = queueTableLookMs;
   const timeouts = workflowTimeoutConfig as { pollingIntervalMs?: unknown } | undefined;
   if (timeouts && typeof timeouts.pollingIntervalMs === "number") timeouts.pollingIntervalMs = unusedLoopMs;
 }

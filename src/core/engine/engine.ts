@@ -22,7 +22,7 @@ import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { WorkSlots } from "./work-slots.js";
-import { slowUnusedDbosLoops } from "./dbos-idle-loops.js";
+import { slowDbosIdleLoops } from "./dbos-idle-loops.js";
 import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -132,7 +132,7 @@ export class Engine {
       logger: dbosLogger(opts.logger),
       serializer: checkpointSerializer,
     });
-    slowUnusedDbosLoops();
+    slowDbosIdleLoops();
     try {
       await DBOS.launch();
       const concurrency = opts.config.concurrency;

@@ -8,6 +8,7 @@ type Poll = (exec: unknown, queue: { name: string }) => Promise<boolean>;
 /** The parts of DBOS's queue runner used here; they are internal to DBOS, so each is checked before use. */
 interface RunnerInternals {
   states?: Map<string, { queue: { name: string } }>;
+  ensureState?: (queue: { name: string }, now: number) => void;
   pollQueue?: Poll;
   isRunning?: boolean;
 }
@@ -107,6 +108,10 @@ export class QueueWake {
   register(queue: { name: string }, workerConcurrency: number): void {
     this.registered.set(queue.name, queue);
     ownConcurrency.set(queue.name, workerConcurrency);
+    // The runner's timer polls it from now on, not from its next look at the queues table (which
+    // dbos-idle-loops.ts makes rare).
+    if (this.available && typeof runner.ensureState === "function" && !runner.states?.has(queue.name))
+      runner.ensureState.call(wfQueueRunner, queue, Date.now());
   }
 
   /**
