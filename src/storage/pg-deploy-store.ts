@@ -253,12 +253,12 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     }));
   }
 
-  async startRun(id: string, d?: NewDeploy): Promise<RunStart> {
+  async startRun(id: string, d?: NewDeploy, plugin?: string): Promise<RunStart> {
     if (d && d.kind !== "dry_run") {
-      const started = await this.startKeyedRun(d);
+      const started = await this.startKeyedRun(d, plugin);
       if (started) return started;
     }
-    return this.startRunStepwise(id, d);
+    return this.startRunStepwise(id, d, plugin);
   }
 
   /**
@@ -267,7 +267,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
    * written running if the claim is its own. Undefined in the rare case the claim went to another
    * deploy that no longer holds the key when read after: then the statements one by one decide.
    */
-  private async startKeyedRun(d: NewDeploy): Promise<RunStart | undefined> {
+  private async startKeyedRun(d: NewDeploy, plugin: string | undefined): Promise<RunStart | undefined> {
     const r = await this.pool.query<{
       own_status: DeployStatus | null;
       claimed: boolean;
@@ -285,14 +285,15 @@ export class PgDeployStore implements DeployStore, OverviewSource {
              or exists (select 1 from manent.deploys x where x.id = k.deploy_id and x.status = any($13::text[]))
          returning deploy_id),
        started as (
-         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
-         select $1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now() from claim
-         on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
+         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at, plugin)
+         select $1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now(), $14 from claim
+         on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now()),
+           plugin = coalesce(excluded.plugin, manent.deploys.plugin)
            where manent.deploys.status in ('queued', 'running')
          returning status, ${queuedMs})
        select (select status from own) as own_status, exists (select 1 from claim) as claimed,
          (select status from started) as status, (select queued_ms from started) as queued_ms`,
-      [...newDeployValues(d), [...terminalStatuses]],
+      [...newDeployValues(d), [...terminalStatuses], plugin ?? null],
     );
     const row = r.rows[0]!;
     // Ended already (cancelled while queued): nothing runs.
@@ -310,7 +311,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     return holder !== undefined && holder !== d.id ? { behind: holder } : undefined;
   }
 
-  private async startRunStepwise(id: string, d?: NewDeploy): Promise<RunStart> {
+  private async startRunStepwise(id: string, d?: NewDeploy, plugin?: string): Promise<RunStart> {
     // Statements of their own, each idempotent, through the pool (which rides out a database outage), never a transaction held open.
     const own = await this.pool.query<DeployKey & { kind: string; status: DeployStatus }>(
       `select kind, tenant, application, artifact, environment, status from manent.deploys where id = $1`,
@@ -327,17 +328,18 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     }
     const started = d
       ? await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
-          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at)
-           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now())
-           on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now())
+          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at, plugin)
+           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now(), $13)
+           on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now()),
+             plugin = coalesce(excluded.plugin, manent.deploys.plugin)
              where manent.deploys.status in ('queued', 'running')
            returning status, ${queuedMs}`,
-          newDeployValues(d),
+          [...newDeployValues(d), plugin ?? null],
         )
       : await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
-          `update manent.deploys set status = 'running', started_at = coalesce(started_at, now())
+          `update manent.deploys set status = 'running', started_at = coalesce(started_at, now()), plugin = coalesce($2, plugin)
            where id = $1 and status in ('queued', 'running') returning status, ${queuedMs}`,
-          [id],
+          [id, plugin ?? null],
         );
     if (started.rows[0]) return { status: started.rows[0].status, queuedMs: started.rows[0].queued_ms ?? undefined };
     const row = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [id]);

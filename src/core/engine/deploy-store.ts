@@ -207,8 +207,9 @@ export interface DeployStore {
    * Marks the deploy running, unless it ended already (cancelled while queued): then its status, and
    * nothing runs. With `record`, the deploy is created first if it is not yet. A deploy (not a dry
    * run) that another deploy of its key is running ahead of is left queued: `behind` names that one.
+   * `plugin`, when the submission's resolve named it, is recorded with the start.
    */
-  startRun(id: string, record?: NewDeploy): Promise<RunStart>;
+  startRun(id: string, record?: NewDeploy, plugin?: string): Promise<RunStart>;
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
   requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
   cancelRequested(id: string): Promise<boolean>;

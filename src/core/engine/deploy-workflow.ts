@@ -136,7 +136,9 @@ export class DeployWorkflow {
     const { store } = this.deps;
     const startedAt = Date.now();
     // The record is created here if the submission did not get to write it.
-    const { status, queuedMs } = await this.startWhenFirst(id, record);
+    // The plugin the submission's resolve chose (what the resolve step below returns again) is recorded with the start.
+    const pinnedPlugin = submission.resolved?.plugin;
+    const { status, queuedMs } = await this.startWhenFirst(id, record, pinnedPlugin);
     if (status === "running" && queuedMs !== undefined) this.deps.metrics.deployStarted(submission.kind, queuedMs / 1000);
     // Cancelled while it was queued (or ended by a previous run of this workflow): nothing runs.
     if (status !== "running") return { status: status ?? "failed" };
@@ -151,7 +153,8 @@ export class DeployWorkflow {
       if (isUserCancel(err)) return this.finish(id, submission.kind, "cancelled", cancelledBefore(submission.kind), startedAt);
       return this.finish(id, submission.kind, "failed", err, startedAt);
     }
-    await store.setStatus(id, "running", { plugin: r.plugin });
+    // A workflow queued without its resolved settings (by an older version) learns its plugin only now.
+    if (r.plugin !== pinnedPlugin) await store.setStatus(id, "running", { plugin: r.plugin });
     const plugin = this.deps.plugins.get(r.plugin);
     if (!plugin) {
       const err = new ManentError(Code.FailedPrecondition, `plugin ${r.plugin} is no longer configured in ${this.deps.config.file}`);
@@ -186,14 +189,15 @@ export class DeployWorkflow {
   private async startWhenFirst(
     id: string,
     record: NewDeploy | undefined,
+    plugin: string | undefined,
   ): Promise<{ status: DeployStatus | undefined; queuedMs?: number | undefined }> {
-    let start = await this.deps.store.startRun(id, record);
+    let start = await this.deps.store.startRun(id, record, plugin);
     if (start.behind === undefined) return start;
     this.deps.logger.info("deploy waits for the one ahead of it", { deploy: id, behind: start.behind });
     return this.deps.waits.during(id, async () => {
       while (start.behind !== undefined) {
         await delay(aheadRecheckMs);
-        start = await this.deps.store.startRun(id, record);
+        start = await this.deps.store.startRun(id, record, plugin);
       }
       return start;
     });
