@@ -106,6 +106,12 @@ interface Checkpoint {
  * when the workflow function is replayed after a crash.
  */
 export class DeployWorkflow {
+  /**
+   * Per plugin, the capabilities this server last recorded (their JSON): written again only when
+   * they change (a plugin restarted into another version), not once per deploy.
+   */
+  private readonly recordedCapabilities = new Map<string, string>();
+
   constructor(private readonly deps: WorkflowDeps) {}
 
   /**
@@ -540,7 +546,11 @@ export class DeployWorkflow {
     const out = await this.step(id, seq.validate, "validate", r.steps.validate, async (ctx) => {
       const deployer = await plugin.deployer();
       const capabilities = await plugin.capabilities();
-      await this.deps.store.saveCapabilities(plugin.name, capabilities);
+      const seen = JSON.stringify(capabilities);
+      if (this.recordedCapabilities.get(plugin.name) !== seen) {
+        await this.deps.store.saveCapabilities(plugin.name, capabilities);
+        this.recordedCapabilities.set(plugin.name, seen);
+      }
       await this.call(id, "validate", r, capabilities, ctx, false, (req) => deployer.validate(req));
       return { plugin: plugin.name, capabilities };
     });
