@@ -273,7 +273,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     driftChecks = scheduler;
     // A deploy that ends may make its environment due for a first check.
     events.subscribe({}, (e) => {
-      if (isFinishEvent(e)) scheduler.wake();
+      if (isFinishEvent(e)) scheduler.deployEnded();
     });
     scheduler.start();
     // Notifications follow the event log: planned from it into an outbox and delivered beside the deploys, never in them.

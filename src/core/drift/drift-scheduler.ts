@@ -7,6 +7,11 @@ import type { DriftStore, RecordedRelease } from "./drift-record.js";
 /** The longest pause between two looks at what is due (a new deploy or envconfig is seen within it). */
 const maxTickMs = 10_000;
 const minTickMs = 200;
+/**
+ * How soon after a deploy ends the scheduler looks (its key may be due for a first check): one look
+ * for all the deploys that end meanwhile, as a look reads every key with a deploy.
+ */
+const afterDeployMs = 1_000;
 
 /**
  * The periodic drift checks of one server. Each look lists the keys with a succeeded deploy, reads
@@ -19,6 +24,7 @@ export class DriftScheduler {
   private running: Promise<void> | undefined;
   private stopped = false;
   private again = false;
+  private afterDeploy: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly config: LoadedConfig,
@@ -57,10 +63,21 @@ export class DriftScheduler {
       });
   }
 
+  /** A deploy ended: looks within {@link afterDeployMs}, once for every deploy that ends until then. */
+  deployEnded(): void {
+    if (this.stopped || this.afterDeploy) return;
+    this.afterDeploy = setTimeout(() => {
+      this.afterDeploy = undefined;
+      this.wake();
+    }, afterDeployMs);
+    this.afterDeploy.unref();
+  }
+
   /** Stops looking and waits for the checks under way. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.afterDeploy);
     await this.running;
   }
 
