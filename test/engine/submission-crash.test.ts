@@ -61,6 +61,73 @@ describe("submissions cut by a crash", () => {
     }
   });
 
+  /** The input of the one queued deploy workflow, as DBOS keeps it (manent's serializer: DBOS's envelope around plain JSON). */
+  const workflowInput = async (client: pg.Client) => {
+    const { rows } = await client.query<{ workflow_uuid: string; inputs: string }>(
+      `select i.workflow_uuid, i.inputs from dbos.workflow_input i join dbos.workflow_status s using (workflow_uuid) where s.name = 'manent.deploy'`,
+    );
+    assert.equal(rows.length, 1);
+    const envelope = JSON.parse(rows[0]!.inputs) as { json: [Record<string, any>] };
+    return { id: rows[0]!.workflow_uuid, envelope, input: envelope.json[0] };
+  };
+
+  it("the record a workflow writes itself is rebuilt from its input, which carries the submission once; an older server's input with the whole record still runs", async () => {
+    for (const shape of ["this version's", "an older server's"]) {
+      const db = await pgServer.createDatabase();
+      const config = await ws.write("shape.yml", manentYml(db));
+      await envconfig("shape");
+      const doomed = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_KILL_AT: "submit:after" } });
+      const submitted = { descriptor: descriptor("shape", "prod", artifact, "2.0.0"), descriptor_file: "shape.yml" };
+      await assert.rejects(doomed.api.submit(submitted));
+      assert.equal((await doomed.exited).signal, "SIGKILL");
+      const client = new pg.Client(db);
+      await client.connect();
+      const { id, envelope, input } = await workflowInput(client);
+      // The submission once, with its pinned settings; the record only what the submission does not say.
+      assert.equal(input.submission.descriptorFile, "shape.yml");
+      assert.equal(input.submission.resolved.plugin, "noop");
+      assert.deepEqual(Object.keys(input.record).sort(), [
+        "application",
+        "artifact",
+        "environment",
+        "kind",
+        "submittedBy",
+        "submittedById",
+        "tenant",
+        "version",
+      ]);
+      if (shape === "an older server's") {
+        // As servers before this change queued it: the record whole, the submission again as its request.
+        const { resolved, windowed: _windowed, ...request } = input.submission;
+        input.record = { id, ...input.record, request, envconfig: resolved.envconfigOrigin };
+        await client.query(`update dbos.workflow_input set inputs = $2 where workflow_uuid = $1`, [id, JSON.stringify(envelope)]);
+      }
+      await client.end();
+      const server = await startServer(config, { cwd: ws.dir });
+      try {
+        const d = await server.api.deploy(id, 60);
+        assert.equal(d.status, "succeeded", `${shape} input: ${JSON.stringify(d.error)}`);
+        assert.deepEqual(
+          { version: d.version, submitted_by: d.submitted_by, submitted_by_id: d.submitted_by_id, envconfig: d.envconfig?.path },
+          {
+            version: "2.0.0",
+            submitted_by: "anonymous",
+            submitted_by_id: "anonymous",
+            envconfig: "./envconfig/untenanted/shape/shape/prod.yml",
+          },
+          shape,
+        );
+        assert.deepEqual(
+          d.request,
+          { kind: "deploy", descriptor: submitted.descriptor, descriptorFile: "shape.yml", overrides: {} },
+          `${shape} input: the record's request is the submission as submitted`,
+        );
+      } finally {
+        await server.stop();
+      }
+    }
+  });
+
   it("a record left by an older server without its workflow is ended at start-up, with a message", async () => {
     const db = await pgServer.createDatabase();
     const config = await ws.write("orphan.yml", manentYml(db));

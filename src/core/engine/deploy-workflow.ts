@@ -49,8 +49,38 @@ import type { WindowOverrideStore, WindowOverrideWatch } from "../windows/window
 export interface DeployWorkflowInput {
   id: string;
   submission: Submission;
-  /** The deploy's record, written by the workflow itself when it starts (absent in workflows queued by older servers). */
-  record?: NewDeploy;
+  /**
+   * The deploy's record, written by the workflow itself when it starts (absent in workflows queued
+   * by older servers): what the submission does not say (see {@link inputRecord}). Workflows queued
+   * by older servers carry the whole record, its request and envconfig included: still read.
+   */
+  record?: InputRecord | NewDeploy;
+}
+
+/**
+ * The record as the workflow input carries it: without what the input holds already (the id, the
+ * request, which is the submission, and the envconfig's origin, which is in its resolved settings),
+ * so a deploy's input does not keep its submission twice. {@link deployRecord} rebuilds the rest.
+ */
+export type InputRecord = Omit<NewDeploy, "id" | "request" | "envconfig">;
+
+/** What of `record` the workflow input carries (see {@link InputRecord}). */
+export function inputRecord(record: NewDeploy): InputRecord {
+  const { id: _id, request: _request, envconfig: _envconfig, ...rest } = record;
+  return rest;
+}
+
+/**
+ * The deploy's record from its workflow input: the record itself in an input queued by an older
+ * server, else rebuilt from the submission. Its request is the submission as submitted (without
+ * the settings pinned at submission), as the submission wrote it.
+ */
+export function deployRecord(input: DeployWorkflowInput): NewDeploy | undefined {
+  const { id, submission, record } = input;
+  if (!record) return undefined;
+  if ("request" in record) return record;
+  const { resolved, windowed: _windowed, ...request } = submission;
+  return { id, ...record, request, ...(resolved?.envconfigOrigin && { envconfig: resolved.envconfigOrigin }) };
 }
 
 export interface DeployOutcome {
@@ -124,21 +154,22 @@ export class DeployWorkflow {
     // admin's override skips it. Decided by the input (`windowed`, set at submission), never by the
     // windows in force now: a replay after a restart with other windows takes the same steps.
     const { submission } = input;
-    if (windows && submission.windowed && submission.kind === "deploy" && input.record && !submission.window_override) {
-      await waitForWindow({ ...this.deps, windows }, input.id, input.record, input.record);
+    const record = deployRecord(input);
+    if (windows && submission.windowed && submission.kind === "deploy" && record && !submission.window_override) {
+      await waitForWindow({ ...this.deps, windows }, input.id, record, record);
     }
     const slots = this.deps.waits.slots;
-    if (!slots || input.submission.kind === "dry_run") return this.runInSlot(input);
+    if (!slots || input.submission.kind === "dry_run") return this.runInSlot(input.id, submission, record);
     // Waiting for a slot is a durable wait too: a shutdown need not wait for it, and the record stays queued.
-    await this.deps.waits.during(input.id, () => slots.acquire(input.id, input.record?.tenant ?? ""));
+    await this.deps.waits.during(input.id, () => slots.acquire(input.id, record?.tenant ?? ""));
     try {
-      return await this.runInSlot(input);
+      return await this.runInSlot(input.id, submission, record);
     } finally {
       slots.release(input.id);
     }
   }
 
-  private async runInSlot({ id, submission, record }: DeployWorkflowInput): Promise<DeployOutcome> {
+  private async runInSlot(id: string, submission: Submission, record: NewDeploy | undefined): Promise<DeployOutcome> {
     const { store } = this.deps;
     const startedAt = Date.now();
     // The record is created here if the submission did not get to write it.

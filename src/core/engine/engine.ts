@@ -23,7 +23,7 @@ import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { WorkSlots } from "./work-slots.js";
 import { slowDbosIdleLoops } from "./dbos-idle-loops.js";
-import { DeployWorkflow, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
+import { DeployWorkflow, inputRecord, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
 import { DeployWindows, type WindowOverride, type WindowWait } from "../windows/deploy-windows.js";
@@ -225,7 +225,7 @@ export class Engine {
         workflowID: id,
         queueName,
         ...(r.kind !== "dry_run" && { enqueueOptions: { queuePartitionKey: partitionKey(key) } }),
-      })({ id, submission: pinned, record });
+      })({ id, submission: pinned, record: inputRecord(record) });
     };
     const claimed = this.claimedUpload(r, submission);
     try {
@@ -299,7 +299,11 @@ export class Engine {
       workflowID: id,
       queueName: deployQueue,
       enqueueOptions: { queuePartitionKey: prepared.partition },
-    })({ id, submission: { ...submission, resolved: prepared.resolved, ...(prepared.windowed && { windowed: true }) }, record });
+    })({
+      id,
+      submission: { ...submission, resolved: prepared.resolved, ...(prepared.windowed && { windowed: true }) },
+      record: inputRecord(record),
+    });
     await DBOS.runStep(() => store.createDeploy(record), { name: `${step}:record` });
     void this.queues.wake(deployQueue);
     return id;
