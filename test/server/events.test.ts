@@ -72,6 +72,11 @@ describe("event streams", () => {
     assert.equal(finished.data.status, "succeeded");
     const types = mine.map((e) => e.type);
     assert.equal(types[0], "deploy.created");
+    // It starts with the plugin its pinned settings name: one status change to running, not a second for the plugin.
+    assert.deepEqual(
+      mine.filter((e) => e.type === "deploy.status").map((e) => `${String(e.data.status)} ${String(e.data.plugin)}`),
+      ["running noop", "succeeded noop"],
+    );
     for (const step of ["resolve", "deploy"]) {
       assert.ok(
         mine.some((e) => e.type === "step.started" && e.data.name === step),
