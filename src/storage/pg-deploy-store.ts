@@ -29,6 +29,34 @@ import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.
 const deployColumns = `id, kind, tenant, application, artifact, environment, version, plugin, status, error,
   submitted_by, submitted_by_id, retry_of, envconfig, created_at, started_at, finished_at`;
 
+/** A new deploy's record, queued, from {@link newDeployValues} ($1–$12); written again, it changes nothing. */
+const insertQueuedDeploy = `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig)
+  values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12) on conflict (id) do nothing`;
+
+/** The columns of a deploy's record written at its start, and their values: {@link newDeployValues} ($1–$12) and `plugin`. */
+const runningColumns = `id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at, plugin`;
+const runningRow = (plugin: string) => `$1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now(), ${plugin}`;
+/** A start of a record already written: marked running (its plugin kept if the start names none), unless it ended. */
+const onConflictRunning = `on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now()),
+  plugin = coalesce(excluded.plugin, manent.deploys.plugin) where manent.deploys.status in ('queued', 'running')`;
+
+/**
+ * The claim of a deploy key's row (see `claimKey`): `row` gives (tenant, application, artifact,
+ * environment, deploy_id), a VALUES list or a SELECT; `terminal` is the parameter holding the
+ * terminal statuses. Taken unless its holder still runs; returns the new holder.
+ */
+const keyClaim = (
+  row: string,
+  terminal: string,
+) => `insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
+  ${row}
+  on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
+    where k.deploy_id = excluded.deploy_id
+      or not exists (select 1 from ${dbosSchema}.workflow_status w
+                     where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
+      or exists (select 1 from manent.deploys d where d.id = k.deploy_id and d.status = any(${terminal}::text[]))
+  returning deploy_id`;
+
 /** A started deploy's time in the queue, in milliseconds (a `returning` column of the start). */
 const queuedMs = `(extract(epoch from (manent.deploys.started_at - manent.deploys.created_at)) * 1000)::float8 as queued_ms`;
 
@@ -45,19 +73,13 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async createDeploy(d: NewDeploy): Promise<void> {
-    await this.pool.query(
-      `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig)
-       values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12) on conflict (id) do nothing`,
-      newDeployValues(d),
-    );
+    await this.pool.query(insertQueuedDeploy, newDeployValues(d));
   }
 
   async createQueuedDeploy(d: NewDeploy, queue: string, partition: string): Promise<{ behind?: string }> {
     // One statement instead of DBOS's status read and its list of the whole queue (which grew with the backlog).
     const r = await this.pool.query<{ queued_before: string | null; running: string | null }>(
-      `with created as (
-         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig)
-         values ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12) on conflict (id) do nothing),
+      `with created as (${insertQueuedDeploy}),
        mine as (select created_at from ${dbosSchema}.workflow_status where workflow_uuid = $1 and status = 'ENQUEUED'),
        partition as (
          select w.workflow_uuid, w.status, w.created_at from ${dbosSchema}.workflow_status w
@@ -275,22 +297,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       queued_ms: number | null;
     }>(
       `with own as (select status from manent.deploys where id = $1),
-       claim as (
-         insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
-         select $3, $4, $5, $6, $1 where not exists (select 1 from own where status not in ('queued', 'running'))
-         on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
-           where k.deploy_id = excluded.deploy_id
-             or not exists (select 1 from ${dbosSchema}.workflow_status w
-                            where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
-             or exists (select 1 from manent.deploys x where x.id = k.deploy_id and x.status = any($13::text[]))
-         returning deploy_id),
-       started as (
-         insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at, plugin)
-         select $1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now(), $14 from claim
-         on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now()),
-           plugin = coalesce(excluded.plugin, manent.deploys.plugin)
-           where manent.deploys.status in ('queued', 'running')
-         returning status, ${queuedMs})
+       claim as (${keyClaim("select $3, $4, $5, $6, $1 where not exists (select 1 from own where status not in ('queued', 'running'))", "$13")}),
+       started as (insert into manent.deploys (${runningColumns}) select ${runningRow("$14")} from claim ${onConflictRunning} returning status, ${queuedMs})
        select (select status from own) as own_status, exists (select 1 from claim) as claimed,
          (select status from started) as status, (select queued_ms from started) as queued_ms`,
       [...newDeployValues(d), [...terminalStatuses], plugin ?? null],
@@ -303,11 +311,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       const now = await this.pool.query<{ status: DeployStatus }>(`select status from manent.deploys where id = $1`, [d.id]);
       return { status: now.rows[0]?.status };
     }
-    const held = await this.pool.query<{ deploy_id: string }>(
-      `select deploy_id from manent.deploy_key_runs where tenant = $1 and application = $2 and artifact = $3 and environment = $4`,
-      [d.tenant, d.application, d.artifact, d.environment],
-    );
-    const holder = held.rows[0]?.deploy_id;
+    const holder = await this.keyHolder(d);
     return holder !== undefined && holder !== d.id ? { behind: holder } : undefined;
   }
 
@@ -328,12 +332,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     }
     const started = d
       ? await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
-          `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request, submitted_by, submitted_by_id, retry_of, envconfig, started_at, plugin)
-           values ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, now(), $13)
-           on conflict (id) do update set status = 'running', started_at = coalesce(manent.deploys.started_at, now()),
-             plugin = coalesce(excluded.plugin, manent.deploys.plugin)
-             where manent.deploys.status in ('queued', 'running')
-           returning status, ${queuedMs}`,
+          `insert into manent.deploys (${runningColumns}) values (${runningRow("$13")}) ${onConflictRunning} returning status, ${queuedMs}`,
           [...newDeployValues(d), plugin ?? null],
         )
       : await this.pool.query<{ status: DeployStatus; queued_ms: number | null }>(
@@ -354,23 +353,25 @@ export class PgDeployStore implements DeployStore, OverviewSource {
    * on the row's lock and sees the first's claim. Returns the holder.
    */
   private async claimKey(id: string, k: DeployKey): Promise<string> {
-    const r = await this.pool.query<{ deploy_id: string }>(
-      `insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
-       values ($2, $3, $4, $5, $1)
-       on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
-         where k.deploy_id = excluded.deploy_id
-           or not exists (select 1 from ${dbosSchema}.workflow_status w
-                          where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
-           or exists (select 1 from manent.deploys d where d.id = k.deploy_id and d.status = any($6::text[]))
-       returning deploy_id`,
-      [id, k.tenant, k.application, k.artifact, k.environment, [...terminalStatuses]],
-    );
+    const r = await this.pool.query<{ deploy_id: string }>(keyClaim("values ($2, $3, $4, $5, $1)", "$6"), [
+      id,
+      k.tenant,
+      k.application,
+      k.artifact,
+      k.environment,
+      [...terminalStatuses],
+    ]);
     if (r.rows[0]) return r.rows[0].deploy_id;
+    return (await this.keyHolder(k)) ?? id;
+  }
+
+  /** The deploy that holds the key's row in `manent.deploy_key_runs`, if any. */
+  private async keyHolder(k: DeployKey): Promise<string | undefined> {
     const held = await this.pool.query<{ deploy_id: string }>(
       `select deploy_id from manent.deploy_key_runs where tenant = $1 and application = $2 and artifact = $3 and environment = $4`,
       [k.tenant, k.application, k.artifact, k.environment],
     );
-    return held.rows[0]?.deploy_id ?? id;
+    return held.rows[0]?.deploy_id;
   }
 
   async requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined> {
