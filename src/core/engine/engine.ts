@@ -155,8 +155,8 @@ export class Engine {
       engine.queues.register(deploys, deployLimit);
       engine.queues.register(dryRuns, concurrency);
       engine.queues.wakeOnEnd([deployQueue, dryRunQueue]);
-      // Deploys recovered at launch (this server's, cut by a crash) start now, not at the runner's
-      // first look at the queues table (a second after launch) and its first poll.
+      // Deploys recovered at launch (this server's, cut by a crash) start now, not at the queue's
+      // first timer poll (a second after its registration).
       void engine.queues.wake(deployQueue);
       // What an older version left must not stop this one from starting: logged, and tried again at the next start.
       await engine

@@ -58,7 +58,7 @@ function ownLimits<Q extends { name: string; workerConcurrency?: number }>(queue
  */
 export class QueueWake {
   private readonly available: boolean;
-  /** Queues registered by this engine, polled by a wake before DBOS's runner has discovered them (up to 1 s after launch). */
+  /** Queues registered by this engine, polled by a wake before DBOS's runner knows them (when `ensureState` is not there to tell it). */
   private readonly registered = new Map<string, { name: string }>();
 
   constructor(private readonly logger: Logger) {
