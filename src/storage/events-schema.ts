@@ -5,8 +5,9 @@
  * Events are written by triggers on the deploy tables, so every write of the store (and of any
  * code that writes these tables) produces its event in the same transaction, and by
  * `manent.append_event(tenant, deploy_id, type, data)` for events that no table write carries.
- * Each append NOTIFYs `manent_events` with the id; every server LISTENs (pg-event-hub.ts), so an
- * event written through one server reaches the streams of all of them.
+ * An event-writing commit NOTIFYs `manent_events` (unless another one is notifying at that moment,
+ * see `events_notify` below); every server LISTENs (pg-event-hub.ts), so an event written through
+ * one server reaches the streams of all of them.
  *
  * Readers resume after an id, so they must never find a committed event with an id below one they
  * have read. Ids are drawn from a sequence at insert, but transactions commit in any order: the
@@ -30,6 +31,8 @@
 export const eventsChannel = "manent_events";
 /** Taken shared by a claim, exclusive by the horizon ("mn_evt"). */
 const claimGate = 0x6d6e5f657674;
+/** Held by the transaction that NOTIFYs, until its commit is over ("mn_ntf"). */
+const notifyGate = 0x6d6e5f6e7466;
 /** Claims are the keys claimBase + position: "me" in the top 16 bits, the position in the low 48. */
 const claimTag = 0x6d65;
 const claimBase = `(${claimTag}::bigint << 48)`;
@@ -97,8 +100,30 @@ export const eventStatements = [
      perform manent.event_claim();
      insert into manent.events (tenant, deploy_id, type, data) values (p_tenant, p_deploy_id, p_type, coalesce(p_data, '{}'::jsonb))
        returning id into new_id;
-     perform pg_notify('${eventsChannel}', new_id::text);
      return new_id;
+   end $$`,
+  // The NOTIFY that wakes the hubs, at commit (a deferred trigger), from one committing transaction
+  // at a time: Postgres makes every NOTIFYing commit, WAL flush included, wait for the one before it
+  // (one lock for the whole cluster, to keep its queue in commit order), so a NOTIFY per
+  // event-writing transaction put every deploy's commits in one line. A transaction that finds
+  // another one notifying (the try-lock, held until that one's commit is over) leaves it to it:
+  // the hubs read after its notification, and while a transaction that skipped still holds the
+  // horizon back, read again (pg-event-hub.ts).
+  `create or replace function manent.events_notify() returns trigger language plpgsql as $$
+   begin
+     if coalesce(current_setting('manent.events_notify', true), '') = '' then
+       perform set_config('manent.events_notify', 'done', true);
+       if pg_try_advisory_xact_lock(${notifyGate}) then
+         perform pg_notify('${eventsChannel}', '');
+       end if;
+     end if;
+     return null;
+   end $$`,
+  `do $$ begin
+     if not exists (select 1 from pg_trigger where tgname = 'events_notify' and tgrelid = 'manent.events'::regclass) then
+       create constraint trigger events_notify after insert on manent.events deferrable initially deferred
+         for each row execute function manent.events_notify();
+     end if;
    end $$`,
   // deploys: created, status changes, and the rollout picture (waves, canary, analysis, waits).
   `create or replace function manent.deploy_events() returns trigger language plpgsql as $$
@@ -166,8 +191,8 @@ export const eventStatements = [
    end $$`,
   `create or replace trigger step_events after insert or update on manent.deploy_steps for each row execute function manent.step_events()`,
   // Targets: one event per target whose result changed, written per statement (a batch of results
-  // is one statement, see engine/target-recorder.ts): one claim, one insert and one NOTIFY for the
-  // whole batch instead of one each per row. Insert and update need their own trigger and function
+  // is one statement, see engine/target-recorder.ts): one claim and one insert for the whole batch
+  // instead of one each per row. Insert and update need their own trigger and function
   // (a trigger with transition tables has one event; a function reads only the tables it has).
   `drop trigger if exists target_events on manent.deploy_targets`,
   `drop function if exists manent.target_events()`,
@@ -182,24 +207,16 @@ export const eventStatements = [
     // A claim only when there is an event to write: a claim without one would hold the streams back
     // until the commit with no NOTIFY to tell them it is over.
     return `create or replace function manent.target_${op}_events() returns trigger language plpgsql as $$
-   declare
-     last_id bigint;
    begin
      if not exists (select 1 ${changed}) then
        return null;
      end if;
      perform manent.event_claim();
-     with ins as (
-       insert into manent.events (tenant, deploy_id, type, data)
-       select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
-           'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
-       ${changed}
-       order by n.updated_at, n.host
-       returning id)
-     select max(id) into last_id from ins;
-     if last_id is not null then
-       perform pg_notify('${eventsChannel}', last_id::text);
-     end if;
+     insert into manent.events (tenant, deploy_id, type, data)
+     select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
+         'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
+     ${changed}
+     order by n.updated_at, n.host;
      return null;
    end $$`;
   }),

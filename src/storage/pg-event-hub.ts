@@ -72,19 +72,25 @@ const recentMaxChars = 4 << 20;
 const gatherMs = 25;
 const recheckMinMs = 100;
 const recheckMaxMs = 2_000;
+/** While something is subscribed, the longest time between two reads. */
+const safetyRecheckMs = 5_000;
 
 /**
  * One server's view of the event log: a dedicated connection LISTENs to `manent_events`; each
  * notification (whichever server's write caused it) makes the hub read the events after the last
- * one it delivered and hand them to its subscribers (SSE streams, `?wait=`). Nothing here runs on
- * a timer: without writes there are no reads, except while a transaction that claimed ids is open
- * (see below). After a lost connection it reconnects and catches up.
+ * one it delivered and hand them to its subscribers (SSE streams, `?wait=`). Without writes there
+ * are no reads, except while a transaction that claimed ids is open (see below) and, while
+ * something is subscribed, one every few seconds (`safetyReadMs`). After a lost connection it
+ * reconnects and catches up.
  *
  * Every read stops at the event log's horizon (`manent.event_horizon()`, events-schema.ts): ids
  * commit out of order, and what is below the horizon is final, so a reader past id N never finds a
  * smaller one later. A commit NOTIFYs after its claim is released, so the read it causes gets past
- * it; a transaction that rolls back NOTIFYs nothing, so while the horizon stands below the last
- * drawn id the hub reads again after a delay (100 ms, growing to 2 s while nothing moves).
+ * it. A transaction that rolls back NOTIFYs nothing, and one committing while another notifies
+ * leaves the NOTIFY to that one (events_notify, events-schema.ts), so while the horizon stands
+ * below the last drawn id the hub reads again after a delay (100 ms, growing to 2 s while nothing
+ * moves). The safety read covers a transaction that skipped its NOTIFY for one whose commit then
+ * failed after all (its server or backend killed in the middle of it).
  */
 export class PgEventHub {
   private client: pg.Client | undefined;
@@ -103,17 +109,28 @@ export class PgEventHub {
   private recheckMs = recheckMinMs;
   private recheckTimer: NodeJS.Timeout | undefined;
   private gatherTimer: NodeJS.Timeout | undefined;
+  private safetyTimer: NodeJS.Timeout | undefined;
+  private lastReadAt = 0;
 
   private constructor(
     private readonly pool: pg.Pool,
     private readonly databaseUrl: string,
     private readonly logger: Logger,
     private readonly recentMax: number,
+    private readonly safetyMs: number,
   ) {}
 
-  /** `recent`: how many of the last events to keep for streams that resume (default 2,000). */
-  static async start(pool: pg.Pool, databaseUrl: string, logger: Logger, recent = defaultRecent): Promise<PgEventHub> {
-    const hub = new PgEventHub(pool, databaseUrl, logger, recent);
+  /**
+   * `recent`: how many of the last events to keep for streams that resume (default 2,000);
+   * `safetyReadMs`: the longest time between two reads while something is subscribed (default 5 s).
+   */
+  static async start(
+    pool: pg.Pool,
+    databaseUrl: string,
+    logger: Logger,
+    opts: { recent?: number | undefined; safetyReadMs?: number } = {},
+  ): Promise<PgEventHub> {
+    const hub = new PgEventHub(pool, databaseUrl, logger, opts.recent ?? defaultRecent, opts.safetyReadMs ?? safetyRecheckMs);
     hub.lastId = (await hub.horizon()).horizon;
     hub.recentFrom = hub.lastId;
     await hub.connect();
@@ -236,7 +253,20 @@ export class PgEventHub {
   subscribe(filter: EventFilter, fn: Listener, onClose?: () => void): () => void {
     const entry = { filter, fn, onClose };
     this.listeners.add(entry);
+    this.scheduleSafetyRead();
     return () => this.listeners.delete(entry);
+  }
+
+  /** A read when none happened for `safetyReadMs`, as long as something is subscribed. */
+  private scheduleSafetyRead(): void {
+    if (this.safetyTimer || this.closed) return;
+    this.safetyTimer = setTimeout(() => {
+      this.safetyTimer = undefined;
+      if (this.listeners.size === 0 || this.closed) return;
+      if (Date.now() - this.lastReadAt >= this.safetyMs) this.fetchNew();
+      this.scheduleSafetyRead();
+    }, this.safetyMs);
+    this.safetyTimer.unref();
   }
 
   async close(): Promise<void> {
@@ -244,6 +274,7 @@ export class PgEventHub {
     clearTimeout(this.retryTimer);
     clearTimeout(this.recheckTimer);
     clearTimeout(this.gatherTimer);
+    clearTimeout(this.safetyTimer);
     for (const l of this.listeners) l.onClose?.();
     this.listeners.clear();
     await this.reading?.catch(() => undefined);
@@ -311,6 +342,7 @@ export class PgEventHub {
     }
     clearTimeout(this.recheckTimer);
     this.recheckTimer = undefined;
+    this.lastReadAt = Date.now();
     this.reading = (async () => {
       let held = false;
       const from = this.lastId;

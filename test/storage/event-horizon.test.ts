@@ -138,4 +138,35 @@ describe("event log: ids that commit out of order", () => {
     }
     for (const hub of hubs) assert.deepEqual(await readIds(hub, start), all);
   });
+
+  it("a commit finding another one notifying leaves the NOTIFY to it; a hub with subscribers reads anyway if that one never comes", async () => {
+    // The try-lock events_notify takes (events-schema.ts), held here as a notifying commit holds it.
+    const notifyGate = 0x6d6e5f6e7466;
+    const listener = await connect();
+    let notifications = 0;
+    listener.on("notification", () => notifications++);
+    await listener.query("listen manent_events");
+    const safe = await PgEventHub.start(pools[0]!, url, quiet, { safetyReadMs: 200 });
+    try {
+      const seen = record(safe);
+      const notifying = await connect();
+      await notifying.query("select pg_advisory_lock($1)", [notifyGate]);
+      const skipped = await append(pools[1]!, "test.skipped");
+      // A notification committed before this round trip has reached the listener by its end.
+      await listener.query("select 1");
+      assert.equal(notifications, 0, "a commit that finds the NOTIFY taken sends none");
+      // As if the notifying commit had failed: only the hub's safety read finds the event.
+      await reached(safe, skipped);
+      assert.deepEqual(seen.ids, [skipped]);
+      await notifying.query("select pg_advisory_unlock($1)", [notifyGate]);
+      const next = await append(pools[1]!, "test.notified");
+      for (const hub of [...hubs, safe]) await reached(hub, next);
+      await listener.query("select 1");
+      assert.equal(notifications, 1, "the next commit notifies");
+      seen.stop();
+      assert.deepEqual(seen.ids, [skipped, next]);
+    } finally {
+      await safe.close();
+    }
+  });
 });

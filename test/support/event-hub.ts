@@ -23,7 +23,7 @@ export class EventHubDatabase {
     // An idle connection told by the stopping Postgres that it ends is no failure of the test.
     pool.on("error", () => undefined);
     await migrate(pool);
-    const hub = await PgEventHub.start(pool, pool.options.connectionString!, quiet, keep);
+    const hub = await PgEventHub.start(pool, pool.options.connectionString!, quiet, { recent: keep });
     this.hub = hub;
     return { pool, hub };
   }
