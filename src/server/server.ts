@@ -30,7 +30,7 @@ import { notificationSender } from "../net/notification-sender.js";
 import { PgWindowOverrides } from "../storage/pg-window-overrides.js";
 import { migrate, underSchemaLock } from "../storage/schema.js";
 import { reconcileDeploys, requeueOtherVersions } from "../storage/reconcile-deploys.js";
-import { DatabaseHealth, retryingQueries } from "../storage/database-health.js";
+import { DatabaseHealth, retryingQueries, whileUnavailable } from "../storage/database-health.js";
 import { databasePool } from "../storage/database-pool.js";
 import { FleetHeartbeats } from "../storage/fleet-heartbeats.js";
 import { assertOpenOnLoopbackOnly, createAuthenticator, staticTokenCheck } from "./identity/index.js";
@@ -175,7 +175,10 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const db = pool;
     // The API's reads fail fast while the database is away (503); the deploys' own writes wait for it.
     const store = new PgDeployStore(db);
-    const workflowStore = new PgDeployStore(retryingQueries(db, logger));
+    const workflowStore = new PgDeployStore(retryingQueries(db, logger), {
+      retry: (fn) => whileUnavailable(fn, logger, "deploy store"),
+      onHeldError: (deploy, err) => logger.warn("a deploy's held write was not recorded", { deploy, error: String(err) }),
+    });
     // Bodies are received into the workdir first, so a slow or cut upload never holds a database connection.
     const uploads = new PgUploadStore(db, join(config.workdirPath, "uploads-incoming"));
     await uploads.prepare();
@@ -272,9 +275,14 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);
     driftChecks = scheduler;
     // A deploy that ends may make its environment due for a first check.
-    events.subscribe({}, (e) => {
-      if (isFinishEvent(e)) scheduler.deployEnded();
-    });
+    events.subscribe(
+      {},
+      (e) => {
+        if (isFinishEvent(e)) scheduler.deployEnded();
+      },
+      undefined,
+      { background: true },
+    );
     scheduler.start();
     // Notifications follow the event log: planned from it into an outbox and delivered beside the deploys, never in them.
     const notifications = new Notifier({
@@ -284,7 +292,9 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       logger,
     });
     notifier = notifications;
-    events.subscribe({}, () => notifications.wake());
+    // Without subscriptions nothing is planned: the pump then only moves its cursor on, at its idle
+    // pace (a few statements every 30 s instead of at every burst of events).
+    if (config.notifications.subscriptions.length > 0) events.subscribe({}, () => notifications.wake(), undefined, { background: true });
     notifications.start();
     const autoDeploy = new AutoDeployer({
       config,
@@ -360,6 +370,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
           await closeHttp();
           await engine?.shutdown(config.shutdown_timeout);
           engine = undefined;
+          await workflowStore.flushHeld();
           await cleanup();
           logger.info("manent-server stopped");
         })()),

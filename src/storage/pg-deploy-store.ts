@@ -18,10 +18,12 @@ import {
   type StepStatus,
   type TargetProgress,
   type DeployWaiting,
+  type WriteHold,
 } from "../core/engine/deploy-store.js";
 import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
 import { dbosSchema } from "./reconcile-deploys.js";
+import { HeldWrites } from "./held-writes.js";
 import { scopeCondition } from "./scope-sql.js";
 import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
@@ -61,7 +63,28 @@ const keyClaim = (
 const queuedMs = `(extract(epoch from (manent.deploys.started_at - manent.deploys.created_at)) * 1000)::float8 as queued_ms`;
 
 export class PgDeployStore implements DeployStore, OverviewSource {
-  constructor(private readonly pool: pg.Pool) {}
+  private readonly held: HeldWrites;
+
+  /**
+   * `retry` runs a transaction again while the database is away (as the pool given may do for its
+   * queries); `onHeldError` hears of a held write that could not be committed (held-writes.ts).
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    opts: { retry?: <T>(fn: () => Promise<T>) => Promise<T>; onHeldError?: (deployId: string, err: unknown) => void } = {},
+  ) {
+    const retry = opts.retry ?? ((fn) => fn());
+    this.held = new HeldWrites(pool, (fn) => retry(() => inTransaction(pool, fn)), opts.onHeldError ?? (() => undefined));
+  }
+
+  /** A statement of deploy `id`'s, committed with the writes held for it (see {@link HeldWrites}). */
+  private q<R extends pg.QueryResultRow = pg.QueryResultRow>(id: string, sql: string, params: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.held.query<R>(id, sql, params);
+  }
+
+  async flushHeld(): Promise<void> {
+    await this.held.flush();
+  }
 
   /** Deploys of the whole fleet queued and running (an index of the few in progress). */
   async inProgress(): Promise<{ queued: number; running: number }> {
@@ -96,7 +119,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async setStatus(id: string, status: DeployStatus, extra: { error?: ErrorJSON | null; plugin?: string } = {}): Promise<void> {
-    await this.pool.query(
+    await this.q(
+      id,
       `update manent.deploys set status = $2,
          error = case when $3::boolean then $4::jsonb else error end,
          plugin = coalesce($5, plugin),
@@ -115,7 +139,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async stepStarted(id: string, seq: number, name: string, opts: { unlessCancelled?: boolean } = {}): Promise<boolean> {
-    const rows = await this.pool.query<{ cancelled: boolean }>(
+    const rows = await this.q<{ cancelled: boolean }>(
+      id,
       `with cancel as (
          select $4::boolean and exists (select 1 from manent.deploys where id = $1 and cancel_requested_at is not null) as cancelled),
        started as (
@@ -130,7 +155,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async stepFinished(id: string, name: string, status: StepStatus, output: unknown, error?: ErrorJSON): Promise<void> {
-    await this.pool.query(
+    await this.q(
+      id,
       `update manent.deploy_steps set status = $3, finished_at = now(),
          duration_ms = (extract(epoch from (now() - started_at)) * 1000)::int,
          output = $4::jsonb, error = $5::jsonb
@@ -153,7 +179,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   ): Promise<StepBegin> {
     // One statement: the checks DBOS makes before a step (cancelled? recorded already?), manent's
     // user cancel, and the attempt's start with its step.started event.
-    const r = await this.pool.query<{
+    const r = await this.q<{
       verdict: "run" | "checkpointed" | "user_cancel" | "workflow_cancelled" | "not_owner";
       attempt: number | null;
       outcome: string | null;
@@ -161,6 +187,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       output: { result: string } | null;
       error: ErrorJSON | null;
     }>(
+      id,
       `with wf as (
          select status, owner_xid from ${dbosSchema}.workflow_status where workflow_uuid = $5),
        prev as (
@@ -204,31 +231,33 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     }
   }
 
-  async endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner): Promise<boolean> {
+  async endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner, hold?: WriteHold): Promise<boolean> {
     // The owner's row is locked until this statement commits, as DBOS does before recording a step:
     // a hand-off of the workflow to another execution cannot land between the check and the write.
-    const r = await this.pool.query(
-      `with owner as (
+    const sql = `with owner as (
          select 1 from ${dbosSchema}.workflow_status where workflow_uuid = $7 and owner_xid = $8 for no key update)
        update manent.deploy_steps set status = $3, finished_at = now(),
          duration_ms = (extract(epoch from (now() - started_at)) * 1000)::int,
          output = $4::jsonb, error = $5::jsonb, outcome = $9
        where deploy_id = $1 and name = $2 and attempts = $6 and status = 'running' and outcome is null
          and ($7::text is null or exists (select 1 from owner))
-       returning 1`,
-      [
-        id,
-        name,
-        end.status,
-        end.output === undefined ? null : JSON.stringify({ result: JSON.stringify(end.output) }),
-        end.error ? JSON.stringify(end.error) : null,
-        attempt,
-        owner?.workflowId ?? null,
-        owner?.token ?? null,
-        end.final === false ? null : end.final === "exhausted" ? "exhausted" : end.status,
-      ],
-    );
-    return r.rowCount === 1;
+       returning 1`;
+    const params = [
+      id,
+      name,
+      end.status,
+      end.output === undefined ? null : JSON.stringify({ result: JSON.stringify(end.output) }),
+      end.error ? JSON.stringify(end.error) : null,
+      attempt,
+      owner?.workflowId ?? null,
+      owner?.token ?? null,
+      end.final === false ? null : end.final === "exhausted" ? "exhausted" : end.status,
+    ];
+    if (hold) {
+      this.held.hold(id, { sql, params, lost: hold.lost, ...(hold.committed && { committed: hold.committed }) });
+      return true;
+    }
+    return (await this.q(id, sql, params)).rowCount === 1;
   }
 
   async recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void> {
@@ -236,32 +265,32 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     const byHost = new Map(results.map((r) => [r.host, r]));
     if (byHost.size === 0) return;
     const rs = [...byHost.values()];
-    await this.pool.query(
-      `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
+    const sql = `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
        select $1, $2, u.host, u.status, u.duration_ms, u.error, u.details::jsonb, now()
        from unnest($3::text[], $4::text[], $5::integer[], $6::text[], $7::text[]) as u(host, status, duration_ms, error, details)
        on conflict (deploy_id, phase, host) do update set status = excluded.status, duration_ms = excluded.duration_ms,
-         error = excluded.error, details = excluded.details, updated_at = now()`,
-      [
-        id,
-        phase,
-        rs.map((r) => r.host),
-        rs.map((r) => r.status),
-        rs.map((r) => r.duration_ms ?? null),
-        rs.map((r) => r.error ?? null),
-        rs.map((r) => (r.details ? JSON.stringify(r.details) : null)),
-      ],
-    );
+         error = excluded.error, details = excluded.details, updated_at = now()`;
+    const params = [
+      id,
+      phase,
+      rs.map((r) => r.host),
+      rs.map((r) => r.status),
+      rs.map((r) => r.duration_ms ?? null),
+      rs.map((r) => r.error ?? null),
+      rs.map((r) => (r.details ? JSON.stringify(r.details) : null)),
+    ];
+    await this.q(id, sql, params);
   }
 
   async doneTargets(id: string, phase: string): Promise<TargetResult[]> {
-    const rows = await this.pool.query<{
+    const rows = await this.q<{
       host: string;
       status: TargetResult["status"];
       duration_ms: number | null;
       error: string | null;
       details: Record<string, string> | null;
     }>(
+      id,
       `select host, status, duration_ms, error, details from manent.deploy_targets
        where deploy_id = $1 and phase = $2 and status in ('deployed', 'unchanged')`,
       [id, phase],
@@ -375,7 +404,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined> {
-    const rows = await this.pool.query<CancelState>(
+    const rows = await this.q<CancelState>(
+      id,
       `with prev as (
          select id, status, kind, version, deploy_started_at, committed_at, no_rollback_reason
          from manent.deploys where id = $1 for update),
@@ -397,13 +427,23 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async cancelRequested(id: string): Promise<boolean> {
-    const rows = await this.pool.query(`select 1 from manent.deploys where id = $1 and cancel_requested_at is not null`, [id]);
+    const rows = await this.q(id, `select 1 from manent.deploys where id = $1 and cancel_requested_at is not null`, [id]);
     return rows.rowCount === 1;
+  }
+
+  async cancelsRequested(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.pool.query<{ id: string }>(
+      `select id from manent.deploys where id = any($1::text[]) and cancel_requested_at is not null`,
+      [ids],
+    );
+    return new Set(rows.rows.map((r) => r.id));
   }
 
   async beginDeployStep(id: string, noRollbackReason: string | null): Promise<boolean> {
     // Run again after a crash, a gate already passed stays passed.
-    const rows = await this.pool.query(
+    const rows = await this.q(
+      id,
       `update manent.deploys set deploy_started_at = coalesce(deploy_started_at, now()), no_rollback_reason = $2
        where id = $1 and (cancel_requested_at is null or deploy_started_at is not null) returning id`,
       [id, noRollbackReason],
@@ -412,7 +452,8 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async commitDeployStep(id: string): Promise<boolean> {
-    const rows = await this.pool.query(
+    const rows = await this.q(
+      id,
       `update manent.deploys set committed_at = coalesce(committed_at, now())
        where id = $1 and (cancel_requested_at is null or committed_at is not null) returning id`,
       [id],
@@ -421,13 +462,14 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async setWaiting(id: string, waiting: DeployWaiting | null): Promise<void> {
-    await this.pool.query(`update manent.deploys set waiting = $2::jsonb where id = $1`, [id, waiting && JSON.stringify(waiting)]);
+    await this.q(id, `update manent.deploys set waiting = $2::jsonb where id = $1`, [id, waiting && JSON.stringify(waiting)]);
   }
 
   async getDeploy(id: string): Promise<DeployRecord | undefined> {
     // One statement (one round trip and one transaction, not five): a deploy is read at every
     // `?wait=` answer and every status page. json (not jsonb) keeps each object's keys in order.
-    const deploy = await this.pool.query(
+    const deploy = await this.q(
+      id,
       `select ${deployColumns}, request, rollout, waiting,
          coalesce((select json_agg(json_build_object('name', s.name, 'status', s.status, 'attempts', s.attempts,
              'started_at', s.started_at, 'duration_ms', s.duration_ms, 'output', s.output, 'error', s.error)
@@ -567,14 +609,16 @@ export class PgDeployStore implements DeployStore, OverviewSource {
   }
 
   async saveRollout(id: string, rollout: RolloutState, revision: number): Promise<void> {
-    await this.pool.query(
+    await this.q(
+      id,
       `update manent.deploys set rollout = $2::jsonb, rollout_revision = $3 where id = $1 and coalesce(rollout_revision, 0) <= $3`,
       [id, JSON.stringify(rollout), revision],
     );
   }
 
   async recordCommand(id: string, c: CommandRecord): Promise<void> {
-    await this.pool.query(
+    await this.q(
+      id,
       `insert into manent.deploy_commands (deploy_id, command, full_promote, sent_by, sent_at, during) values ($1, $2, $3, $4, $5, $6)`,
       [id, c.command, c.full, c.by, c.at, c.during],
     );
@@ -679,4 +723,23 @@ function overviewDeploy(r: Record<string, unknown>): OverviewDeploy {
     created_at: new Date(r.created_at as string).toISOString(),
     finished_at: r.finished_at ? new Date(r.finished_at as string).toISOString() : null,
   };
+}
+
+/** Runs `fn` in a transaction on a client of its own: committed when it resolves, rolled back when it throws. */
+async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("begin");
+    const out = await fn(client);
+    await client.query("commit");
+    return out;
+  } catch (err) {
+    await client.query("rollback").catch((e: unknown) => {
+      broken = e instanceof Error ? e : new Error(String(e));
+    });
+    throw err;
+  } finally {
+    client.release(broken);
+  }
 }

@@ -110,6 +110,8 @@ export class PgEventHub {
   private recheckTimer: NodeJS.Timeout | undefined;
   private gatherTimer: NodeJS.Timeout | undefined;
   private safetyTimer: NodeJS.Timeout | undefined;
+  /** Subscribers that are not in the background (see `subscribe`). */
+  private readers = 0;
   private lastReadAt = 0;
 
   private constructor(
@@ -250,11 +252,21 @@ export class PgEventHub {
    * Calls `fn` with every new event that matches, until the returned function is called;
    * `onClose` when the hub closes (the server stops), so a stream can end.
    */
-  subscribe(filter: EventFilter, fn: Listener, onClose?: () => void): () => void {
+  subscribe(filter: EventFilter, fn: Listener, onClose?: () => void, opts: { background?: boolean } = {}): () => void {
     const entry = { filter, fn, onClose };
     this.listeners.add(entry);
+    // The server's own followers (drift, notifications) look at the log on their own too: only a
+    // reader waiting for events (a stream, a `?wait=`) keeps the safety read going.
+    if (opts.background) return () => this.listeners.delete(entry);
+    this.readers++;
     this.scheduleSafetyRead();
-    return () => this.listeners.delete(entry);
+    let subscribed = true;
+    return () => {
+      if (!subscribed) return;
+      subscribed = false;
+      this.readers--;
+      this.listeners.delete(entry);
+    };
   }
 
   /** A read when none happened for `safetyReadMs`, as long as something is subscribed. */
@@ -262,7 +274,7 @@ export class PgEventHub {
     if (this.safetyTimer || this.closed) return;
     this.safetyTimer = setTimeout(() => {
       this.safetyTimer = undefined;
-      if (this.listeners.size === 0 || this.closed) return;
+      if (this.readers === 0 || this.closed) return;
       if (Date.now() - this.lastReadAt >= this.safetyMs) this.fetchNew();
       this.scheduleSafetyRead();
     }, this.safetyMs);

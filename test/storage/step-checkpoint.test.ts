@@ -52,11 +52,13 @@ describe("deploy step checkpoints", () => {
         }
         const gate = gates.get(id)!;
         try {
-          return await runStep(deps(), id, 1, "held", once, async () => {
+          await runStep(deps(), id, 1, "held", once, async () => {
             gate.reached();
             await gate.go;
             return { done: true };
           });
+          // A step's end waits for the deploy's next statement (held-writes.ts): here the next step's start.
+          return await runStep(deps(), id, 2, "next", once, async () => ({ ran: true }));
         } catch (err) {
           gate.thrown(err);
           throw err;
@@ -121,8 +123,17 @@ describe("deploy step checkpoints", () => {
     await pool.query(`update dbos.workflow_status set owner_xid = $2 where workflow_uuid = $1`, [id, randomUUID()]);
     go();
     assert.ok((await stopped) instanceof DBOSErrors.DBOSWorkflowConflictError);
-    const step = (await store.getDeploy(id))!.steps.find((s) => s.name === "held")!;
-    assert.equal(step.status, "running", "the step's end was not recorded by the execution that lost the workflow");
+    const steps = (await store.getDeploy(id))!.steps;
+    assert.equal(
+      steps.find((s) => s.name === "held")!.status,
+      "running",
+      "the step's end was not recorded by the execution that lost the workflow",
+    );
+    assert.equal(
+      steps.find((s) => s.name === "next"),
+      undefined,
+      "nor the next step's start, held with it",
+    );
     // The execution that owns it now finds no checkpoint: it runs the step; the old token starts nothing.
     const stale = { workflowId: id, token: owner.rows[0]!.owner_xid };
     assert.deepEqual(await store.beginStep(id, 1, "held", { unlessCancelled: false, owner: stale }), { run: false, reason: "not_owner" });

@@ -170,6 +170,19 @@ export interface StepEnd {
   final: false | "ended" | "exhausted";
 }
 
+/**
+ * A write that may wait for the deploy's next statement and be committed with it, in one
+ * transaction (or on its own after a few milliseconds if none comes): one commit, one WAL flush,
+ * for a step's end and the next step's start. A crash before that commit loses it, as a crash
+ * just before the write would have.
+ */
+export interface WriteHold {
+  /** The error the deploy's next statement throws if the write, committed, changed nothing (another execution took the step over). */
+  lost: () => Error;
+  /** Called once the write is committed. */
+  committed?: () => void;
+}
+
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
   createDeploy(deploy: NewDeploy): Promise<void>;
@@ -196,11 +209,14 @@ export interface DeployStore {
   /**
    * Records the end of attempt `attempt` (with its result and its event, in one statement), only
    * while that attempt is the step's latest, the step has no checkpoint and `owner` owns the
-   * workflow: false otherwise (another execution took the step over).
+   * workflow: false otherwise (another execution took the step over). With `hold`, the write waits
+   * for the deploy's next statement (see {@link WriteHold}) and true is returned at once.
    */
-  endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner | undefined): Promise<boolean>;
+  endStep(id: string, name: string, attempt: number, end: StepEnd, owner?: StepOwner | undefined, hold?: WriteHold): Promise<boolean>;
   /** Records several targets' results of a phase in one write (see target-recorder.ts). */
   recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void>;
+  /** Commits every held write now (before the process stops). */
+  flushHeld(): Promise<void>;
   /** The targets of a phase recorded as done (`deployed` or `unchanged`): a resumed step skips them (see target-resume.ts). */
   doneTargets(id: string, phase: string): Promise<TargetResult[]>;
   /**
@@ -213,6 +229,8 @@ export interface DeployStore {
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
   requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
   cancelRequested(id: string): Promise<boolean>;
+  /** Which of `ids` have a user's cancel recorded: one read for all. */
+  cancelsRequested(ids: string[]): Promise<Set<string>>;
   /** The gate before the deploy step: false when a cancel came first. */
   beginDeployStep(id: string, noRollbackReason: string | null): Promise<boolean>;
   /** The gate after the deploy step: false when a cancel came first. */

@@ -1,8 +1,9 @@
 /**
  * Crash points for the recovery tests: `MANENT_FAULT_KILL_AT=<step>:<point>` makes the server
  * kill itself with SIGKILL at that point of that step, once — the way a power cut would.
- * Points: `before` (step started, no effect yet), `after` (effect done, checkpoint not written),
- * `checkpointed` (checkpoint written, next step not started), `approved` (an approval counted, more
+ * Points: `before` (the attempt's start recorded, no effect yet), `after` (effect done, checkpoint
+ * not written), `checkpointed` (checkpoint committed: with the deploy's next statement, which is
+ * most often the next step's start, see `WriteHold`), `approved` (an approval counted, more
  * awaited). Unset in production.
  */
 export type FaultPoint = "before" | "after" | "checkpointed" | "approved";

@@ -1,14 +1,17 @@
 /**
  * Turns a flag kept on a deploy's record (a user's cancel, an admin's window override) into an
  * aborted signal for whatever waits on that deploy: at once when the flag is set through this
- * server (`notify`), within `pollMs` when it is set through another server of the fleet (`isSet`
- * read from the database).
+ * server (`notify`), within `pollMs` when it is set through another server of the fleet (read from
+ * the database: one read every `pollMs` for all the deploys watched, however many run).
  */
 export class RecordFlagWatch {
   private readonly waiting = new Map<string, Set<() => void>>();
+  /** For each interval in use, its timer and how many watches of each deploy it polls for. */
+  private readonly polls = new Map<number, { timer: NodeJS.Timeout; ids: Map<string, number> }>();
 
   constructor(
-    private readonly isSet: (id: string) => Promise<boolean>,
+    /** Which of `ids` have the flag set. */
+    private readonly setAmong: (ids: string[]) => Promise<ReadonlySet<string>>,
     /** What the signal is aborted with. */
     private readonly reason: () => unknown,
     private readonly pollMs: number,
@@ -20,19 +23,23 @@ export class RecordFlagWatch {
     const set = this.waiting.get(id) ?? new Set<() => void>();
     set.add(fire);
     this.waiting.set(id, set);
-    const timer = setInterval(() => {
-      this.isSet(id).then(
-        (yes) => yes && fire(),
-        () => undefined, // the database is away: the next poll asks again
-      );
-    }, pollMs);
-    timer.unref();
+    const poll = this.poll(pollMs);
+    poll.ids.set(id, (poll.ids.get(id) ?? 0) + 1);
+    let stopped = false;
     return {
       signal: ac.signal,
       stop: () => {
-        clearInterval(timer);
+        if (stopped) return;
+        stopped = true;
         set.delete(fire);
         if (set.size === 0) this.waiting.delete(id);
+        const left = poll.ids.get(id)! - 1;
+        if (left > 0) poll.ids.set(id, left);
+        else poll.ids.delete(id);
+        if (poll.ids.size === 0) {
+          clearInterval(poll.timer);
+          this.polls.delete(pollMs);
+        }
       },
     };
   }
@@ -40,5 +47,23 @@ export class RecordFlagWatch {
   /** The flag of `id` was set by this server. */
   notify(id: string): void {
     for (const fire of this.waiting.get(id) ?? []) fire();
+  }
+
+  private poll(pollMs: number): { timer: NodeJS.Timeout; ids: Map<string, number> } {
+    const existing = this.polls.get(pollMs);
+    if (existing) return existing;
+    const ids = new Map<string, number>();
+    const timer = setInterval(() => {
+      this.setAmong([...ids.keys()]).then(
+        (flagged) => {
+          for (const id of flagged) this.notify(id);
+        },
+        () => undefined, // the database is away: the next poll asks again
+      );
+    }, pollMs);
+    timer.unref();
+    const poll = { timer, ids };
+    this.polls.set(pollMs, poll);
+    return poll;
   }
 }

@@ -25,7 +25,8 @@ const maxRetryIntervalMs = 3_600_000;
  * output, error) kept in the deploy store, which is also the step's checkpoint. An attempt costs
  * two statements (its start, its end with its result and events), where a DBOS step around the
  * record cost six: DBOS's cancel checks, its checkpoint read and its checkpoint write, beside the
- * record's start and end.
+ * record's start and end. A success's end is held for the deploy's next statement (see
+ * `WriteHold`), so a step after another costs one commit.
  *
  * What DBOS's steps guarantee is kept: a replay of the workflow (a crash, a recovery on another
  * server) returns the step's recorded outcome without running it again; a step that had started
@@ -47,7 +48,6 @@ export async function runStep<T>(
   const maxAttempts = policy.maxRetries + 1;
   let intervalMs = policy.intervalMs;
   for (let attempt = 1; ; attempt++) {
-    faultPoint(name, "before");
     // A cancel is checked in the statement that records the start, so a replay decides the same:
     // the flag, once set, stays.
     const begin = await deps.store.beginStep(deployId, seq, name, {
@@ -67,6 +67,7 @@ export async function runStep<T>(
           throw new DBOSErrors.DBOSWorkflowConflictError(owner?.workflowId ?? deployId);
       }
     }
+    faultPoint(name, "before");
     const watch = cancellable ? deps.cancels?.watch(deployId) : undefined;
     const signals = [policy.timeoutMs ? AbortSignal.timeout(policy.timeoutMs) : undefined, watch?.signal].filter(
       (s): s is AbortSignal => s !== undefined,
@@ -79,9 +80,12 @@ export async function runStep<T>(
       faultPoint(name, "after");
       // What a replay will return (the record's JSON), returned now too: both runs see the same value.
       const recorded = output === undefined ? undefined : (JSON.parse(JSON.stringify(output)) as T);
-      await ended(deps.store, deployId, name, begin.attempt, { status: "succeeded", output: recorded, final: "ended" }, owner);
+      // Committed with the deploy's next statement (the next step's start, most often): one commit for both.
+      await deps.store.endStep(deployId, name, begin.attempt, { status: "succeeded", output: recorded, final: "ended" }, owner, {
+        lost: () => new DBOSErrors.DBOSWorkflowConflictError(owner?.workflowId ?? deployId),
+        committed: () => faultPoint(name, "checkpointed"),
+      });
       deps.metrics.stepAttempt(name, "succeeded");
-      faultPoint(name, "checkpointed");
       return recorded as T;
     } catch (err) {
       if (isCancellation(err)) throw err;

@@ -25,6 +25,6 @@ export function isUserCancel(err: unknown): boolean {
  */
 export class CancelWatch extends RecordFlagWatch {
   constructor(store: DeployStore, pollMs = 500) {
-    super((id) => store.cancelRequested(id), userCancelled, pollMs);
+    super((ids) => store.cancelsRequested(ids), userCancelled, pollMs);
   }
 }

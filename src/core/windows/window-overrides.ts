@@ -26,7 +26,8 @@ export interface WindowOverrideStore {
 export class WindowOverrideWatch extends RecordFlagWatch {
   constructor(store: WindowOverrideStore, pollMs = 15_000) {
     super(
-      async (id) => (await store.find(id)) !== undefined,
+      // Rare (deploys waiting for a window) and slow (15 s): one read per deploy.
+      async (ids) => new Set((await Promise.all(ids.map(async (id) => ((await store.find(id)) ? [id] : [])))).flat()),
       () => undefined,
       pollMs,
     );
