@@ -8,6 +8,9 @@
  *   TX[its statements]) per deploy;
  * - commits per extra target (a deploy of 11 targets against one of 1, over 10);
  * - commits per canary step (a canary of 4 set_weight steps against one of 2, over 2);
+ * - commits per no-op deploy at saturation: --burst deploys of as many applications submitted at
+ *   once, and waited for by reading the list of deploys every 250 ms (not each deploy), with each
+ *   statement per deploy;
  * - bytes per no-op deploy: rows and row bytes (pg_column_size) each table of the manent and dbos
  *   schemas gained, events included, and their total relation size (indexes and TOAST included,
  *   grown by whole pages) over the deploys;
@@ -19,7 +22,7 @@
  * With --ref COMMIT, that commit's server runs the same, in the same process and on the same
  * Postgres, before this checkout's: the figures before and after from one run.
  *
- * Run: node --import tsx bench/deploy-commits.ts [N=20] [--ref COMMIT] [--idle SECONDS=30] [--json]
+ * Run: node --import tsx bench/deploy-commits.ts [N=20] [--ref COMMIT] [--idle SECONDS=30] [--burst N=60] [--json]
  */
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -34,11 +37,17 @@ import { createWorkspace, descriptor, manentYml } from "../test/support/workspac
 import { checkoutRef } from "./support/ref-checkout.js";
 
 const { values: opts, positionals } = parseArgs({
-  options: { ref: { type: "string" }, idle: { type: "string", default: "30" }, json: { type: "boolean", default: false } },
+  options: {
+    ref: { type: "string" },
+    idle: { type: "string", default: "30" },
+    burst: { type: "string", default: "60" },
+    json: { type: "boolean", default: false },
+  },
   allowPositionals: true,
 });
 const n = Number(positionals[0] ?? 20);
 const idleSeconds = Number(opts.idle);
+const burst = Number(opts.burst);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 interface Tally {
@@ -49,6 +58,9 @@ interface Tally {
 interface Figures {
   deploysPerSecond: number;
   commitsPerDeploy: number;
+  commitsPerDeployAtSaturation: number;
+  burstSeconds: number;
+  burstStatements: [number, string][];
   commitsPerExtraTarget: number;
   commitsPerCanaryStep: number;
   idleCommits: number;
@@ -75,6 +87,8 @@ const row = (what: string, f: (x: Figures) => string) =>
 console.log(`${n} sequential deploys each; ${"".padEnd(20)}${labels.map((l) => l.padStart(14)).join("")}`);
 row("no-op deploys/s (sequential)", (x) => x.deploysPerSecond.toFixed(1));
 row("commits per no-op deploy (1 target)", (x) => x.commitsPerDeploy.toFixed(1));
+row(`  at saturation (${burst} at once)`, (x) => x.commitsPerDeployAtSaturation.toFixed(1));
+row(`  seconds for the ${burst}`, (x) => x.burstSeconds.toFixed(1));
 row("commits per extra target", (x) => x.commitsPerExtraTarget.toFixed(2));
 row("commits per canary step (set_weight)", (x) => x.commitsPerCanaryStep.toFixed(1));
 row(`idle server: commits in ${idleSeconds} s (tally)`, (x) => String(x.idleCommits));
@@ -91,6 +105,9 @@ for (const label of labels) {
     );
   console.log(`\n${label}: statements per no-op deploy`);
   for (const [count, text] of results[label]!.statements.slice(0, 40)) console.log(`${(count / n).toFixed(2).padStart(6)} ${text}`);
+  console.log(`\n${label}: statements per no-op deploy at saturation`);
+  for (const [count, text] of results[label]!.burstStatements.slice(0, 30))
+    console.log(`${(count / burst).toFixed(2).padStart(6)} ${text}`);
   console.log(`\n${label}: statements of the idle server in ${idleSeconds} s`);
   for (const [count, text] of results[label]!.idleStatements.slice(0, 15)) console.log(`${String(count).padStart(6)} ${text}`);
 }
@@ -104,6 +121,7 @@ async function measure(bin: string): Promise<Figures> {
     eleven: { targets: 11 },
     canary2: { targets: 1, steps: [50, 100] },
     canary4: { targets: 1, steps: [25, 50, 75, 100] },
+    ...Object.fromEntries(Array.from({ length: burst }, (_, i) => [`burst${i}`, { targets: 1 }])),
   };
   for (const [app, a] of Object.entries(apps))
     await ws.write(`envconfig/untenanted/${app}/${app}/bench.yml`, {
@@ -151,12 +169,31 @@ async function measure(bin: string): Promise<Figures> {
     while (d.status === "queued" || d.status === "running") d = await server.api.deploy(id, 60);
     if (d.status !== "succeeded") throw new Error(`${app}: ${d.status} ${JSON.stringify(d.error)}`);
   };
+  /** `burst` deploys, one of each burst application, submitted at once; waited for by the list. */
+  const deployBurst = async (): Promise<void> => {
+    const ids = await Promise.all(
+      Array.from({ length: burst }, async (_, i) => {
+        const app = `burst${i}`;
+        return (await server.api.submit({ descriptor: descriptor(app, "bench", artifact, `1.0.${++v}`), descriptor_file: "bench" })).id;
+      }),
+    );
+    const pending = new Set(ids);
+    while (pending.size > 0) {
+      await delay(250);
+      for (const d of (await server.api.list({ limit: String(Math.min(1000, burst * 2)) })).deploys) {
+        if (!pending.has(d.id) || d.status === "queued" || d.status === "running") continue;
+        if (d.status !== "succeeded") throw new Error(`${d.application}: ${d.status}`);
+        pending.delete(d.id);
+      }
+    }
+  };
   const deploys = (app: string) =>
     tally(async () => {
       for (let i = 0; i < n; i++) await deploy(app);
     });
   try {
-    for (const app of Object.keys(apps)) for (let i = 0; i < 3; i++) await deploy(app);
+    for (const app of Object.keys(apps).filter((a) => !a.startsWith("burst"))) for (let i = 0; i < 3; i++) await deploy(app);
+    await deployBurst();
     const before = await sizes(db);
     const t0 = performance.now();
     const one = await deploys("one");
@@ -165,6 +202,9 @@ async function measure(bin: string): Promise<Figures> {
     const eleven = await deploys("eleven");
     const canary2 = await deploys("canary2");
     const canary4 = await deploys("canary4");
+    const b0 = performance.now();
+    const burstTally = await tally(deployBurst);
+    const burstSeconds = (performance.now() - b0) / 1000;
     const xact = async () =>
       Number(
         (await db.query<{ c: string }>(`select xact_commit::text as c from pg_stat_database where datname = current_database()`)).rows[0]!
@@ -182,6 +222,9 @@ async function measure(bin: string): Promise<Figures> {
     return {
       deploysPerSecond: n / seconds,
       commitsPerDeploy: one.commits / n,
+      commitsPerDeployAtSaturation: burstTally.commits / burst,
+      burstSeconds,
+      burstStatements: burstTally.statements,
       commitsPerExtraTarget: (eleven.commits - one.commits) / n / 10,
       commitsPerCanaryStep: (canary4.commits - canary2.commits) / n / 2,
       idleCommits: idle.commits,
