@@ -121,67 +121,72 @@ describe("vault: secret references", () => {
     await Promise.all([vault?.remove(), db?.stop()]);
   });
 
-  it("reads with a token, renews it before its lease ends, and reads with it again past that lease", bounded, async () => {
-    // A token of 15 s, renewable for an hour, made right before the read that signs in with it.
-    manentToken = (
-      await vault.api<{ auth: { client_token: string } }>("POST", "auth/token/create", {
-        policies: ["manent"],
-        ttl: "15s",
-        explicit_max_ttl: "1h",
-        renewable: true,
-      })
-    ).auth.client_token;
-    await ws.write("vault/token", `${manentToken}\n`);
-    const firstLeaseEnds = Date.parse((await vault.lookupToken(manentToken)).expire_time!);
-    await envconfig("team-a", "shop", { db: "vault:secret/team-a/app/db#password" });
-    const first = await deploy(tokenServer, "team-a", "shop");
-    assert.equal(first.status, "succeeded", JSON.stringify(first.error));
-    assert.equal(secretLength(first), String(dbPassword.length), "the plugin read the Vault value");
-    const signedIn = await nextLogged(tokenServer, /vault: signed in with a token/, 0);
-    // Each renewal manent logs is checked against Vault's own record of the token, until Vault says
-    // it was renewed after the moment its first lease would have ended (two renewals at two thirds).
-    let from = signedIn;
-    let renewed: number | undefined;
-    for (let n = 0; n < 4 && !(renewed! > firstLeaseEnds); n++) {
-      from = await nextLogged(tokenServer, /vault: token renewed/, from);
-      const seen = await vault.lookupToken(manentToken);
-      assert.ok(seen.last_renewal, `Vault has no renewal of the token after manent logged one: ${JSON.stringify(seen)}`);
-      renewed = Date.parse(seen.last_renewal);
-      assert.ok(Date.parse(seen.expire_time!) > firstLeaseEnds, "a renewal moved the token's expiry past its first lease");
-    }
-    assert.ok(renewed! > firstLeaseEnds, "Vault renewed the token after its first lease would have ended");
-    await envconfig("team-a", "cart", { key: "vault:secret/team-a/app/db#api_key" });
-    const second = await deploy(tokenServer, "team-a", "cart");
-    assert.equal(second.status, "succeeded", JSON.stringify(second.error));
-    assert.equal(secretLength(second), String(apiKey.length));
-    assert.doesNotMatch(tokenServer.logs().slice(signedIn), /signed in/, "the same token, renewed: no new sign-in");
-    assert.ok((await vault.lookupToken(manentToken)).ttl > 0, "Vault still holds the token");
-  });
+  // The two lease tests spend most of their time waiting for Vault's clock (a renewal at two thirds
+  // of a 15 s and of a 9 s lease), each on its own server, token and Vault auth path: they wait
+  // side by side instead of one after the other.
+  describe("leases", { concurrency: 2 }, () => {
+    it("reads with a token, renews it before its lease ends, and reads with it again past that lease", bounded, async () => {
+      // A token of 15 s, renewable for an hour, made right before the read that signs in with it.
+      manentToken = (
+        await vault.api<{ auth: { client_token: string } }>("POST", "auth/token/create", {
+          policies: ["manent"],
+          ttl: "15s",
+          explicit_max_ttl: "1h",
+          renewable: true,
+        })
+      ).auth.client_token;
+      await ws.write("vault/token", `${manentToken}\n`);
+      const firstLeaseEnds = Date.parse((await vault.lookupToken(manentToken)).expire_time!);
+      await envconfig("team-a", "shop", { db: "vault:secret/team-a/app/db#password" });
+      const first = await deploy(tokenServer, "team-a", "shop");
+      assert.equal(first.status, "succeeded", JSON.stringify(first.error));
+      assert.equal(secretLength(first), String(dbPassword.length), "the plugin read the Vault value");
+      const signedIn = await nextLogged(tokenServer, /vault: signed in with a token/, 0);
+      // Each renewal manent logs is checked against Vault's own record of the token, until Vault says
+      // it was renewed after the moment its first lease would have ended (two renewals at two thirds).
+      let from = signedIn;
+      let renewed: number | undefined;
+      for (let n = 0; n < 4 && !(renewed! > firstLeaseEnds); n++) {
+        from = await nextLogged(tokenServer, /vault: token renewed/, from);
+        const seen = await vault.lookupToken(manentToken);
+        assert.ok(seen.last_renewal, `Vault has no renewal of the token after manent logged one: ${JSON.stringify(seen)}`);
+        renewed = Date.parse(seen.last_renewal);
+        assert.ok(Date.parse(seen.expire_time!) > firstLeaseEnds, "a renewal moved the token's expiry past its first lease");
+      }
+      assert.ok(renewed! > firstLeaseEnds, "Vault renewed the token after its first lease would have ended");
+      await envconfig("team-a", "cart", { key: "vault:secret/team-a/app/db#api_key" });
+      const second = await deploy(tokenServer, "team-a", "cart");
+      assert.equal(second.status, "succeeded", JSON.stringify(second.error));
+      assert.equal(secretLength(second), String(apiKey.length));
+      assert.doesNotMatch(tokenServer.logs().slice(signedIn), /signed in/, "the same token, renewed: no new sign-in");
+      assert.ok((await vault.lookupToken(manentToken)).ttl > 0, "Vault still holds the token");
+    });
 
-  it("signs in with AppRole, renews its token, and logs in again when Vault caps the renewal at the max TTL", bounded, async () => {
-    await envconfig("team-a", "search", { db: "vault:secret/team-a/app/db#password" });
-    const first = await deploy(approleServer, "team-a", "search");
-    assert.equal(first.status, "succeeded", JSON.stringify(first.error));
-    assert.equal(secretLength(first), String(dbPassword.length));
-    const login = await nextLogged(approleServer, /vault: signed in with AppRole/, 0);
-    // Renewed at two thirds of 9 s: Vault gives only what is left of the 12 s, less than the 9 asked, so manent logs in again.
-    const renewal = await nextLogged(approleServer, /vault: token renewed/, login);
-    const renewedLine = approleServer.logs().slice(login, renewal).split("\n").at(-1)!;
-    const { ttl_seconds } = JSON.parse(renewedLine) as { ttl_seconds: number };
-    assert.ok(ttl_seconds < 9, `Vault capped the renewal at the max TTL: ${renewedLine}`);
-    // Vault's own record of the login's token, while it lives: renewed, and capped.
-    const [firstToken, ...others] = await vault.tokensIssuedAt("auth/approle/login");
-    assert.equal(others.length, 0, "one login so far");
-    assert.ok(firstToken!.last_renewal, `Vault renewed the login's token: ${JSON.stringify(firstToken)}`);
-    assert.ok(firstToken!.ttl < 9, "Vault capped its lease");
-    assert.equal(firstToken!.meta?.role_name, "manent");
-    await nextLogged(approleServer, /vault: signed in with AppRole/, renewal);
-    const second = (await vault.tokensIssuedAt("auth/approle/login")).filter((t) => t.accessor !== firstToken!.accessor);
-    assert.equal(second.length, 1, "Vault issued a second token to a new login");
-    assert.ok(Date.parse(second[0]!.issue_time) > Date.parse(firstToken!.issue_time));
-    const again = await deploy(approleServer, "team-a", "search");
-    assert.equal(again.status, "succeeded", JSON.stringify(again.error));
-    assert.equal(secretLength(again), String(dbPassword.length));
+    it("signs in with AppRole, renews its token, and logs in again when Vault caps the renewal at the max TTL", bounded, async () => {
+      await envconfig("team-a", "search", { db: "vault:secret/team-a/app/db#password" });
+      const first = await deploy(approleServer, "team-a", "search");
+      assert.equal(first.status, "succeeded", JSON.stringify(first.error));
+      assert.equal(secretLength(first), String(dbPassword.length));
+      const login = await nextLogged(approleServer, /vault: signed in with AppRole/, 0);
+      // Renewed at two thirds of 9 s: Vault gives only what is left of the 12 s, less than the 9 asked, so manent logs in again.
+      const renewal = await nextLogged(approleServer, /vault: token renewed/, login);
+      const renewedLine = approleServer.logs().slice(login, renewal).split("\n").at(-1)!;
+      const { ttl_seconds } = JSON.parse(renewedLine) as { ttl_seconds: number };
+      assert.ok(ttl_seconds < 9, `Vault capped the renewal at the max TTL: ${renewedLine}`);
+      // Vault's own record of the login's token, while it lives: renewed, and capped.
+      const [firstToken, ...others] = await vault.tokensIssuedAt("auth/approle/login");
+      assert.equal(others.length, 0, "one login so far");
+      assert.ok(firstToken!.last_renewal, `Vault renewed the login's token: ${JSON.stringify(firstToken)}`);
+      assert.ok(firstToken!.ttl < 9, "Vault capped its lease");
+      assert.equal(firstToken!.meta?.role_name, "manent");
+      await nextLogged(approleServer, /vault: signed in with AppRole/, renewal);
+      const second = (await vault.tokensIssuedAt("auth/approle/login")).filter((t) => t.accessor !== firstToken!.accessor);
+      assert.equal(second.length, 1, "Vault issued a second token to a new login");
+      assert.ok(Date.parse(second[0]!.issue_time) > Date.parse(firstToken!.issue_time));
+      const again = await deploy(approleServer, "team-a", "search");
+      assert.equal(again.status, "succeeded", JSON.stringify(again.error));
+      assert.equal(secretLength(again), String(dbPassword.length));
+    });
   });
 
   it(

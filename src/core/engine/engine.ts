@@ -78,6 +78,8 @@ let active: DeployWorkflow | undefined;
  */
 const queuePollMs = 1000;
 const dryRunPollMs = 5000;
+/** How often a release's wait for its stage's deploy reads that deploy's workflow status (DBOS's default is 1 s). */
+const childDeployPollMs = 200;
 const deployWorkflow = DBOS.registerWorkflow(
   async (input: DeployWorkflowInput): Promise<DeployOutcome> => {
     if (!active) throw new ManentError(Code.Unavailable, "the deploy engine is not started in this process");
@@ -315,7 +317,9 @@ export class Engine {
    */
   async awaitChildDeploy(step: string, id: string): Promise<{ status: DeployStatus; error: ErrorJSON | null }> {
     const handle = DBOS.retrieveWorkflow<DeployOutcome>(id);
-    await this.opts.waits.during(DBOS.workflowID, () => handle.getResult()).catch(() => undefined);
+    // DBOS looks at the child's status row every second by default: each release stage went on up
+    // to a second after its deploy had ended. One indexed read every 200 ms per waiting release.
+    await this.opts.waits.during(DBOS.workflowID, () => handle.getResult({ pollingIntervalMs: childDeployPollMs })).catch(() => undefined);
     return DBOS.runStep(
       async () => {
         const d = await this.opts.store.getDeploy(id);
