@@ -446,17 +446,17 @@ describe("web UI", () => {
     const retry = /#\/releases\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
     await page.locator("#release-status", { hasText: "succeeded" }).waitFor();
     const stage = (n: number) => page.locator(`.release-path li[data-stage="${n}"]`);
-    assert.match(await stage(1).innerText(), new RegExp(`Done by release ${failed.slice(0, 8)}`));
+    assert.match(await stage(1).innerText(), new RegExp(`Done by release ${failed.slice(-8)}`));
     assert.doesNotMatch(await stage(2).innerText(), /Done by release/);
     assert.equal(await page.getByRole("button", { name: /Retry/ }).count(), 0, "a succeeded release is not retried");
     await page
       .locator("dl.facts")
-      .getByRole("link", { name: failed.slice(0, 8) })
+      .getByRole("link", { name: failed.slice(-8) })
       .click();
     await page.waitForURL((url) => url.hash.endsWith(failed));
     await page
       .locator("dl.facts")
-      .getByRole("link", { name: retry.slice(0, 8) })
+      .getByRole("link", { name: retry.slice(-8) })
       .waitFor();
     assert.equal((await api.release(retry)).retry_of, failed);
     const audit = (await new ApiClient(server.url, adminToken).audit({ application: "relay" })).entries;
@@ -491,9 +491,9 @@ describe("web UI", () => {
     assert.deepEqual(asked, ["Retry the deploy of shop 3.1.0 to qa, with the same artifact and settings?"]);
     const retry = /#\/deploys\/([0-9a-f-]{36})$/.exec(page.url())![1]!;
     await page.locator("#deploy-status", { hasText: "succeeded" }).waitFor();
-    await page.getByRole("link", { name: failed.slice(0, 8) }).click();
+    await page.getByRole("link", { name: failed.slice(-8) }).click();
     await page.waitForURL((url) => url.hash.endsWith(failed));
-    await page.getByRole("link", { name: retry.slice(0, 8) }).waitFor();
+    await page.getByRole("link", { name: retry.slice(-8) }).waitFor();
     assert.equal(await page.getByRole("button", { name: "Retry" }).count(), 1, "still retryable: it stays failed");
     assert.equal((await api.deploy(retry)).retry_of, failed);
     await page.close();

@@ -3,7 +3,7 @@ import { settleOtherVersions } from "./version-upgrade.js";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import type { UploadStore } from "../artifacts/upload-store.js";
 import type { Network } from "../artifacts/network.js";
-import { randomUUID } from "node:crypto";
+import { newDeployId } from "./deploy-id.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import type { Logger } from "../contract/index.js";
@@ -185,7 +185,7 @@ export class Engine {
     submitter?: { name: string; id: string },
   ): Promise<{ id: string; queued_behind?: string; waiting?: WindowWait }> {
     const { config, plugins, store, uploads } = this.opts;
-    const id = randomUUID();
+    const id = newDeployId();
     const r = await resolveSubmission(config, plugins, submission, this.opts, id).catch(async (err: unknown) => {
       await uploads?.unclaim(id).catch(() => undefined); // else kept a while (upload-retention.ts)
       throw err;
@@ -281,7 +281,7 @@ export class Engine {
         const r = await resolveSubmission(config, plugins, submission, this.opts);
         // A stage's deploy in a deploy window's refuse mode fails the stage; in wait mode it waits in its workflow.
         this.opts.windows.admit(r, submission.window_override);
-        const id = randomUUID();
+        const id = newDeployId();
         const key = { tenant: r.tenant, application: r.application, artifact: r.artifact.name, environment: r.environment };
         const record: NewDeploy = {
           id,

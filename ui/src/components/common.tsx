@@ -17,6 +17,15 @@ export function Status({ status, label }: { status: string; label?: string }) {
   return <span class={`status status-${statusClass[status] ?? "muted"}`}>{label ?? status.replace(/_/g, " ")}</span>;
 }
 
+/**
+ * The characters of an id shown as a link's text: its last 8. A deploy id is a UUID of version 7,
+ * whose first characters are its creation time (the same for deploys a minute apart); the last
+ * ones are random in every UUID, older deploys' (version 4) and releases' too.
+ */
+export function shortId(id: string): string {
+  return id.slice(-8);
+}
+
 export function Time({ iso }: { iso: string | null | undefined }) {
   if (!iso) return <span class="muted">—</span>;
   const d = new Date(iso);

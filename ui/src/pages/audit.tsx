@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { allCodeNames } from "../../../src/core/errors.js";
 import { auditActions } from "../../../src/core/identity/audit-actions.js";
 import type { AuditEntry as Entry } from "../../../src/storage/pg-audit-log.js";
-import { Time } from "../components/common.js";
+import { shortId, Time } from "../components/common.js";
 import { DataTable, type Column } from "../components/data-table.js";
 import { FilterBar, filterQuery, type Filter } from "../components/filter-bar.js";
 import type { Session } from "../session.js";
@@ -21,7 +21,7 @@ const columns: Column<Entry>[] = [
   { label: "Who", cell: (e) => e.actor ?? "—" },
   { label: "Tenant", cell: (e) => e.tenant ?? "—" },
   { label: "Action", cell: (e) => e.action },
-  { label: "Deploy", cell: (e) => (e.deploy_id ? <a href={`#/deploys/${e.deploy_id}`}>{e.deploy_id.slice(0, 8)}</a> : "—") },
+  { label: "Deploy", cell: (e) => (e.deploy_id ? <a href={`#/deploys/${e.deploy_id}`}>{shortId(e.deploy_id)}</a> : "—") },
   { label: "Outcome", cell: (e) => <span class={e.outcome === "ok" ? "" : "bad"}>{e.outcome}</span> },
   { label: "From", cell: (e) => e.client_address ?? "—" },
   { label: "Message", class: "wide", cell: (e) => e.message ?? "" },

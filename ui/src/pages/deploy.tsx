@@ -5,7 +5,7 @@ import type { ApprovalRecord, WaitingState } from "../../../src/core/rollout/rol
 import { can } from "../../../src/core/identity/policy.js";
 import { envconfigOrigin } from "../../../src/cli/envconfig-origin.js";
 import { Approvals } from "../components/approvals.js";
-import { Duration, Status, Time } from "../components/common.js";
+import { Duration, shortId, Status, Time } from "../components/common.js";
 import { ScrollBox } from "../components/data-table.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
@@ -113,7 +113,7 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
             <dt>Release</dt>
             <dd>
               <a href={`#/releases/${ofRelease.id}`} class="num">
-                {ofRelease.id.slice(0, 8)}
+                {shortId(ofRelease.id)}
               </a>{" "}
               stage {ofRelease.stage}
             </dd>
@@ -132,7 +132,7 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
             <dt>Retry of</dt>
             <dd>
               <a href={`#/deploys/${d.retry_of}`} class="num">
-                {d.retry_of.slice(0, 8)}
+                {shortId(d.retry_of)}
               </a>
             </dd>
           </div>
@@ -145,7 +145,7 @@ export function DeployPage({ session, id }: { session: Session; id: string }) {
                 <span key={r}>
                   {i > 0 && ", "}
                   <a href={`#/deploys/${r}`} class="num">
-                    {r.slice(0, 8)}
+                    {shortId(r)}
                   </a>
                 </span>
               ))}

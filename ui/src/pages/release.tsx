@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { ReleaseRecord, StageState } from "../../../src/core/release/release-store.js";
 import { can } from "../../../src/core/identity/policy.js";
-import { Status, Time } from "../components/common.js";
+import { shortId, Status, Time } from "../components/common.js";
 import { navigate, useEventStream, useLoad } from "../hooks.js";
 import type { Session } from "../session.js";
 import { historyHref } from "./deploys.js";
@@ -158,7 +158,7 @@ export function ReleasePage({ session, id }: { session: Session; id: string }) {
             <dt>Retry of</dt>
             <dd>
               <a href={`#/releases/${r.retry_of}`} class="num">
-                {r.retry_of.slice(0, 8)}
+                {shortId(r.retry_of)}
               </a>
             </dd>
           </div>
@@ -171,7 +171,7 @@ export function ReleasePage({ session, id }: { session: Session; id: string }) {
                 <span key={x}>
                   {i > 0 && ", "}
                   <a href={`#/releases/${x}`} class="num">
-                    {x.slice(0, 8)}
+                    {shortId(x)}
                   </a>
                 </span>
               ))}
@@ -256,7 +256,7 @@ function Stage({ r, s, now }: { r: ReleaseRecord; s: StageState; now: number }) 
         <p class="muted">
           Done by release{" "}
           <a href={`#/releases/${s.done_by}`} class="num">
-            {s.done_by.slice(0, 8)}
+            {shortId(s.done_by)}
           </a>
           : not deployed again by this retry
         </p>
