@@ -78,3 +78,22 @@ export function databasePool(config: pg.PoolConfig): pg.Pool {
 }
 
 function ignoreConnectionError(): void {}
+
+/** Runs `fn` in one transaction on one client; a rollback that fails drops the connection. */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query("begin");
+    const out = await fn(client);
+    await client.query("commit");
+    return out;
+  } catch (err) {
+    await client.query("rollback").catch(() => {
+      broken = true;
+    });
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}

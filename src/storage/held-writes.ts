@@ -19,8 +19,8 @@ interface Held {
 }
 
 /**
- * Writes of a deploy's workflow that need not be committed on their own: a step's end, the targets
- * a step recorded. Each commit is a WAL flush, and a deploy's steps follow one another within
+ * Writes of a deploy's workflow that need not be committed on their own (a succeeded step's end,
+ * see `WriteHold`). Each commit is a WAL flush, and a deploy's steps follow one another within
  * milliseconds, so such a write waits for the deploy's next statement (the next step's start, a
  * gate) and goes with it in one transaction, or after {@link maxHoldMs} on its own if none comes.
  *

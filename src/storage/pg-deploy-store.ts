@@ -23,6 +23,7 @@ import {
 import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
 import { dbosSchema } from "./reconcile-deploys.js";
+import { inTransaction } from "./database-pool.js";
 import { HeldWrites } from "./held-writes.js";
 import { scopeCondition } from "./scope-sql.js";
 import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
@@ -426,11 +427,6 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     return rows.rows[0];
   }
 
-  async cancelRequested(id: string): Promise<boolean> {
-    const rows = await this.q(id, `select 1 from manent.deploys where id = $1 and cancel_requested_at is not null`, [id]);
-    return rows.rowCount === 1;
-  }
-
   async cancelsRequested(ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
     const rows = await this.pool.query<{ id: string }>(
@@ -723,23 +719,4 @@ function overviewDeploy(r: Record<string, unknown>): OverviewDeploy {
     created_at: new Date(r.created_at as string).toISOString(),
     finished_at: r.finished_at ? new Date(r.finished_at as string).toISOString() : null,
   };
-}
-
-/** Runs `fn` in a transaction on a client of its own: committed when it resolves, rolled back when it throws. */
-async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query("begin");
-    const out = await fn(client);
-    await client.query("commit");
-    return out;
-  } catch (err) {
-    await client.query("rollback").catch((e: unknown) => {
-      broken = e instanceof Error ? e : new Error(String(e));
-    });
-    throw err;
-  } finally {
-    client.release(broken);
-  }
 }

@@ -16,6 +16,7 @@ import {
   type UploadStore,
 } from "../core/artifacts/upload-store.js";
 import { Code, ManentError } from "../core/errors.js";
+import { inTransaction } from "./database-pool.js";
 
 /** Rows of this size keep memory flat while a large upload streams in or out. */
 const chunkSize = 1024 * 1024;
@@ -60,25 +61,6 @@ const lockKey = "hashtext('manent.uploads'), hashtext($1)";
  */
 export async function lockTenantUploads(client: pg.ClientBase, tenant: string): Promise<void> {
   await client.query(`select pg_advisory_xact_lock(${lockKey})`, [tenant]);
-}
-
-/** Runs `fn` in one transaction on one client; a rollback that fails drops the connection. */
-export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken = false;
-  try {
-    await client.query("begin");
-    const out = await fn(client);
-    await client.query("commit");
-    return out;
-  } catch (err) {
-    await client.query("rollback").catch(() => {
-      broken = true;
-    });
-    throw err;
-  } finally {
-    client.release(broken);
-  }
 }
 
 /**

@@ -1,7 +1,8 @@
 import type pg from "pg";
 import type { UploadsConfig } from "../core/config/uploads-config.js";
 import { Code, ManentError } from "../core/errors.js";
-import { inTransaction, lockTenantUploads } from "./pg-upload-store.js";
+import { inTransaction } from "./database-pool.js";
+import { lockTenantUploads } from "./pg-upload-store.js";
 import { dbosSchema } from "./reconcile-deploys.js";
 
 /** A deploy that needs an upload, and why. */

@@ -228,7 +228,6 @@ export interface DeployStore {
   startRun(id: string, record?: NewDeploy, plugin?: string): Promise<RunStart>;
   /** Records a user's cancel unless the deploy has ended or is committed; a queued deploy is cancelled at once. */
   requestCancel(id: string, cancelledError: ErrorJSON): Promise<CancelState | undefined>;
-  cancelRequested(id: string): Promise<boolean>;
   /** Which of `ids` have a user's cancel recorded: one read for all. */
   cancelsRequested(ids: string[]): Promise<Set<string>>;
   /** The gate before the deploy step: false when a cancel came first. */
