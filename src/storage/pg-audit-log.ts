@@ -1,31 +1,8 @@
 import type pg from "pg";
-import type { ScopePattern } from "../core/identity/index.js";
+import type { AuditEntry, NewAuditEntry, ScopePattern } from "../core/identity/index.js";
 import { scopeCondition } from "./scope-sql.js";
 
-/** One line of the audit log. `outcome` is "ok" or the error code the action failed with. */
-export interface AuditEntry {
-  id: number;
-  at: string;
-  /** Who acted, by the name people read: a person's e-mail (else subject), a token's name; null when unknown (a refused sign-in). */
-  actor: string | null;
-  /** "user", "token" or "anonymous"; null when unknown, and in entries written before it was recorded. */
-  actor_kind: string | null;
-  /** The principal's unique id: "user:<subject>", "token:<name>", "anonymous". */
-  actor_id: string | null;
-  actor_email: string | null;
-  /** A person's groups when they acted. */
-  actor_groups: string[] | null;
-  tenant: string | null;
-  application: string | null;
-  environment: string | null;
-  action: string;
-  deploy_id: string | null;
-  outcome: string;
-  message: string | null;
-  client_address: string | null;
-}
-
-export type NewAuditEntry = Omit<AuditEntry, "id" | "at">;
+export type { AuditEntry, NewAuditEntry } from "../core/identity/audit-entry.js";
 
 export interface AuditFilter {
   /** Only entries within these scopes (where the caller may read the audit); absent: all. */
@@ -49,26 +26,7 @@ export class PgAuditLog {
   constructor(private readonly pool: pg.Pool) {}
 
   async append(e: NewAuditEntry): Promise<void> {
-    await this.pool.query(
-      `insert into manent.audit (actor, actor_kind, actor_id, actor_email, actor_groups, tenant, application, environment, action,
-         deploy_id, outcome, message, client_address)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [
-        e.actor,
-        e.actor_kind,
-        e.actor_id,
-        e.actor_email,
-        e.actor_groups === null ? null : JSON.stringify(e.actor_groups),
-        e.tenant,
-        e.application,
-        e.environment,
-        e.action,
-        e.deploy_id,
-        e.outcome,
-        e.message,
-        e.client_address,
-      ],
-    );
+    await this.pool.query(insertAuditEntry(1), auditEntryValues(e));
   }
 
   /** Newest first. */
@@ -93,4 +51,33 @@ export class PgAuditLog {
       at: r.at instanceof Date ? r.at.toISOString() : String(r.at),
     }));
   }
+}
+
+/**
+ * The insert of one entry, its values from parameter `$first` on in {@link auditEntryValues}'s
+ * order: also used inside another statement, so that an action's entry commits with what it did.
+ */
+export function insertAuditEntry(first: number): string {
+  const params = Array.from({ length: 13 }, (_, i) => `$${first + i}`).join(", ");
+  return `insert into manent.audit (actor, actor_kind, actor_id, actor_email, actor_groups, tenant, application, environment, action,
+         deploy_id, outcome, message, client_address)
+       values (${params})`;
+}
+
+export function auditEntryValues(e: NewAuditEntry): unknown[] {
+  return [
+    e.actor,
+    e.actor_kind,
+    e.actor_id,
+    e.actor_email,
+    e.actor_groups === null ? null : JSON.stringify(e.actor_groups),
+    e.tenant,
+    e.application,
+    e.environment,
+    e.action,
+    e.deploy_id,
+    e.outcome,
+    e.message,
+    e.client_address,
+  ];
 }

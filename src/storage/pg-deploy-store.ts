@@ -22,10 +22,12 @@ import {
 } from "../core/engine/deploy-store.js";
 import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
+import type { NewAuditEntry } from "../core/identity/index.js";
 import { dbosSchema } from "./reconcile-deploys.js";
 import { inTransaction } from "./database-pool.js";
 import { HeldWrites } from "./held-writes.js";
 import { scopeCondition } from "./scope-sql.js";
+import { auditEntryValues, insertAuditEntry } from "./pg-audit-log.js";
 import type { OverviewDeploy, OverviewDrift, OverviewEntry, OverviewFilter, OverviewSource } from "../core/environments/overview.js";
 import type { CommandRecord, RolloutState } from "../core/rollout/rollout-state.js";
 
@@ -96,14 +98,21 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     return r.rows[0] ?? { queued: 0, running: 0 };
   }
 
-  async createDeploy(d: NewDeploy): Promise<void> {
-    await this.pool.query(insertQueuedDeploy, newDeployValues(d));
+  async createDeploy(d: NewDeploy, audit?: NewAuditEntry): Promise<void> {
+    if (!audit) await this.pool.query(insertQueuedDeploy, newDeployValues(d));
+    else
+      await this.pool.query(`with created as (${insertQueuedDeploy}), audited as (${insertAuditEntry(13)}) select 1`, [
+        ...newDeployValues(d),
+        ...auditEntryValues(audit),
+      ]);
   }
 
-  async createQueuedDeploy(d: NewDeploy, queue: string, partition: string): Promise<{ behind?: string }> {
+  async createQueuedDeploy(d: NewDeploy, queue: string, partition: string, audit?: NewAuditEntry): Promise<{ behind?: string }> {
     // One statement instead of DBOS's status read and its list of the whole queue (which grew with the backlog).
+    // A data-modifying CTE runs whether or not it is read: the audit entry is written even when the
+    // deploy's insert finds the row its workflow wrote first.
     const r = await this.pool.query<{ queued_before: string | null; running: string | null }>(
-      `with created as (${insertQueuedDeploy}),
+      `with created as (${insertQueuedDeploy}),${audit ? ` audited as (${insertAuditEntry(15)}),` : ""}
        mine as (select created_at from ${dbosSchema}.workflow_status where workflow_uuid = $1 and status = 'ENQUEUED'),
        partition as (
          select w.workflow_uuid, w.status, w.created_at from ${dbosSchema}.workflow_status w
@@ -112,7 +121,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
          (select p.workflow_uuid from partition p, mine where p.status = 'ENQUEUED' and p.created_at < mine.created_at
            order by p.created_at desc limit 1) as queued_before,
          (select p.workflow_uuid from partition p, mine where p.status = 'PENDING' limit 1) as running`,
-      [...newDeployValues(d), queue, partition],
+      [...newDeployValues(d), queue, partition, ...(audit ? auditEntryValues(audit) : [])],
     );
     const row = r.rows[0];
     const behind = row?.queued_before ?? row?.running ?? undefined;

@@ -1,7 +1,7 @@
 import type { Capability, TargetResult } from "../contract/index.js";
 import type { EnvconfigOrigin } from "../config/index.js";
 import type { ErrorJSON } from "../errors.js";
-import type { ScopePattern } from "../identity/index.js";
+import type { NewAuditEntry, ScopePattern } from "../identity/index.js";
 import type { ArtifactVerification } from "../verification/verification-result.js";
 import type { CommandRecord, RolloutState, RolloutView } from "../rollout/rollout-state.js";
 
@@ -185,14 +185,16 @@ export interface WriteHold {
 
 /** Where deploy records live. Every write is idempotent: a step may run again after a crash. */
 export interface DeployStore {
-  createDeploy(deploy: NewDeploy): Promise<void>;
+  /** `audit`: the submission's entry in the audit log, committed with the record (one commit, not two). */
+  createDeploy(deploy: NewDeploy, audit?: NewAuditEntry): Promise<void>;
   /**
    * Records a deploy its submission just queued on DBOS's queue `queue`, partition `partition`, and
    * answers, in the same statement, the deploy it waits for there: the latest one queued before it,
    * else the one running; none when it is no longer queued or was queued in the same millisecond as
-   * the one before it (their order is not known).
+   * the one before it (their order is not known). `audit` as in `createDeploy`: written even when
+   * the workflow recorded the deploy first.
    */
-  createQueuedDeploy(deploy: NewDeploy, queue: string, partition: string): Promise<{ behind?: string }>;
+  createQueuedDeploy(deploy: NewDeploy, queue: string, partition: string, audit?: NewAuditEntry): Promise<{ behind?: string }>;
   setStatus(id: string, status: DeployStatus, extra?: { error?: ErrorJSON | null; plugin?: string }): Promise<void>;
   /**
    * Records an attempt of a step as running. With `unlessCancelled`, in the same statement, nothing is

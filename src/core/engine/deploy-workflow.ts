@@ -321,7 +321,7 @@ export class DeployWorkflow {
     }
 
     try {
-      await this.deployTargets(id, resolved, plugin, caps, "deploy", r.targets);
+      await this.deployTargets(id, resolved, plugin, caps, "deploy", r.targets, { soleDeployStep: true });
       return await this.commit(id, resolved, plugin, caps, checkpoint);
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -348,6 +348,8 @@ export class DeployWorkflow {
   /**
    * Deploys `targets` with the plugin as one step: the unit a deploy runs, once or once per wave.
    * Run again (after a crash or a failed attempt), it gives the plugin only the targets not done yet.
+   * `soleDeployStep`: no other step of the deploy records targets of its phase (a deploy without a
+   * rollout), so the step's first run has none to look up.
    */
   private deployTargets(
     id: string,
@@ -356,8 +358,9 @@ export class DeployWorkflow {
     caps: Capability[],
     name: string,
     targets: Target[],
+    opts: { soleDeployStep?: boolean } = {},
   ): Promise<Result> {
-    return this.resumableDeploy(id, r, plugin, caps, name, { targets }, (deployer, req) => deployer.deploy(req));
+    return this.resumableDeploy(id, r, plugin, caps, name, { targets }, (deployer, req) => deployer.deploy(req), opts);
   }
 
   /**
@@ -372,11 +375,14 @@ export class DeployWorkflow {
     name: string,
     scope: CallScope,
     fn: (deployer: Deployer, req: Request) => Promise<Result>,
+    opts: { soleDeployStep?: boolean } = {},
   ): Promise<Result> {
     const { targets } = scope;
     return this.step(id, seq.deploy, name, r.steps.deploy, async (ctx) => {
       const deployer = await plugin.deployer();
-      const { done, todo } = await pendingTargets(this.deps.store, id, "deploy", targets);
+      // A read saved: nothing can have recorded this step's targets before its first run.
+      const { done, todo } =
+        opts.soleDeployStep && ctx.firstRun ? { done: [], todo: targets } : await pendingTargets(this.deps.store, id, "deploy", targets);
       if (done.length > 0) this.deps.logger.info("deploy step resumed", { deploy: id, step: name, done: done.length, left: todo.length });
       if (todo.length === 0) return { plugin: plugin.name, targets: done };
       try {

@@ -7,6 +7,7 @@ import { newDeployId } from "./deploy-id.js";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import type { Logger } from "../contract/index.js";
+import type { NewAuditEntry } from "../identity/index.js";
 import type { LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { terminalStatuses, type DeployKey, type DeployStatus, type DeployStore, type NewDeploy } from "./deploy-store.js";
@@ -58,6 +59,14 @@ const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user befo
 });
 
 /** The answer to a user's cancel: done at once (`cancelled`), or taken by the running deploy (`requested`), saying what follows. */
+export interface SubmitOptions {
+  /**
+   * The submission's "ok" entry in the audit log, its deploy id filled in here: written in the
+   * statement that records the deploy, so the two commit together. A refusal is the caller's to log.
+   */
+  audit?: Omit<NewAuditEntry, "deploy_id">;
+}
+
 export interface CancelAnswer {
   outcome: "cancelled" | "requested";
   message: string;
@@ -183,6 +192,7 @@ export class Engine {
   async submit(
     submission: Submission,
     submitter?: { name: string; id: string },
+    opts: SubmitOptions = {},
   ): Promise<{ id: string; queued_behind?: string; waiting?: WindowWait }> {
     const { config, plugins, store, uploads } = this.opts;
     const id = newDeployId();
@@ -244,8 +254,9 @@ export class Engine {
     }
     faultPoint("submit", "after");
     let ahead: string | undefined;
-    if (r.kind === "dry_run") await store.createDeploy(record);
-    else ahead = (await store.createQueuedDeploy(record, deployQueue, partitionKey(key))).behind;
+    const audit = opts.audit && { ...opts.audit, deploy_id: id };
+    if (r.kind === "dry_run") await store.createDeploy(record, audit);
+    else ahead = (await store.createQueuedDeploy(record, deployQueue, partitionKey(key), audit)).behind;
     // Started now when its partition is free, rather than at the queue's next poll. Woken once the
     // submission is answered, so the answer says where it stands in the queue before it moves.
     void this.queues.wake(queueName);
@@ -263,10 +274,14 @@ export class Engine {
    * Retries a deploy that ended failed, rolled back or cancelled: a new deploy of the same bytes
    * with the same settings, linked to it (see retry.ts). Queued like any submission.
    */
-  async retry(id: string, submitter?: { name: string; id: string }): Promise<{ id: string; queued_behind?: string }> {
+  async retry(
+    id: string,
+    submitter?: { name: string; id: string },
+    opts: SubmitOptions = {},
+  ): Promise<{ id: string; queued_behind?: string }> {
     const original = await this.opts.store.getDeploy(id);
     if (!original) throw new ManentError(Code.NotFound, `deploy ${id} not found`);
-    return this.submit(retrySubmission(original), submitter);
+    return this.submit(retrySubmission(original), submitter, opts);
   }
 
   /**

@@ -14,6 +14,8 @@ export interface StepContext {
   /** Aborted when the deploy is cancelled or the attempt times out. */
   signal: AbortSignal;
   attempt: number;
+  /** No attempt of this step started before this one, in this execution or one a crash ended (its record counts them). */
+  firstRun: boolean;
 }
 
 /** Longest wait between two attempts of a step (DBOS's cap too). */
@@ -76,7 +78,7 @@ export async function runStep<T>(
     let failure: ManentError;
     let failedOutput: unknown;
     try {
-      const output = await abortable(fn({ signal, attempt }), signal, name, policy.timeoutMs);
+      const output = await abortable(fn({ signal, attempt, firstRun: begin.attempt === 1 }), signal, name, policy.timeoutMs);
       faultPoint(name, "after");
       // What a replay will return (the record's JSON), returned now too: both runs see the same value.
       const recorded = output === undefined ? undefined : (JSON.parse(JSON.stringify(output)) as T);

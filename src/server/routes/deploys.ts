@@ -15,7 +15,7 @@ import {
   submittedSchema,
   windowOverrideBodySchema,
 } from "../api-schemas.js";
-import { audited, record } from "../audit.js";
+import { audited, auditedWithin, record } from "../audit.js";
 import { authorize, mayRead, type Principal } from "../../core/identity/index.js";
 import { deployScope, descriptorScope, scopesFor } from "../identity/index.js";
 import type { ApiApp, ApiDeps } from "../api-deps.js";
@@ -156,11 +156,11 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
       overrides: dropUndefined(body.overrides),
       ...(override && { window_override: { reason: override.reason, by: submitter(caller).name } }),
     };
-    const out = await audited(c, action, { ...scope }, async () => {
+    const out = await auditedWithin(c, action, { ...scope }, async (audit) => {
       authorize(caller, action, scope);
       // Overriding the deploy windows is an admin's: a deployer is refused (403) and nothing is queued.
       if (override) authorize(caller, "window_override", scope);
-      return deps.engine.submit(submission, submitter(caller));
+      return deps.engine.submit(submission, submitter(caller), { audit });
     });
     if (override) await record(c, "window_override", { ...scope, deployId: out.id }, "ok", override.reason);
     return c.json({ ...out, status: "queued" as const }, 202);
@@ -176,9 +176,9 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
       descriptorFile: body.descriptor_file,
       ...(body.to !== undefined && { to: body.to }),
     };
-    const out = await audited(c, "rollback", { ...scope }, async () => {
+    const out = await auditedWithin(c, "rollback", { ...scope }, async (audit) => {
       authorize(caller, "rollback", scope);
-      return deps.engine.submit(submission, submitter(caller));
+      return deps.engine.submit(submission, submitter(caller), { audit });
     });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
@@ -187,9 +187,9 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
     const { id } = c.req.valid("param");
     const caller = c.get("caller");
     const deploy = await visibleDeploy(deps, caller, id);
-    const out = await audited(c, "retry", { ...deployScope(deploy), subject: `retry of deploy ${id}` }, async () => {
+    const out = await auditedWithin(c, "retry", { ...deployScope(deploy), subject: `retry of deploy ${id}` }, async (audit) => {
       authorize(caller, "submit", deployScope(deploy));
-      return deps.engine.retry(id, submitter(caller));
+      return deps.engine.retry(id, submitter(caller), { audit });
     });
     return c.json({ ...out, status: "queued" as const }, 202);
   });
