@@ -14,7 +14,8 @@
  * - bytes per no-op deploy: rows and row bytes (pg_column_size) each table of the manent and dbos
  *   schemas gained, events included, and their total relation size (indexes and TOAST included,
  *   grown by whole pages) over the deploys;
- * - commits of the idle server over --idle seconds (the tally, and pg_stat_database's xact_commit).
+ * - commits of the idle server over --idle seconds (the tally, and pg_stat_database's xact_commit),
+ *   and of those the ones that wrote: transaction ids assigned and WAL bytes (the bench's own Postgres).
  *
  * The server runs unbundled (bench/support/unbundled-server.mjs), so the tally sees its pg.
  *
@@ -65,6 +66,8 @@ interface Figures {
   commitsPerCanaryStep: number;
   idleCommits: number;
   idleXactCommit: number;
+  idleWriteTransactions: number;
+  idleWalBytes: number;
   bytes: { table: string; rows: number; rowBytes: number; relationBytes: number }[];
   statements: [number, string][];
   idleStatements: [number, string][];
@@ -93,6 +96,8 @@ row("commits per extra target", (x) => x.commitsPerExtraTarget.toFixed(2));
 row("commits per canary step (set_weight)", (x) => x.commitsPerCanaryStep.toFixed(1));
 row(`idle server: commits in ${idleSeconds} s (tally)`, (x) => String(x.idleCommits));
 row(`idle: xact_commit in ${idleSeconds} s (pg_stat_database)`, (x) => String(x.idleXactCommit));
+row(`idle: transactions that wrote, in ${idleSeconds} s (xids)`, (x) => String(x.idleWriteTransactions));
+row(`idle: WAL bytes in ${idleSeconds} s`, (x) => String(x.idleWalBytes));
 const total = (x: Figures, k: "rows" | "rowBytes" | "relationBytes") => x.bytes.reduce((s, b) => s + b[k], 0);
 row("rows kept per no-op deploy", (x) => total(x, "rows").toFixed(1));
 row("row bytes per no-op deploy", (x) => total(x, "rowBytes").toFixed(0));
@@ -211,11 +216,23 @@ async function measure(bin: string): Promise<Figures> {
           .c,
       );
     await delay(2000); // what the last deploy set off (notifications, event reads) settles first
+    // Writes, cluster-wide (this Postgres is the bench's own): transaction ids assigned (a read-only
+    // transaction takes none and flushes no WAL), read without taking one, and WAL bytes.
+    const writes = async () =>
+      (
+        await db.query<{ xid: string; lsn: string }>(
+          `select pg_snapshot_xmax(pg_current_snapshot())::text as xid, pg_current_wal_insert_lsn()::text as lsn`,
+        )
+      ).rows[0]!;
     let x0 = 0;
+    let w0 = { xid: "0", lsn: "0/0" };
     const idle = await tally(async () => {
       x0 = await xact();
+      w0 = await writes();
       await delay(idleSeconds * 1000);
     });
+    const w1 = await writes();
+    const idleWal = (await db.query<{ b: string }>(`select pg_wal_lsn_diff($1, $2)::text as b`, [w1.lsn, w0.lsn])).rows[0]!.b;
     // pg_stat_database is updated by each backend at most once a second, and when it goes idle.
     await delay(1500);
     const idleXact = (await xact()) - x0 - 1;
@@ -229,6 +246,8 @@ async function measure(bin: string): Promise<Figures> {
       commitsPerCanaryStep: (canary4.commits - canary2.commits) / n / 2,
       idleCommits: idle.commits,
       idleXactCommit: idleXact,
+      idleWriteTransactions: Number(w1.xid) - Number(w0.xid),
+      idleWalBytes: Number(idleWal),
       bytes: [...after].map(([table, a]) => {
         const b = before.get(table) ?? { rows: 0, rowBytes: 0, relationBytes: 0 };
         return {

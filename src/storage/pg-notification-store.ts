@@ -59,6 +59,9 @@ export class PgNotificationStore implements NotificationStore {
     try {
       // The horizon in a statement of its own, the events read in a later one (see events-schema.ts).
       const horizon = Number((await client.query<{ h: string }>("select manent.event_horizon()::text as h")).rows[0]!.h);
+      // Nothing new: answered by a read, without the row lock below (a lock takes a transaction id and writes).
+      const seen = (await client.query<{ id: string }>("select last_event_id::text as id from manent.notification_cursor")).rows[0];
+      if (seen && horizon <= Number(seen.id)) return 0;
       await client.query("begin");
       // A new outbox starts at the log's present: what happened before notifications existed is not sent.
       await client.query("insert into manent.notification_cursor (one, last_event_id) values (true, $1) on conflict do nothing", [horizon]);
