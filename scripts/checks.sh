@@ -32,4 +32,5 @@ lane typecheck format:check
 second=$?
 wait "$first"
 first=$?
+echo "scripts/checks.sh: checks done in $SECONDS s"
 [ "$first" -eq 0 ] && [ "$second" -eq 0 ]

@@ -36,3 +36,4 @@ bash scripts/ci/gateway-api.sh >/dev/null
 bash scripts/ci/oci-registry.sh
 bash scripts/ci/kube-control-plane.sh
 bash scripts/ci/vault.sh
+echo "scripts/test-setup.sh: set-up done in $SECONDS s"
