@@ -57,7 +57,7 @@ const ref = opts.ref ? await checkoutRef(opts.ref) : undefined;
 const pg = await TestPostgres.start();
 try {
   const ws = await createWorkspace();
-  const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+  const config = await ws.write("manent.yml", manentYml(await pg.createDatabase({ empty: true })));
   const bins: Record<string, { server: string; cli: string }> = {
     ...(ref && { [opts.ref!]: { server: ref.bin, cli: path.join(path.dirname(ref.bin), "manent.js") } }),
     this: { server: serverBin, cli: cliBin },

@@ -27,7 +27,7 @@ describe("rolling upgrade: an old and a new server on one database", () => {
   before(async () => {
     pgServer = await TestPostgres.start();
     ws = await createWorkspace();
-    databaseUrl = await pgServer.createDatabase();
+    databaseUrl = await pgServer.createDatabase({ empty: true });
   });
   after(async () => {
     await Promise.all(servers.map((s) => s.stop()));

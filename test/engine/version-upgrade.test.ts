@@ -25,7 +25,7 @@ describe("upgrade: in-flight deploys and releases of another build", () => {
     pg = await TestPostgres.start();
     ws = await createWorkspace();
     artifact = await ws.write("dist/app.txt", "upgrade\n");
-    config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+    config = await ws.write("manent.yml", manentYml(await pg.createDatabase({ empty: true })));
   });
   after(async () => pg?.stop());
 

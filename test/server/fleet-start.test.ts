@@ -23,7 +23,7 @@ describe("several servers started at once", () => {
 
   it(`three servers started together on a fresh database, ${rounds} rounds: all healthy`, async () => {
     for (let round = 0; round < rounds; round++) {
-      const databaseUrl = await pgServer.createDatabase();
+      const databaseUrl = await pgServer.createDatabase({ empty: true });
       const configs = await Promise.all(
         [1, 2, 3].map((n) =>
           ws.write(

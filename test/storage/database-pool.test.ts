@@ -15,7 +15,7 @@ describe("database pool", () => {
 
   before(async () => {
     server = await TestPostgres.start();
-    url = await server.createDatabase();
+    url = await server.createDatabase({ empty: true });
   });
   after(async () => {
     await server?.stop();

@@ -23,7 +23,7 @@ describe("deploy store: one running deploy per key, whatever the queue let throu
 
   before(async () => {
     server = await TestPostgres.start();
-    const url = await server.createDatabase();
+    const url = await server.createDatabase({ empty: true });
     pool = new pg.Pool({ connectionString: url, max: 6 });
     pool.on("error", () => undefined);
     await migrate(pool);

@@ -51,7 +51,7 @@ describe("event log: ids that commit out of order", () => {
 
   before(async () => {
     server = await TestPostgres.start();
-    url = await server.createDatabase();
+    url = await server.createDatabase({ empty: true });
     pools = [new pg.Pool({ connectionString: url, max: 4 }), new pg.Pool({ connectionString: url, max: 4 })];
     for (const p of pools) p.on("error", () => undefined);
     await migrate(pools[0]!);

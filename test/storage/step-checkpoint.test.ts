@@ -27,7 +27,7 @@ describe("deploy step checkpoints", () => {
 
   before(async () => {
     server = await TestPostgres.start();
-    const url = await server.createDatabase();
+    const url = await server.createDatabase({ empty: true });
     pool = new pg.Pool({ connectionString: url, max: 4 });
     pool.on("error", () => undefined);
     await migrate(pool);

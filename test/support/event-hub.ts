@@ -18,7 +18,7 @@ export class EventHubDatabase {
   /** For `before`: a hub keeping `keep` recent events in memory (the hub's default when unset). */
   async start(keep?: number): Promise<{ pool: pg.Pool; hub: PgEventHub }> {
     this.server = await TestPostgres.start();
-    const pool = new pg.Pool({ connectionString: await this.server.createDatabase(), max: 4 });
+    const pool = new pg.Pool({ connectionString: await this.server.createDatabase({ empty: true }), max: 4 });
     this.pool = pool;
     // An idle connection told by the stopping Postgres that it ends is no failure of the test.
     pool.on("error", () => undefined);

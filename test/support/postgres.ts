@@ -3,17 +3,30 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { EmbeddedDatabase } from "../../src/storage/embedded-postgres.js";
+import { migratedTemplate } from "./migrated-template.js";
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface DatabaseOptions {
+  /**
+   * No schema at all, for a test of the migrations themselves (servers started together on a
+   * fresh database, a store that migrates its own tables, an upgrade). Else the database is a copy
+   * of one already migrated (migrated-template.ts).
+   */
+  empty?: boolean;
+}
 
 /**
  * One real Postgres for a test file, and a fresh database per test so tests never see each
  * other's deploys or DBOS state. The server is TEST_DATABASE_URL's when set (scripts/test.sh starts
  * one for the whole run: test/support/shared-postgres.ts), else an embedded one of this file's.
+ * A fresh database already has manent's and DBOS's schema, copied from a template migrated once per
+ * server (migrated-template.ts); `{ empty: true }` gives one without.
  */
 export class TestPostgres {
   private counter = 0;
   private readonly created: string[] = [];
+  private template?: Promise<string>;
   private constructor(
     private readonly adminUrl: string,
     private readonly cleanup: () => Promise<void>,
@@ -44,14 +57,24 @@ export class TestPostgres {
     );
   }
 
-  /** Creates an empty database and returns its URL. */
-  async createDatabase(): Promise<string> {
+  /** Creates a database, migrated unless `empty`, and returns its URL. */
+  async createDatabase(opts: DatabaseOptions = {}): Promise<string> {
     const name = `manent_test_${process.pid}_${Date.now()}_${++this.counter}`;
-    await this.admin((client) => client.query(`create database ${name}`));
+    const template = opts.empty ? undefined : await this.migratedTemplate();
+    await this.admin((client) => client.query(`create database ${name}${template ? ` template ${template}` : ""}`));
     this.created.push(name);
     const url = new URL(this.adminUrl);
     url.pathname = `/${name}`;
     return url.toString();
+  }
+
+  /** The template's name, asked of the server once per file (a failed attempt is tried again). */
+  private migratedTemplate(): Promise<string> {
+    this.template ??= migratedTemplate(this.adminUrl).catch((err: unknown) => {
+      this.template = undefined;
+      throw err;
+    });
+    return this.template;
   }
 
   stop(): Promise<void> {

@@ -81,6 +81,13 @@ export class ManagedProcess {
     }
   }
 
+  /** SIGKILL, and its exit awaited: for a process whose state is thrown away. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   async stop(graceMs = 5000): Promise<void> {
     if (!this.running) return;
