@@ -23,5 +23,6 @@ install -d -m 0755 "$tree/etc/manent" "$tree/opt"
 chroot "$tree" apt-get clean
 rm -rf "$tree"/var/lib/apt/lists/* "$tree"/usr/share/doc/* "$tree"/usr/share/man/* "$tree"/usr/share/info/* \
   "$tree"/var/log/* "$tree"/var/cache/debconf/*-old "$tree"/tmp/*
-tar --numeric-owner --xattrs -C "$tree" -cf "$out.tmp" .
-mv "$out.tmp" "$out"
+# Written aside and renamed: another checkout sharing the cache may be making the same base.
+tar --numeric-owner --xattrs -C "$tree" -cf "$out.tmp.$$" .
+mv "$out.tmp.$$" "$out"

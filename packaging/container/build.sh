@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the manent-server image with buildah (see Containerfile) and prints its name, reusing
-# what is cached under .tools/container when its inputs are unchanged:
+# what is cached when its inputs are unchanged, in the user's cache (MANENT_IMAGE_CACHE, else
+# ~/.cache/manent/container), shared by every checkout and clone as Go's build cache is:
 #   - the Debian base (debootstrap, minutes), keyed by build-rootfs.sh;
 #   - the production node_modules, keyed by package-lock.json;
 #   - the image itself, tagged with a hash of every input (base, package, dependencies,
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=$PWD/packaging/container
-cache=${MANENT_IMAGE_CACHE:-$PWD/.tools/container}
+cache=${MANENT_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/manent/container}
 mkdir -p "$cache"
 log() { echo "packaging/container/build.sh: $*" >&2; }
 
@@ -39,14 +40,16 @@ rm -f "$work/context/manent/dist/.js-build-stamp"
 deps=$cache/node-modules-$(cat package-lock.json package.json | sha256sum | cut -c1-16)
 if [ ! -d "$deps/node_modules" ]; then
   log "installing the production dependencies (once per package-lock.json)"
-  rm -rf "$deps.tmp" && mkdir -p "$deps.tmp"
-  cp package.json package-lock.json "$deps.tmp/"
+  # Made aside and renamed: another checkout sharing the cache may be making the same one.
+  made=$deps.tmp.$$
+  rm -rf "$made" && mkdir -p "$made"
+  cp package.json package-lock.json "$made/"
   # Only the dependencies' own install scripts (allowScripts), not manent's prepare (which builds from src/).
-  (cd "$deps.tmp" && npm pkg delete scripts.prepare)
-  (cd "$deps.tmp" && npm ci --omit=dev --ignore-scripts=false --no-audit --no-fund --loglevel=error >&2)
-  mv "$deps.tmp" "$deps"
+  (cd "$made" && npm pkg delete scripts.prepare)
+  (cd "$made" && npm ci --omit=dev --ignore-scripts=false --no-audit --no-fund --loglevel=error >&2)
+  mv -T "$made" "$deps" 2>/dev/null || rm -rf "$made"
   # Those of earlier lockfiles are not needed any more.
-  find "$cache" -maxdepth 1 -name 'node-modules-*' ! -path "$deps" -exec rm -rf {} +
+  find "$cache" -maxdepth 1 -name 'node-modules-*' ! -name '*.tmp.*' ! -path "$deps" -exec rm -rf {} +
 fi
 cp -a "$deps/node_modules" "$work/context/manent/node_modules"
 ln "$rootfs" "$work/context/rootfs.tar" 2>/dev/null || cp "$rootfs" "$work/context/rootfs.tar"

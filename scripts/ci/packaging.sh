@@ -14,5 +14,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The image's Debian base (debootstrap: minutes, once; cached in .tools/container by its recipe).
+# The image's Debian base (debootstrap: minutes, once per machine; cached in ~/.cache/manent/container by its recipe).
 bash "$(dirname "$0")/../../packaging/container/build.sh" --base-only
