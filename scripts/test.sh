@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(find test -name '*.test.ts' | sort | grep -- "${1:-}")
 if [ "${#files[@]}" -eq 0 ]; then echo "no test files match '${1:-}'" >&2; exit 1; fi
+# The slowest files first (scripts/slow-tests.txt), then the others: the lanes end together.
+mapfile -t files < <(printf '%s\n' "${files[@]}" | awk 'NR == FNR { if ($0 !~ /^#/ && $0 != "") rank[$0] = FNR; next }
+  { print (($0 in rank) ? rank[$0] : 100000) "\t" FNR "\t" $0 }' scripts/slow-tests.txt - | sort -n -k1,1 -k2,2 | cut -f3)
 # The tests spawn bin/manent.js and bin/manent-server.js, which run dist/: compile what changed under src/.
 node scripts/build-js.mjs --if-stale
 # The browser tests load dist/ui: bundled again each run (about 0.1 s), so an edit under ui/ is what they test.
