@@ -125,6 +125,11 @@ export const eventStatements = [
          for each row execute function manent.events_notify();
      end if;
    end $$`,
+  // An object without its keys whose value is null (only at the top: jsonb_strip_nulls would also
+  // strip them inside an error or a target's details, which readers must get as written).
+  `create or replace function manent.jsonb_without_nulls(p jsonb) returns jsonb language sql immutable as $$
+     select p - coalesce((select array_agg(k) from jsonb_each(p) as e(k, v) where v = 'null'::jsonb), '{}'::text[])
+   $$`,
   // deploys: created, status changes, and the rollout picture (waves, canary, analysis, waits).
   `create or replace function manent.deploy_events() returns trigger language plpgsql as $$
    declare
@@ -132,16 +137,14 @@ export const eventStatements = [
      new_rollout jsonb;
    begin
      if tg_op = 'INSERT' then
-       perform manent.append_event(new.tenant, new.id, 'deploy.created', jsonb_build_object(
-         'id', new.id, 'kind', new.kind, 'tenant', new.tenant, 'application', new.application, 'artifact', new.artifact,
-         'environment', new.environment, 'version', new.version, 'plugin', new.plugin, 'status', new.status,
-         'error', new.error, 'submitted_by', new.submitted_by, 'submitted_by_id', new.submitted_by_id, 'retry_of', new.retry_of, 'envconfig', new.envconfig, 'created_at', new.created_at,
-         'started_at', new.started_at, 'finished_at', new.finished_at));
+       -- Only what the deploy's row will no longer say later; the rest is read from it (event_data below).
+       perform manent.append_event(new.tenant, new.id, 'deploy.created', manent.jsonb_without_nulls(jsonb_build_object(
+         'plugin', new.plugin, 'status', new.status, 'error', new.error, 'started_at', new.started_at, 'finished_at', new.finished_at)));
        return new;
      end if;
      if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin then
-       perform manent.append_event(new.tenant, new.id, 'deploy.status', jsonb_build_object(
-         'status', new.status, 'error', new.error, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at));
+       perform manent.append_event(new.tenant, new.id, 'deploy.status', manent.jsonb_without_nulls(jsonb_build_object(
+         'status', new.status, 'error', new.error, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at)));
      end if;
      -- What a queued deploy waits for (a deploy window), read generically as the rollout below.
      if (to_jsonb(new) -> 'waiting') is distinct from (to_jsonb(old) -> 'waiting') then
@@ -181,11 +184,11 @@ export const eventStatements = [
      if new.status = 'running' then
        if tg_op = 'INSERT' or old.status <> 'running' or old.attempts <> new.attempts then
          perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.started',
-           jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'started_at', new.started_at));
+           manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'started_at', new.started_at)));
        end if;
      elsif tg_op = 'INSERT' or old.status is distinct from new.status or old.attempts <> new.attempts then
        perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.' || new.status,
-         jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'duration_ms', new.duration_ms, 'error', new.error));
+         manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'duration_ms', new.duration_ms, 'error', new.error)));
      end if;
      return new;
    end $$`,
@@ -213,8 +216,8 @@ export const eventStatements = [
      end if;
      perform manent.event_claim();
      insert into manent.events (tenant, deploy_id, type, data)
-     select d.tenant, n.deploy_id, 'target.updated', jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
-         'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details)
+     select d.tenant, n.deploy_id, 'target.updated', manent.jsonb_without_nulls(jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
+         'duration_ms', n.duration_ms, 'error', n.error, 'details', n.details))
      ${changed}
      order by n.updated_at, n.host;
      return null;
@@ -241,4 +244,30 @@ export const eventStatements = [
        create or replace trigger command_events after insert on manent.deploy_commands for each row execute function manent.command_events();
      end if;
    end $$`,
+  // What every reader of the log gets as an event's data (the hub's reads, pg-event-hub.ts, and the
+  // notifications' outbox, pg-notification-store.ts): the data as stored, with what the triggers
+  // above leave out put back. They store no null key (a reader gets it as null), and
+  // \`deploy.created\` stores only what the deploy's row no longer says once the deploy moves on
+  // (status, plugin, error, started_at, finished_at); the rest is the row's own, which never changes
+  // (each deploy read below has its row: retention deletes a deploy's events before its row). A row
+  // written in the full shape (before this) has every key: \`||\` keeps the stored value of each.
+  // Each type's keys below are its whole \`data\` (test/docs/event-types.test.ts reads them).
+  `create or replace function manent.event_data(p_type text, p_deploy_id text, p_data jsonb) returns jsonb language sql stable as $$
+     select case p_type
+       when 'deploy.created' then
+         case when p_data ? 'id' then p_data
+           else coalesce((select jsonb_build_object(
+             'id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
+             'environment', d.environment, 'version', d.version, 'plugin', null, 'status', null,
+             'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig, 'created_at', d.created_at,
+             'started_at', null, 'finished_at', null) from manent.deploys d where d.id = p_deploy_id), '{}'::jsonb) || p_data end
+       when 'deploy.status' then jsonb_build_object('status', null, 'error', null, 'plugin', null, 'started_at', null, 'finished_at', null) || p_data
+       when 'step.started' then jsonb_build_object('name', null, 'seq', null, 'attempt', null, 'started_at', null) || p_data
+       when 'target.updated' then
+         jsonb_build_object('phase', null, 'host', null, 'status', null, 'duration_ms', null, 'error', null, 'details', null) || p_data
+       else case when p_type like 'step.%'
+         then jsonb_build_object('name', null, 'seq', null, 'attempt', null, 'duration_ms', null, 'error', null) || p_data
+         else p_data end
+     end
+   $$`,
 ];

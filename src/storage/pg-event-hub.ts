@@ -46,7 +46,7 @@ export const eventHubStatements = [
      h := manent.event_horizon();
      d := (select case when s.is_called then s.last_value else s.last_value - 1 end from manent.events_id_seq s);
      return query
-       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(dp.application, r.application),
+       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data), coalesce(dp.application, r.application),
          dp.environment, r.environments
        from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where e.id > p_after and e.id <= h order by e.id limit p_limit;
@@ -234,7 +234,7 @@ export class PgEventHub {
       }
     }
     const rows = await this.pool.query(
-      `select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(d.application, r.application) as application,
+      `select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data) as data, coalesce(d.application, r.application) as application,
          d.environment, r.environments
        from manent.events e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where ${where.join(" and ")} order by e.id limit $${args.push(limit)}`,

@@ -1,0 +1,175 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import pg from "pg";
+import { ApiClient } from "../../src/cli/api-client.js";
+import { deployEventTypes, isFinishEvent, type DeployEvent } from "../../src/core/engine/deploy-events.js";
+import { collect } from "../support/event-stream.js";
+import { TestPostgres } from "../support/postgres.js";
+import { startServer, type ServerProcess } from "../support/server-process.js";
+import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
+
+const token = "event-data-admin-token-0123";
+const documented = deployEventTypes as Record<string, { data: readonly string[] }>;
+
+/**
+ * The event log stores less than a reader gets (no null keys; `deploy.created` only what its
+ * deploy's row no longer says later): every reader (the live stream, a stream read from the
+ * database, the notifications' outbox) gets each event's whole `data`, and a row stored whole (by
+ * a version before) is read as it is.
+ */
+describe("event data: stored small, read whole", () => {
+  let postgres: TestPostgres;
+  let ws: Workspace;
+  let databaseUrl: string;
+  let pool: pg.Pool;
+  const servers: ServerProcess[] = [];
+  let artifact: string;
+
+  const server = async (name: string) => {
+    const config = await ws.write(
+      `${name}.yml`,
+      manentYml(undefined, {
+        dbos: { database_url: databaseUrl, executor_id: name },
+        workdir: `./work-${name}`,
+        auth: { tokens: [{ name: "admin", tenant: "*", sha256: createHash("sha256").update(token).digest("hex") }] },
+      }),
+    );
+    const s = await startServer(config, { cwd: ws.dir });
+    servers.push(s);
+    return s;
+  };
+  /** A deploy's events as a stream from `after` gives them, up to its end. */
+  const streamed = async (s: ServerProcess, id: string, after?: number) => {
+    const c = collect(s.url, token, `/api/v1/deploys/${id}/events`, after === undefined ? {} : { after });
+    await c.waitFor(isFinishEvent);
+    await c.stop();
+    return c.events.map(({ receivedAt: _, ...e }) => e as DeployEvent);
+  };
+
+  before(async () => {
+    postgres = await TestPostgres.start();
+    ws = await createWorkspace();
+    databaseUrl = await postgres.createDatabase();
+    pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    artifact = await ws.write("dist/app.txt", "event data\n");
+    await ws.write("envconfig/team-a/shop/shop/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "shop-1" }, { host: "shop-2" }],
+      params: { state_dir: ws.path("state"), journal: ws.path("journal") },
+    });
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+    await pool?.end();
+    await postgres?.stop();
+  });
+
+  it("gives a new deploy's events whole, live and read from the database, and stores them small", async () => {
+    const first = await server("data-1");
+    const api = new ApiClient(first.url, token);
+    const live = collect(first.url, token, "/api/v1/events");
+    await live.opened;
+    const { id } = await api.submit({
+      descriptor: { ...descriptor("shop", "test", artifact, "1.0.0"), tenant: "team-a" },
+      descriptor_file: "shop.yml",
+    });
+    await live.waitFor((e) => e.deploy_id === id && isFinishEvent(e));
+    await live.stop();
+    const fromLive = live.events.filter((e) => e.deploy_id === id).map(({ receivedAt: _, ...e }) => e as DeployEvent);
+    const record = await api.deploy(id);
+    assert.equal(record.status, "succeeded");
+
+    // Every event has exactly the keys its type documents; each of the five steps started and succeeded.
+    assert.equal(fromLive.filter((e) => e.type === "step.started").length, 5);
+    assert.equal(fromLive.filter((e) => e.type === "step.succeeded").length, 5);
+    assert.equal(fromLive.filter((e) => e.type === "target.updated").length, 2);
+    for (const e of fromLive) assert.deepEqual(Object.keys(e.data).sort(), [...documented[e.type]!.data].sort(), e.type);
+
+    // deploy.created: the deploy as it was recorded.
+    const created = fromLive[0]!;
+    assert.equal(created.type, "deploy.created");
+    for (const k of [
+      "id",
+      "kind",
+      "tenant",
+      "application",
+      "artifact",
+      "environment",
+      "version",
+      "submitted_by",
+      "submitted_by_id",
+      "retry_of",
+    ] as const)
+      assert.deepEqual(created.data[k], record[k], k);
+    assert.deepEqual(created.data.envconfig, record.envconfig);
+    assert.equal(Date.parse(created.data.created_at as string), Date.parse(record.created_at));
+    assert.ok(["queued", "running"].includes(created.data.status as string));
+    assert.equal(created.data.error, null);
+    assert.equal(created.data.finished_at, null);
+    // The end: the record's status, plugin, error and times.
+    const end = fromLive.at(-1)!;
+    assert.deepEqual([end.data.status, end.data.plugin, end.data.error], [record.status, record.plugin, record.error]);
+    assert.equal(Date.parse(end.data.finished_at as string), Date.parse(record.finished_at!));
+    for (const e of fromLive.filter((e) => e.type === "step.succeeded")) {
+      assert.equal(e.data.error, null);
+      assert.equal(typeof e.data.duration_ms, "number");
+    }
+    const targets = fromLive.filter((e) => e.type === "target.updated").map((e) => e.data);
+    assert.deepEqual(
+      targets.map((t) => [t.host, t.status, t.error, t.details]).sort(),
+      record.targets.map((t) => [t.host, t.status, t.error ?? null, t.details ?? null]).sort(),
+    );
+
+    // Stored small: no null key, and deploy.created without what its row says.
+    const stored = await pool.query<{ type: string; data: Record<string, unknown> }>(
+      "select type, data from manent.events where deploy_id = $1 order by id",
+      [id],
+    );
+    assert.equal(stored.rows.length, fromLive.length);
+    for (const r of stored.rows) assert.ok(!Object.values(r.data).includes(null), `${r.type} stores a null key`);
+    assert.deepEqual(
+      Object.keys(stored.rows[0]!.data)
+        .sort()
+        .filter((k) => !["plugin", "started_at", "status"].includes(k)),
+      [],
+    );
+
+    // The same from the database: a server started after the deploy reads it there, not from memory.
+    const second = await server("data-2");
+    assert.deepEqual(await streamed(second, id), fromLive);
+    assert.deepEqual(await streamed(first, id), fromLive);
+  });
+
+  it("reads a row stored whole by an earlier version as it was stored", async () => {
+    const s = servers.at(-1)!;
+    const id = (await new ApiClient(s.url, token).list({})).deploys[0]!.id;
+    const before = Number((await pool.query<{ id: string }>("select max(id)::text as id from manent.events")).rows[0]!.id);
+    // Whole rows as the triggers wrote them before: every key, nulls included, with values that
+    // differ from the deploy's row where one is there (what is stored is what is read).
+    const old = await pool.query<{ id: string; type: string; data: Record<string, unknown> }>(
+      `with d as (select * from manent.deploys where id = $1),
+       rows(type, data) as (values
+         ('deploy.created', (select jsonb_build_object(
+           'id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
+           'environment', d.environment, 'version', '0.9.0-as-stored', 'plugin', null, 'status', 'queued',
+           'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of,
+           'envconfig', d.envconfig, 'created_at', d.created_at, 'started_at', null, 'finished_at', null) from d)),
+         ('step.started', jsonb_build_object('name', 'resolve', 'seq', 1, 'attempt', 1, 'started_at', now())),
+         ('step.failed', jsonb_build_object('name', 'resolve', 'seq', 1, 'attempt', 1, 'duration_ms', 7,
+           'error', jsonb_build_object('code', 'internal', 'message', 'as stored', 'details', null))),
+         ('target.updated', jsonb_build_object('phase', 'deploy', 'host', 'shop-9', 'status', 'failed', 'duration_ms', null,
+           'error', 'as stored', 'details', jsonb_build_object('k', null))),
+         ('deploy.status', jsonb_build_object('status', 'failed', 'error', null, 'plugin', 'noop', 'started_at', null, 'finished_at', now())))
+       select manent.append_event(d.tenant, d.id, r.type, r.data)::text as id, r.type, r.data from d, rows r`,
+      [id],
+    );
+    assert.equal(old.rows.length, 5);
+    const read = await streamed(s, id, before);
+    assert.deepEqual(
+      read.map((e) => [e.type, e.data]),
+      old.rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => [r.type, r.data]),
+    );
+    for (const e of read) assert.deepEqual(Object.keys(e.data).sort(), [...documented[e.type]!.data].sort(), e.type);
+  });
+});
