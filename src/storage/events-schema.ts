@@ -179,16 +179,17 @@ export const eventStatements = [
    end $$`,
   `create or replace trigger deploy_events after insert or update on manent.deploys for each row execute function manent.deploy_events()`,
   // Steps: every attempt starts and ends with an event, so the history of attempts and their errors is kept.
+  // Without the step's seq, which its row keeps and never changes (event_data below reads it there).
   `create or replace function manent.step_events() returns trigger language plpgsql as $$
    begin
      if new.status = 'running' then
        if tg_op = 'INSERT' or old.status <> 'running' or old.attempts <> new.attempts then
          perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.started',
-           manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'started_at', new.started_at)));
+           manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'started_at', new.started_at)) - 'seq');
        end if;
      elsif tg_op = 'INSERT' or old.status is distinct from new.status or old.attempts <> new.attempts then
        perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.' || new.status,
-         manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'duration_ms', new.duration_ms, 'error', new.error)));
+         manent.jsonb_without_nulls(jsonb_build_object('name', new.name, 'seq', new.seq, 'attempt', new.attempts, 'duration_ms', new.duration_ms, 'error', new.error)) - 'seq');
      end if;
      return new;
    end $$`,
@@ -248,8 +249,9 @@ export const eventStatements = [
   // notifications' outbox, pg-notification-store.ts): the data as stored, with what the triggers
   // above leave out put back. They store no null key (a reader gets it as null), and
   // \`deploy.created\` stores only what the deploy's row no longer says once the deploy moves on
-  // (status, plugin, error, started_at, finished_at); the rest is the row's own, which never changes
-  // (each deploy read below has its row: retention deletes a deploy's events before its row). A row
+  // (status, plugin, error, started_at, finished_at), and \`step.*\` without the step's \`seq\`; the rest
+  // is the deploy's or the step's row's own, which never changes (an event read below has its rows:
+  // retention deletes a deploy's events before the deploy and, with it, its steps). A row
   // written in the full shape (before this) has every key: \`||\` keeps the stored value of each.
   // Each type's keys below are its whole \`data\` (test/docs/event-types.test.ts reads them).
   `create or replace function manent.event_data(p_type text, p_deploy_id text, p_data jsonb) returns jsonb language sql stable as $$
@@ -262,11 +264,11 @@ export const eventStatements = [
              'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig, 'created_at', d.created_at,
              'started_at', null, 'finished_at', null) from manent.deploys d where d.id = p_deploy_id), '{}'::jsonb) || p_data end
        when 'deploy.status' then jsonb_build_object('status', null, 'error', null, 'plugin', null, 'started_at', null, 'finished_at', null) || p_data
-       when 'step.started' then jsonb_build_object('name', null, 'seq', null, 'attempt', null, 'started_at', null) || p_data
+       when 'step.started' then jsonb_build_object('name', null, 'seq', case when p_data ? 'seq' then null else (select s.seq from manent.deploy_steps s where s.deploy_id = p_deploy_id and s.name = p_data ->> 'name') end, 'attempt', null, 'started_at', null) || p_data
        when 'target.updated' then
          jsonb_build_object('phase', null, 'host', null, 'status', null, 'duration_ms', null, 'error', null, 'details', null) || p_data
        else case when p_type like 'step.%'
-         then jsonb_build_object('name', null, 'seq', null, 'attempt', null, 'duration_ms', null, 'error', null) || p_data
+         then jsonb_build_object('name', null, 'seq', case when p_data ? 'seq' then null else (select s.seq from manent.deploy_steps s where s.deploy_id = p_deploy_id and s.name = p_data ->> 'name') end, 'attempt', null, 'duration_ms', null, 'error', null) || p_data
          else p_data end
      end
    $$`,
