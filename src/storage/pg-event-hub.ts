@@ -199,7 +199,15 @@ export class PgEventHub {
 
   /** The events after `afterId` up to the horizon (a page of them), with the horizon and the last id drawn: one statement (read_events). */
   private async readNext(afterId: number): Promise<{ horizon: number; drawn: number; events: PlacedEvent[] }> {
-    const rows = await this.pool.query(`select * from manent.read_events($1, $2)`, [afterId, pageSize]);
+    // event_data again over read_events' own: a no-op on what it put back already, and what a server
+    // of an older version, started during a rolling upgrade, leaves out when it creates read_events
+    // again as it knew it (without event_data).
+    const rows = await this.pool.query(
+      `select r.horizon, r.drawn, r.id, r.at, r.tenant, r.deploy_id, r.release_id, r.type, manent.event_data(r.type, r.deploy_id, r.data) as data,
+         r.application, r.environment, r.environments
+       from manent.read_events($1, $2) r`,
+      [afterId, pageSize],
+    );
     const first = rows.rows[0] as { horizon: string; drawn: string } | undefined;
     const events = rows.rows
       .filter((r: Record<string, unknown>) => r.id !== null)
