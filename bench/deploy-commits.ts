@@ -137,7 +137,7 @@ async function measure(bin: string): Promise<Figures> {
         rollout: { canary: { steps: a.steps.map((w) => ({ set_weight: w })) } },
       }),
     });
-  const url = await pgs.createDatabase();
+  const url = await pgs.createDatabase({ empty: true });
   const config = await ws.write("manent.yml", manentYml(url, {}));
   const server = await startServer(config, {
     cwd: ws.dir,

@@ -47,7 +47,7 @@ for (let i = 0; i < apps; i++)
   });
 await ws.write("envconfig/team-b/b/b/prod.yml", { plugin: "noop", targets: [{ host: "b-1" }], params: { state_dir: state } });
 const server = await startServer(
-  await ws.write("manent.yml", manentYml(await pgServer.createDatabase(), { concurrency: Number(opts.concurrency) })),
+  await ws.write("manent.yml", manentYml(await pgServer.createDatabase({ empty: true }), { concurrency: Number(opts.concurrency) })),
   { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" } },
 );
 const submit = async (tenant: string, app: string, version: string) =>

@@ -22,7 +22,7 @@ const count = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 50);
 const targetsPer = 4;
 
 const postgres = await TestPostgres.start();
-const databaseUrl = await postgres.createDatabase();
+const databaseUrl = await postgres.createDatabase({ empty: true });
 const ws = await createWorkspace("manent-bench-resume-");
 const artifact = await ws.write("dist/app.txt", "bench\n");
 const config = await ws.write("manent.yml", manentYml(databaseUrl, { concurrency: count }));

@@ -75,7 +75,7 @@ async function withServer<T>(
   fn: (server: ServerProcess, db: pg.Client) => Promise<T>,
   bin?: string,
 ): Promise<T> {
-  const url = await pgServer.createDatabase();
+  const url = await pgServer.createDatabase({ empty: true });
   const config = await ws.write(`manent-${Date.now()}.yml`, manentYml(url, { concurrency: 100, ...extra }));
   const server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" }, ...(bin ? { bin } : {}) });
   const db = new pg.Client(url);

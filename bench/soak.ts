@@ -55,7 +55,7 @@ const sha = (s: string | Buffer) => createHash("sha256").update(s).digest("hex")
 const mb = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
 
 const pgServer = await TestPostgres.start();
-const databaseUrl = await pgServer.createDatabase();
+const databaseUrl = await pgServer.createDatabase({ empty: true });
 const ws = await createWorkspace("manent-bench-soak-");
 const config = await ws.write(
   "manent.yml",

@@ -33,7 +33,7 @@ const pgServer = await TestPostgres.start();
 const ws = await createWorkspace("manent-bench-iso-");
 const config = await ws.write(
   "manent.yml",
-  manentYml(await pgServer.createDatabase(), {
+  manentYml(await pgServer.createDatabase({ empty: true }), {
     auth: {
       tokens: [
         { name: "team-a", tenant: "team-a", sha256: sha(teamA) },

@@ -70,7 +70,7 @@ interface FleetFigures {
 
 async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
   const tag = `${n}-${ref?.name ?? "head"}`;
-  const databaseUrl = await pgServer.createDatabase();
+  const databaseUrl = await pgServer.createDatabase({ empty: true });
   const servers: ServerProcess[] = [];
   const admin = new pg.Client(databaseUrl);
   await admin.connect();
