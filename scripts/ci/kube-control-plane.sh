@@ -14,6 +14,9 @@ bin=$root/.tools/bin
 kube_version=v1.34.2
 etcd_version=v3.6.5
 mkdir -p "$bin"
+# shellcheck source=scripts/ci/tool-cache.sh
+source "$root/scripts/ci/tool-cache.sh"
+script=$root/scripts/ci/kube-control-plane.sh
 
 command -v go >/dev/null || { echo "scripts/ci/kube-control-plane.sh: go is needed to build the control plane" >&2; exit 1; }
 
@@ -33,11 +36,18 @@ build() { # name version dir package ldflags
     echo "scripts/ci/kube-control-plane.sh: using $bin/$name ($version)"
     return
   fi
+  local recipe=("$script" "$root/$dir/go.mod" "$root/$dir/go.sum")
+  if tool_from_cache "$name" "$version" "$bin/$name" "${recipe[@]}"; then
+    echo "$version" > "$bin/$name.version"
+    echo "scripts/ci/kube-control-plane.sh: $name $version from the machine's cache ($tool_cache_dir)"
+    return
+  fi
   echo "scripts/ci/kube-control-plane.sh: building $name $version into $bin"
   local start=$SECONDS
   rm -f "$bin/$name.version"
   (cd "$root/$dir" && nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg")
   mv "$bin/$name.tmp" "$bin/$name"
+  tool_to_cache "$name" "$version" "$bin/$name" "${recipe[@]}"
   echo "$version" > "$bin/$name.version"
   echo "scripts/ci/kube-control-plane.sh: built $name in $((SECONDS - start)) s"
 }

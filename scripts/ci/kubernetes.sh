@@ -10,15 +10,22 @@ root=$PWD
 bin=$root/.tools/bin
 helm_version=v3.16.4
 mkdir -p "$bin"
+# shellcheck source=scripts/ci/tool-cache.sh
+source "$root/scripts/ci/tool-cache.sh"
+script=$root/scripts/ci/kubernetes.sh
 
 if command -v helm >/dev/null; then
   echo "scripts/ci/kubernetes.sh: using helm from PATH: $(command -v helm)"
 elif [ -x "$bin/helm" ] && [ "$(cat "$bin/helm.version" 2>/dev/null)" = "$helm_version" ]; then
   echo "scripts/ci/kubernetes.sh: using $bin/helm ($helm_version)"
+elif tool_from_cache helm "$helm_version" "$bin/helm" "$script"; then
+  echo "$helm_version" > "$bin/helm.version"
+  echo "scripts/ci/kubernetes.sh: helm $helm_version from the machine's cache ($tool_cache_dir)"
 else
   command -v go >/dev/null || { echo "scripts/ci/kubernetes.sh: no helm on PATH and no go to build it" >&2; exit 1; }
   echo "scripts/ci/kubernetes.sh: building helm $helm_version into $bin"
   GOBIN="$bin" go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+  tool_to_cache helm "$helm_version" "$bin/helm" "$script"
   echo "$helm_version" > "$bin/helm.version"
 fi
 

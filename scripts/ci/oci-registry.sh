@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/.tools/bin
 mkdir -p "$bin"
+# shellcheck source=scripts/ci/tool-cache.sh
+source "$PWD/scripts/ci/tool-cache.sh"
+script=$PWD/scripts/ci/oci-registry.sh
 command -v go >/dev/null || { echo "scripts/ci/oci-registry.sh: go is not installed" >&2; exit 1; }
 
 build() { # name module version
@@ -15,10 +18,16 @@ build() { # name module version
     echo "scripts/ci/oci-registry.sh: using $bin/$name ($version)"
     return
   fi
+  if tool_from_cache "$name" "$version" "$bin/$name" "$script"; then
+    echo "$version" > "$bin/$name.version"
+    echo "scripts/ci/oci-registry.sh: $name $version from the machine's cache ($tool_cache_dir)"
+    return
+  fi
   echo "scripts/ci/oci-registry.sh: building $name $version into $bin"
   local start=$SECONDS
   # Outside any module, so no go.mod of the repository is looked at or changed.
   (cd "${TMPDIR:-/tmp}" && GOBIN="$bin" nice -n 10 go install "$module@$version")
+  tool_to_cache "$name" "$version" "$bin/$name" "$script"
   echo "$version" > "$bin/$name.version"
   echo "scripts/ci/oci-registry.sh: built $name in $((SECONDS - start))s"
 }

@@ -26,9 +26,17 @@ bin=$root/.tools/bin
 version=v1.21.1
 module=github.com/hashicorp/vault
 mkdir -p "$bin"
+# shellcheck source=scripts/ci/tool-cache.sh
+source "$root/scripts/ci/tool-cache.sh"
+script=$root/scripts/ci/vault.sh
 
 if [ -x "$bin/vault" ] && [ "$(cat "$bin/vault.version" 2>/dev/null)" = "$version" ]; then
   echo "scripts/ci/vault.sh: using $bin/vault ($version)"
+  exit 0
+fi
+if tool_from_cache vault "$version" "$bin/vault" "$script"; then
+  echo "$version" > "$bin/vault.version"
+  echo "scripts/ci/vault.sh: vault $version from the machine's cache ($tool_cache_dir)"
   exit 0
 fi
 command -v go >/dev/null || { echo "scripts/ci/vault.sh: go is needed to build Vault" >&2; exit 1; }
@@ -50,6 +58,7 @@ rm -f "$bin/vault.version"
 # No `ui` tag: the web UI (a separate Node build) is not needed. -mod=mod: go.sum gains the sums of the published sub-modules.
 nice -n 10 go build -mod=mod -trimpath -ldflags "-s -w" -o "$bin/vault.tmp" .
 mv "$bin/vault.tmp" "$bin/vault"
+tool_to_cache vault "$version" "$bin/vault" "$script"
 echo "$version" > "$bin/vault.version"
 cd "$root"
 rm -rf "$src"
