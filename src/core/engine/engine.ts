@@ -58,7 +58,6 @@ const cancelledBefore = new ManentError(Code.Canceled, "cancelled by a user befo
   details: { cancelled_by: "user" },
 });
 
-/** The answer to a user's cancel: done at once (`cancelled`), or taken by the running deploy (`requested`), saying what follows. */
 export interface SubmitOptions {
   /**
    * The submission's "ok" entry in the audit log, its deploy id filled in here: written in the
@@ -67,6 +66,7 @@ export interface SubmitOptions {
   audit?: Omit<NewAuditEntry, "deploy_id">;
 }
 
+/** The answer to a user's cancel: done at once (`cancelled`), or taken by the running deploy (`requested`), saying what follows. */
 export interface CancelAnswer {
   outcome: "cancelled" | "requested";
   message: string;
