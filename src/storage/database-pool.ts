@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
 
 /**
@@ -18,6 +19,68 @@ function mark(err: unknown): unknown {
 }
 
 type Fn = (...args: unknown[]) => unknown;
+
+/**
+ * Most of Postgres's time on manent's statements went to parsing and planning them again at each
+ * call (pg sends a query with parameters as an unnamed statement): the step writes, the deploy's
+ * start and end, the hub's read are large statements run a few times per deploy. A pool's
+ * statements with parameters are therefore sent as named prepared statements, parsed once per
+ * connection, whose plan Postgres may keep (a generic plan after five runs). At most
+ * `maxNamedStatements` texts get a name, so that text built at run time cannot fill the
+ * connections' memory; later ones go unnamed as before.
+ */
+const maxNamedStatements = 256;
+
+/** The names a pool gives its statements' texts. */
+class StatementNames {
+  private readonly names = new Map<string, string>();
+  private generation = 0;
+
+  /** The query config to send for `text` with `values`: named unless the table of names is full. */
+  config(text: string, values: unknown[]): pg.QueryConfig | undefined {
+    let name = this.names.get(text);
+    if (name === undefined) {
+      if (this.names.size >= maxNamedStatements) return undefined;
+      name = `manent_${createHash("sha256").update(text).digest("hex").slice(0, 24)}_${this.generation}`;
+      this.names.set(text, name);
+    }
+    return { name, text, values };
+  }
+
+  /**
+   * A prepared statement whose result's columns changed under it (a newer server's migration
+   * during a rolling upgrade) fails on every connection that prepared it: its text gets a new
+   * name, prepared afresh by the next call.
+   */
+  stale(text: string): void {
+    this.generation++;
+    this.names.delete(text);
+  }
+}
+
+/** Postgres's answer to a prepared statement whose result's columns changed since it was prepared. */
+function isStalePlan(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === "0A000" && typeof e.message === "string" && e.message.includes("cached plan must not change result type");
+}
+
+/**
+ * `query(text, values)` as a named statement (see {@link StatementNames}); any other call as it
+ * is. A statement found stale is sent once more, unnamed, when it ran on its own (in a
+ * transaction the error has aborted it: the caller's retry of the transaction gets the new name).
+ */
+function namedQuery(fn: Fn, self: object, args: unknown[], names: StatementNames, inTransactionOf?: pg.PoolClient): unknown {
+  const [text, values, ...rest] = args;
+  if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || rest.length > 0) return fn.apply(self, args);
+  const config = names.config(text, values);
+  if (!config) return fn.apply(self, args);
+  return (fn.apply(self, [config]) as Promise<unknown>).catch((err: unknown) => {
+    if (!isStalePlan(err)) throw err;
+    names.stale(text);
+    if (inTransactionOf) throw err;
+    return fn.apply(self, [text, values]);
+  });
+}
 
 /** Calls `fn`, marking what it rejects with (promise form) or passes to its callback (callback form). */
 function marking(fn: Fn, self: object, args: unknown[], wrapResult?: (result: unknown) => unknown): unknown {
@@ -46,10 +109,12 @@ function bound(target: object, prop: string | symbol): unknown {
   return typeof value === "function" ? (value as Fn).bind(target) : value;
 }
 
-function trackClient(client: pg.PoolClient): pg.PoolClient {
+function trackClient(client: pg.PoolClient, names: StatementNames): pg.PoolClient {
   return new Proxy(client, {
     get(target, prop) {
-      if (prop === "query" || prop === "connect") return (...args: unknown[]) => marking(target[prop] as Fn, target, args);
+      if (prop === "query")
+        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names, target), target, args);
+      if (prop === "connect") return (...args: unknown[]) => marking(target[prop] as Fn, target, args);
       return bound(target, prop);
     },
   });
@@ -67,11 +132,13 @@ export function databasePool(config: pg.PoolConfig): pg.Pool {
   // client gets a listener for its life: the query in flight fails with the error anyway, and the
   // next one on that client fails too, where its caller handles it.
   pool.on("connect", (client) => client.on("error", ignoreConnectionError));
+  const names = new StatementNames();
   return new Proxy(pool, {
     get(target, prop) {
-      if (prop === "query") return (...args: unknown[]) => marking(target.query as Fn, target, args);
+      if (prop === "query")
+        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names), target, args);
       if (prop === "connect")
-        return (...args: unknown[]) => marking(target.connect as Fn, target, args, (c) => trackClient(c as pg.PoolClient));
+        return (...args: unknown[]) => marking(target.connect as Fn, target, args, (c) => trackClient(c as pg.PoolClient, names));
       return bound(target, prop);
     },
   });

@@ -45,4 +45,49 @@ describe("database pool", () => {
     assert.equal((await pool.query<{ one: number }>("select 1 as one")).rows[0]!.one, 1);
     await pool.end();
   });
+
+  it("prepares a statement with parameters once per connection, and keeps at most 256 texts prepared", async () => {
+    const pool = databasePool({ connectionString: url, max: 1 });
+    try {
+      const prepared = async () =>
+        (await pool.query<{ n: number }>("select count(*)::int as n from pg_prepared_statements where name like 'manent_%'")).rows[0]!.n;
+      for (let i = 0; i < 3; i++) assert.equal((await pool.query<{ v: number }>("select $1::int + 1 as v", [i])).rows[0]!.v, i + 1);
+      assert.equal(await prepared(), 1, "three calls of one text: one prepared statement on the pool's one connection");
+      // Without parameters: sent as it is (a "begin", a count), nothing prepared.
+      assert.equal(await prepared(), 1);
+      for (let i = 0; i < 300; i++)
+        assert.equal((await pool.query<{ v: string }>(`select $1::text || '-${i}' as v`, ["x"])).rows[0]!.v, `x-${i}`);
+      assert.equal(await prepared(), 256, "texts beyond the 256th run unnamed");
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("runs a prepared statement again unnamed when a migration changed its result's columns", async () => {
+    const pool = databasePool({ connectionString: url, max: 1 });
+    try {
+      await pool.query("create table widened (a int)");
+      await pool.query("insert into widened values (1)");
+      const read = () => pool.query<Record<string, number | null>>("select * from widened where a = $1", [1]);
+      assert.deepEqual((await read()).rows, [{ a: 1 }]);
+      await pool.query("alter table widened add column b int");
+      assert.deepEqual((await read()).rows, [{ a: 1, b: null }], "on its own: sent again unnamed");
+      assert.deepEqual((await read()).rows, [{ a: 1, b: null }], "then prepared afresh under a new name");
+      // In a transaction the error has aborted it: it reaches the caller, whose next try works.
+      await pool.query("alter table widened add column c int");
+      const client = await pool.connect();
+      try {
+        await client.query("begin");
+        await assert.rejects(client.query("select * from widened where a = $1", [1]), /cached plan must not change result type/);
+        await client.query("rollback");
+        await client.query("begin");
+        assert.deepEqual((await client.query("select * from widened where a = $1", [1])).rows, [{ a: 1, b: null, c: null }]);
+        await client.query("commit");
+      } finally {
+        client.release();
+      }
+    } finally {
+      await pool.end();
+    }
+  });
 });
