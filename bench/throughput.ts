@@ -9,7 +9,9 @@
  *    window (every server's commits: DBOS's checkpoints, manent's records, queue polls), per deploy;
  *  - the event log's append lock: pg_stat_activity sampled every 50 ms, the mean number of backends
  *    waiting on an advisory lock (and on any lock), and the share of samples with one waiting; and the
- *    database's active backends by what they wait on (a lock, WAL, I/O; "cpu" when nothing).
+ *    database's active backends by what they wait on (a lock, WAL, I/O; "cpu" when nothing);
+ *  - CPU per deploy of the servers' processes and of Postgres's (from /proc): what holds when the
+ *    machine's other work makes the deploys/s move between runs.
  * `--ref <commit>` runs each fleet a second time with the servers of that commit (checked out in a
  * temporary git worktree, its dist/ built there), side by side in one run: e.g. the last commit
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
@@ -24,6 +26,7 @@ import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { cpuWindow, postgresProcesses } from "./support/process-cpu.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
 const { values: opts } = parseArgs({
@@ -66,6 +69,9 @@ interface FleetFigures {
   queued_ms_p50: number;
   running_ms_p50: number;
   load_average: number;
+  /** CPU time per deploy finished in the window: the servers' processes, and Postgres's (postmaster and backends). */
+  server_cpu_ms_per_deploy: number;
+  postgres_cpu_ms_per_deploy: number;
 }
 
 async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
@@ -121,6 +127,9 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     // pg_stat_database is updated by each backend at most every PGSTAT_MIN_INTERVAL: flushed before each read.
     await admin.query("select pg_stat_force_next_flush()").catch(() => undefined);
     const c0 = await commits();
+    const serverCpu = cpuWindow(() => servers.map((s) => s.child.pid!));
+    const port = Number(new URL(databaseUrl).port);
+    const postgresCpu = cpuWindow(() => postgresProcesses(port));
     measuring = true;
     const t0 = performance.now();
     let samples = 0;
@@ -148,6 +157,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     measuring = false;
     const elapsed = (performance.now() - t0) / 1000;
     const finished = done;
+    const serverSeconds = serverCpu.stop();
+    const postgresSeconds = postgresCpu.stop();
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
     const c1 = await commits();
@@ -169,10 +180,13 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       queued_ms_p50: median(queued),
       running_ms_p50: median(running),
       load_average: loadavg()[0]!,
+      server_cpu_ms_per_deploy: Math.round((serverSeconds * 10000) / Math.max(1, finished)) / 10,
+      postgres_cpu_ms_per_deploy: Math.round((postgresSeconds * 10000) / Math.max(1, finished)) / 10,
     };
     console.log(
       `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
-        `${figures.xact_commit_per_deploy} Postgres commits per deploy; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
+        `${figures.xact_commit_per_deploy} Postgres commits per deploy; CPU per deploy: servers ${figures.server_cpu_ms_per_deploy} ms, ` +
+        `Postgres ${figures.postgres_cpu_ms_per_deploy} ms; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
         `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; active backends by wait: ` +
         (Object.entries(figures.active_backends_by_wait)

@@ -1,0 +1,50 @@
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * CPU time of processes from /proc (Linux): what a bench spends per deploy in each process, a
+ * figure that holds when the machine's other work slows the run down.
+ */
+const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+
+/** The process's user and system CPU seconds (0 once it is gone). */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command (which may hold spaces), from the third: state, ppid, ...
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+  } catch {
+    return 0;
+  }
+}
+
+/** The Postgres listening on `port` (its postmaster, found by its command line) and every process it started. */
+export function postgresProcesses(port: number): number[] {
+  const stats = new Map<number, { ppid: number; cmdline: string }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      stats.set(Number(entry), { ppid, cmdline: readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ") });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const postmaster = [...stats].find(([, s]) => / -D /.test(s.cmdline) && s.cmdline.includes(` -p ${port} `) && /postgres/.test(s.cmdline));
+  if (!postmaster) return [];
+  return [postmaster[0], ...[...stats].filter(([, s]) => s.ppid === postmaster[0]).map(([pid]) => pid)];
+}
+
+/**
+ * CPU seconds spent between `start()` and `stop()` by the processes `pids()` names at each end (a
+ * process that starts and ends in between is missed: Postgres's backends live as long as the
+ * pools' connections).
+ */
+export function cpuWindow(pids: () => number[]): { stop: () => number } {
+  const before = new Map(pids().map((pid) => [pid, cpuSeconds(pid)]));
+  return {
+    stop: () => pids().reduce((sum, pid) => sum + cpuSeconds(pid) - (before.get(pid) ?? 0), 0),
+  };
+}
