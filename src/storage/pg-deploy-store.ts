@@ -46,21 +46,37 @@ const onConflictRunning = `on conflict (id) do update set status = 'running', st
   plugin = coalesce(excluded.plugin, manent.deploys.plugin) where manent.deploys.status in ('queued', 'running')`;
 
 /**
- * The claim of a deploy key's row (see `claimKey`): `row` gives (tenant, application, artifact,
- * environment, deploy_id), a VALUES list or a SELECT; `terminal` is the parameter holding the
- * terminal statuses. Taken unless its holder still runs; returns the new holder.
+ * The claim of a deploy key's row (see `claimKey`), as the CTEs `claim` and `input_dropped` of a
+ * WITH: `row` gives (tenant, application, artifact, environment, deploy_id), a VALUES list or a
+ * SELECT; `key` the parameters holding the key's tenant, application, artifact and environment;
+ * `terminal` the parameter holding the terminal statuses. Taken unless its holder still runs;
+ * `claim` returns the new holder.
+ *
+ * `input_dropped` deletes the DBOS input of the key's previous holder once its workflow has ended
+ * (SUCCESS or ERROR, which nothing resumes): DBOS reads a workflow's input only to run it (a
+ * dequeue, a recovery, a fork), and manent reads a deploy from its own record (the submission,
+ * the `resolve` step's settings), so the input of an ended deploy was kept for nothing, 1.3 KB of
+ * each deploy (bench/README.md, deploy-commits). Here, in the statement that starts the key's next
+ * deploy, it costs no commit of its own; the key's newest deploy keeps its input. A workflow still
+ * queued, running, cancelled or past its recovery attempts keeps its input: DBOS may run it again.
+ * The statement's snapshot may see an older holder than the row the claim takes (a concurrent
+ * claim): whichever it sees is deleted only if it has ended, which is always safe.
  */
-const keyClaim = (
-  row: string,
-  terminal: string,
-) => `insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
+const keyClaim = (row: string, key: [string, string, string, string], terminal: string) => `prev as (
+    select deploy_id from manent.deploy_key_runs
+    where tenant = ${key[0]} and application = ${key[1]} and artifact = ${key[2]} and environment = ${key[3]}),
+  input_dropped as (
+    delete from ${dbosSchema}.workflow_input i using prev, ${dbosSchema}.workflow_status w
+    where i.workflow_uuid = prev.deploy_id and w.workflow_uuid = prev.deploy_id
+      and w.name = 'manent.deploy' and w.status in ('SUCCESS', 'ERROR')),
+  claim as (insert into manent.deploy_key_runs as k (tenant, application, artifact, environment, deploy_id)
   ${row}
   on conflict (tenant, application, artifact, environment) do update set deploy_id = excluded.deploy_id
     where k.deploy_id = excluded.deploy_id
       or not exists (select 1 from ${dbosSchema}.workflow_status w
                      where w.workflow_uuid = k.deploy_id and w.status in ('ENQUEUED', 'PENDING'))
       or exists (select 1 from manent.deploys d where d.id = k.deploy_id and d.status = any(${terminal}::text[]))
-  returning deploy_id`;
+  returning deploy_id)`;
 
 /** A started deploy's time in the queue, in milliseconds (a `returning` column of the start). */
 const queuedMs = `(extract(epoch from (manent.deploys.started_at - manent.deploys.created_at)) * 1000)::float8 as queued_ms`;
@@ -336,7 +352,7 @@ export class PgDeployStore implements DeployStore, OverviewSource {
       queued_ms: number | null;
     }>(
       `with own as (select status from manent.deploys where id = $1),
-       claim as (${keyClaim("select $3, $4, $5, $6, $1 where not exists (select 1 from own where status not in ('queued', 'running'))", "$13")}),
+       ${keyClaim("select $3, $4, $5, $6, $1 where not exists (select 1 from own where status not in ('queued', 'running'))", ["$3", "$4", "$5", "$6"], "$13")},
        started as (insert into manent.deploys (${runningColumns}) select ${runningRow("$14")} from claim ${onConflictRunning} returning status, ${queuedMs})
        select (select status from own) as own_status, exists (select 1 from claim) as claimed,
          (select status from started) as status, (select queued_ms from started) as queued_ms`,
@@ -392,14 +408,10 @@ export class PgDeployStore implements DeployStore, OverviewSource {
    * on the row's lock and sees the first's claim. Returns the holder.
    */
   private async claimKey(id: string, k: DeployKey): Promise<string> {
-    const r = await this.pool.query<{ deploy_id: string }>(keyClaim("values ($2, $3, $4, $5, $1)", "$6"), [
-      id,
-      k.tenant,
-      k.application,
-      k.artifact,
-      k.environment,
-      [...terminalStatuses],
-    ]);
+    const r = await this.pool.query<{ deploy_id: string }>(
+      `with ${keyClaim("values ($2, $3, $4, $5, $1)", ["$2", "$3", "$4", "$5"], "$6")} select deploy_id from claim`,
+      [id, k.tenant, k.application, k.artifact, k.environment, [...terminalStatuses]],
+    );
     if (r.rows[0]) return r.rows[0].deploy_id;
     return (await this.keyHolder(k)) ?? id;
   }

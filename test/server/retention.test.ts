@@ -95,6 +95,13 @@ describe("history retention", () => {
       ...api.map((d) => d.id),
     ]);
     assert.equal(before, 9);
+    // Each key's next deploy deleted the DBOS input of the one before (its workflow ended): only
+    // the newest of each key keeps its own. The sweep deletes the others all the same.
+    const inputs = async (ids: string[]) =>
+      (await db.query<{ id: string }>(`select workflow_uuid as id from dbos.workflow_input where workflow_uuid = any($1)`, [ids])).rows
+        .map((r) => r.id)
+        .sort();
+    assert.deepEqual(await inputs([...shop, ...api, failed].map((d) => d.id)), [shop[5]!.id, failed.id].sort());
 
     const sweep = await runCli(["retention", "sweep", "-o", "json"], { cwd: ws.dir, env: { MANENT_SERVER: server.url } });
     assert.equal(sweep.code, 0, sweep.stderr);
