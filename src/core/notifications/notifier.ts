@@ -157,7 +157,20 @@ export class Notifier {
       if (this.stopped) return;
       const batch = await this.o.store.claim(claimSize, lease);
       if (batch.length === 0) return;
-      await Promise.all(batch.map((d) => this.deliver(d)));
+      // One channel hears of one deploy's (or release's) events in their order: a batch that holds
+      // its "started" and its "succeeded" sends them one after the other, in the order they were
+      // planned (their ids; a claim returns its rows in no order); other channels and other deploys
+      // go at the same time.
+      const inOrder = new Map<string, Delivery[]>();
+      for (const d of [...batch].sort((a, b) => a.id - b.id)) {
+        const key = `${d.channel}\0${d.facts.of}\0${d.facts.id}`;
+        inOrder.set(key, [...(inOrder.get(key) ?? []), d]);
+      }
+      await Promise.all(
+        [...inOrder.values()].map(async (deliveries) => {
+          for (const d of deliveries) await this.deliver(d);
+        }),
+      );
     }
   }
 
