@@ -66,10 +66,11 @@ function isStalePlan(err: unknown): boolean {
 
 /**
  * `query(text, values)` as a named statement (see {@link StatementNames}); any other call as it
- * is. A statement found stale is sent once more, unnamed, when it ran on its own (in a
- * transaction the error has aborted it: the caller's retry of the transaction gets the new name).
+ * is. A statement found stale is sent once more, unnamed, when it ran on its own: on a client
+ * the pool lent (`onLentClient`) it may be in a transaction, which the error has aborted, so the
+ * error goes to the caller, whose retry gets the new name.
  */
-function namedQuery(fn: Fn, self: object, args: unknown[], names: StatementNames, inTransactionOf?: pg.PoolClient): unknown {
+function namedQuery(fn: Fn, self: object, args: unknown[], names: StatementNames, onLentClient: boolean): unknown {
   const [text, values, ...rest] = args;
   if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || rest.length > 0) return fn.apply(self, args);
   const config = names.config(text, values);
@@ -77,7 +78,7 @@ function namedQuery(fn: Fn, self: object, args: unknown[], names: StatementNames
   return (fn.apply(self, [config]) as Promise<unknown>).catch((err: unknown) => {
     if (!isStalePlan(err)) throw err;
     names.stale(text);
-    if (inTransactionOf) throw err;
+    if (onLentClient) throw err;
     return fn.apply(self, [text, values]);
   });
 }
@@ -113,7 +114,7 @@ function trackClient(client: pg.PoolClient, names: StatementNames): pg.PoolClien
   return new Proxy(client, {
     get(target, prop) {
       if (prop === "query")
-        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names, target), target, args);
+        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names, true), target, args);
       if (prop === "connect") return (...args: unknown[]) => marking(target[prop] as Fn, target, args);
       return bound(target, prop);
     },
@@ -136,7 +137,7 @@ export function databasePool(config: pg.PoolConfig): pg.Pool {
   return new Proxy(pool, {
     get(target, prop) {
       if (prop === "query")
-        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names), target, args);
+        return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names, false), target, args);
       if (prop === "connect")
         return (...args: unknown[]) => marking(target.connect as Fn, target, args, (c) => trackClient(c as pg.PoolClient, names));
       return bound(target, prop);

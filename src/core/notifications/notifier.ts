@@ -164,7 +164,9 @@ export class Notifier {
       const inOrder = new Map<string, Delivery[]>();
       for (const d of [...batch].sort((a, b) => a.id - b.id)) {
         const key = `${d.channel}\0${d.facts.of}\0${d.facts.id}`;
-        inOrder.set(key, [...(inOrder.get(key) ?? []), d]);
+        const deliveries = inOrder.get(key);
+        if (deliveries) deliveries.push(d);
+        else inOrder.set(key, [d]);
       }
       await Promise.all(
         [...inOrder.values()].map(async (deliveries) => {
