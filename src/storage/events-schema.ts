@@ -264,12 +264,15 @@ export const eventStatements = [
              'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig, 'created_at', d.created_at,
              'started_at', null, 'finished_at', null) from manent.deploys d where d.id = p_deploy_id), '{}'::jsonb) || p_data end
        when 'deploy.status' then jsonb_build_object('status', null, 'error', null, 'plugin', null, 'started_at', null, 'finished_at', null) || p_data
-       when 'step.started' then jsonb_build_object('name', null, 'seq', case when p_data ? 'seq' then null else (select s.seq from manent.deploy_steps s where s.deploy_id = p_deploy_id and s.name = p_data ->> 'name') end, 'attempt', null, 'started_at', null) || p_data
+       when 'step.started' then jsonb_build_object('name', null, 'seq', step.seq, 'attempt', null, 'started_at', null) || p_data
        when 'target.updated' then
          jsonb_build_object('phase', null, 'host', null, 'status', null, 'duration_ms', null, 'error', null, 'details', null) || p_data
        else case when p_type like 'step.%'
-         then jsonb_build_object('name', null, 'seq', case when p_data ? 'seq' then null else (select s.seq from manent.deploy_steps s where s.deploy_id = p_deploy_id and s.name = p_data ->> 'name') end, 'attempt', null, 'duration_ms', null, 'error', null) || p_data
+         then jsonb_build_object('name', null, 'seq', step.seq, 'attempt', null, 'duration_ms', null, 'error', null) || p_data
          else p_data end
      end
+     -- A step event's seq, read from its step's row when the event was stored without it.
+     from (select case when p_type like 'step.%' and not p_data ? 'seq'
+             then (select s.seq from manent.deploy_steps s where s.deploy_id = p_deploy_id and s.name = p_data ->> 'name') end as seq) step
    $$`,
 ];

@@ -115,6 +115,14 @@ describe("event data: stored small, read whole", () => {
       assert.equal(e.data.error, null);
       assert.equal(typeof e.data.duration_ms, "number");
     }
+    // Each step event's seq, stored without it, is its step's.
+    const seqs = new Map(
+      (await pool.query<{ name: string; seq: number }>("select name, seq from manent.deploy_steps where deploy_id = $1", [id])).rows.map(
+        (r) => [r.name, r.seq],
+      ),
+    );
+    for (const e of fromLive.filter((e) => e.type.startsWith("step.")))
+      assert.equal(e.data.seq, seqs.get(e.data.name as string), `${e.type} of ${String(e.data.name)}`);
     const targets = fromLive.filter((e) => e.type === "target.updated").map((e) => e.data);
     assert.deepEqual(
       targets.map((t) => [t.host, t.status, t.error, t.details]).sort(),
