@@ -48,3 +48,34 @@ export function cpuWindow(pids: () => number[]): { stop: () => number } {
     stop: () => pids().reduce((sum, pid) => sum + cpuSeconds(pid) - (before.get(pid) ?? 0), 0),
   };
 }
+
+/** The process's read and write system calls so far (/proc/PID/io: syscr, syscw), zero once it is gone. */
+function syscalls(pid: number): { reads: number; writes: number } {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, "utf8");
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(io)?.[1] ?? 0);
+    return { reads: field("syscr"), writes: field("syscw") };
+  } catch {
+    return { reads: 0, writes: 0 };
+  }
+}
+
+/**
+ * Read and write system calls made between `start()` and `stop()` by the processes `pids()` names
+ * (sockets included: each write to Postgres's socket is one, and on loopback the sender's call
+ * also does the receiver's network work).
+ */
+export function syscallWindow(pids: () => number[]): { stop: () => { reads: number; writes: number } } {
+  const before = new Map(pids().map((pid) => [pid, syscalls(pid)]));
+  return {
+    stop: () =>
+      pids().reduce(
+        (sum, pid) => {
+          const now = syscalls(pid);
+          const then = before.get(pid) ?? { reads: 0, writes: 0 };
+          return { reads: sum.reads + now.reads - then.reads, writes: sum.writes + now.writes - then.writes };
+        },
+        { reads: 0, writes: 0 },
+      ),
+  };
+}
