@@ -126,7 +126,9 @@ function trackClient(client: pg.PoolClient, names: StatementNames): pg.PoolClien
  * known to come from the database connection: see {@link raisedByDatabasePool}.
  */
 export function databasePool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool(config);
+  // Pipelining changes nothing for a query awaited before the next is sent; it lets
+  // pipelinedTransaction send its statements at once.
+  const pool = new pg.Pool({ pipeline: true, ...config });
   // pg listens for a client's errors only while it sits idle in the pool (and reports them as the
   // pool's 'error'). One lent out between two queries (a transaction's code running, a release on
   // its way) whose connection drops emits an 'error' nobody handles, an uncaught exception. Each
@@ -146,6 +148,52 @@ export function databasePool(config: pg.PoolConfig): pg.Pool {
 }
 
 function ignoreConnectionError(): void {}
+
+/** A statement and its parameters. */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * Runs `statements` in one transaction whose BEGIN, statements and COMMIT are written together:
+ * on a client that pipelines (every client of {@link databasePool}) that is one write and one
+ * round trip where it took one per statement, and Postgres runs them in order as ever. When one
+ * fails, the ones after it fail too (the transaction is aborted) and the COMMIT rolls back; the
+ * first failure is thrown, as `onError(index, error)` returns it (the error itself by default).
+ * Returns each statement's result.
+ */
+export async function pipelinedTransaction(
+  pool: pg.Pool,
+  statements: readonly Statement[],
+  onError: (index: number, err: unknown) => unknown = (_, err) => err,
+): Promise<pg.QueryResult[]> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    // pg writes each query on its own: corked, they leave in one write.
+    const socket = (client as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+    socket?.cork?.();
+    let sent: Promise<pg.QueryResult>[];
+    try {
+      sent = [client.query("begin"), ...statements.map((s) => client.query(s.sql, s.params)), client.query("commit")];
+    } finally {
+      socket?.uncork?.();
+    }
+    const settled = await Promise.allSettled(sent);
+    const failed = settled.findIndex((s) => s.status === "rejected");
+    if (failed < 0) return settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<pg.QueryResult>).value);
+    // A COMMIT that answered has ended the transaction (rolled back); otherwise it is ended here.
+    if (settled[settled.length - 1]!.status === "rejected")
+      await client.query("rollback").catch(() => {
+        broken = true;
+      });
+    const err = (settled[failed] as PromiseRejectedResult).reason;
+    throw failed === 0 || failed === settled.length - 1 ? err : onError(failed - 1, err);
+  } finally {
+    client.release(broken);
+  }
+}
 
 /** Runs `fn` in one transaction on one client; a rollback that fails drops the connection. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {

@@ -1,17 +1,42 @@
 import type pg from "pg";
+import type { Statement } from "./database-pool.js";
 
 /** A write held back to be committed with the next statement of its deploy (see {@link HeldWrites}). */
 export interface HeldWrite {
   sql: string;
   params: unknown[];
-  /** When the write must change a row: the error its deploy's next statement throws if it changes none. */
+  /**
+   * When the write must change a row: the error its deploy's next statement throws if it changes
+   * none. Its SQL then returns a row for each row it changes (`returning`).
+   */
   lost?: () => Error;
   /** Called once the write is committed. */
   committed?: () => void;
 }
 
-/** How the writes held for a deploy are committed: the held ones first, then the statement (if any), in one transaction. */
-export type Transactor = <T>(fn: (client: pg.ClientBase) => Promise<T>) => Promise<T>;
+/**
+ * How the writes held for a deploy are committed: the held ones first, then the statement (if
+ * any), in one transaction sent at once (`pipelinedTransaction`); the first error is thrown as
+ * `onError` returns it.
+ */
+export type Transactor = (statements: Statement[], onError: (index: number, err: unknown) => unknown) => Promise<pg.QueryResult[]>;
+
+/** The SQLSTATE of a held write that changed no row (see {@link heldWriteStatements}). */
+const unappliedCode = "MN001";
+
+/**
+ * A held write that must change a row is checked in the database, so that the transaction it goes
+ * in (sent with its COMMIT, in one round trip) is rolled back when it changed none.
+ */
+export const heldWriteStatements = [
+  `create or replace function manent.held_write_applied(changed bigint) returns bigint language plpgsql as $$
+   begin
+     if changed = 0 then
+       raise exception 'a held write changed no row' using errcode = '${unappliedCode}';
+     end if;
+     return changed;
+   end $$`,
+];
 
 interface Held {
   writes: HeldWrite[];
@@ -61,7 +86,7 @@ export class HeldWrites {
     const writes = this.take(deployId);
     if (!writes) return this.pool.query<R>(sql, params);
     try {
-      return await this.commit(writes, (c) => c.query<R>(sql, params));
+      return (await this.commit(writes, { sql, params })) as pg.QueryResult<R>;
     } catch (err) {
       if (err instanceof LostWrite) throw err.error;
       // The statement or a held write failed: each on its own, so each error is its own.
@@ -89,7 +114,7 @@ export class HeldWrites {
    */
   private async commitAlone(deployId: string, writes: HeldWrite[], throwLost: boolean): Promise<void> {
     try {
-      await this.commit(writes, async () => undefined);
+      await this.commit(writes);
     } catch (err) {
       if (!(err instanceof LostWrite)) return this.onError(deployId, err);
       if (throwLost) throw err.error;
@@ -97,16 +122,17 @@ export class HeldWrites {
     }
   }
 
-  private async commit<T>(writes: HeldWrite[], then: (c: pg.ClientBase) => Promise<T>): Promise<T> {
-    const out = await this.transaction(async (c) => {
-      for (const w of writes) {
-        const r = await c.query(w.sql, w.params);
-        if (w.lost && r.rowCount === 0) throw new LostWrite(w.lost());
-      }
-      return then(c);
+  private async commit(writes: HeldWrite[], statement?: Statement): Promise<pg.QueryResult | undefined> {
+    const statements = writes.map(({ sql, params, lost }) => ({
+      sql: lost ? `with applied as (${sql}) select manent.held_write_applied(count(*)) from applied` : sql,
+      params,
+    }));
+    const results = await this.transaction(statement ? [...statements, statement] : statements, (index, err) => {
+      const write = writes[index];
+      return write?.lost && (err as { code?: unknown }).code === unappliedCode ? new LostWrite(write.lost()) : err;
     });
     for (const w of writes) w.committed?.();
-    return out;
+    return statement ? results[results.length - 1] : undefined;
   }
 
   private take(deployId: string): HeldWrite[] | undefined {

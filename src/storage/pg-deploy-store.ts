@@ -24,7 +24,7 @@ import type { EnvconfigOrigin } from "../core/config/index.js";
 import type { ErrorJSON } from "../core/errors.js";
 import type { NewAuditEntry } from "../core/identity/index.js";
 import { dbosSchema } from "./reconcile-deploys.js";
-import { inTransaction } from "./database-pool.js";
+import { pipelinedTransaction } from "./database-pool.js";
 import { HeldWrites } from "./held-writes.js";
 import { scopeCondition } from "./scope-sql.js";
 import { auditEntryValues, insertAuditEntry } from "./pg-audit-log.js";
@@ -93,7 +93,11 @@ export class PgDeployStore implements DeployStore, OverviewSource {
     opts: { retry?: <T>(fn: () => Promise<T>) => Promise<T>; onHeldError?: (deployId: string, err: unknown) => void } = {},
   ) {
     const retry = opts.retry ?? ((fn) => fn());
-    this.held = new HeldWrites(pool, (fn) => retry(() => inTransaction(pool, fn)), opts.onHeldError ?? (() => undefined));
+    this.held = new HeldWrites(
+      pool,
+      (statements, onError) => retry(() => pipelinedTransaction(pool, statements, onError)),
+      opts.onHeldError ?? (() => undefined),
+    );
   }
 
   /** A statement of deploy `id`'s, committed with the writes held for it (see {@link HeldWrites}). */

@@ -10,6 +10,7 @@ import { windowOverrideStatements } from "./pg-window-overrides.js";
 import { releaseStatements } from "./pg-release-store.js";
 import { notificationStatements } from "./pg-notification-store.js";
 import { eventHubStatements } from "./pg-event-hub.js";
+import { heldWriteStatements } from "./held-writes.js";
 
 /**
  * manent's own tables, beside DBOS's system tables in the same database. DBOS keeps the
@@ -165,6 +166,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   // Events and audit last: their triggers attach to the tables above.
   for (const sql of [
     ...schemaStatements,
+    ...heldWriteStatements,
     ...uploadStatements,
     ...tokenStatements,
     ...sessionStatements,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
-import { databasePool } from "../../src/storage/database-pool.js";
+import { databasePool, pipelinedTransaction } from "../../src/storage/database-pool.js";
 import { TestPostgres } from "../support/postgres.js";
 
 /**
@@ -86,6 +86,62 @@ describe("database pool", () => {
       } finally {
         client.release();
       }
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("sends a pipelined transaction's BEGIN, statements and COMMIT in one write; a failure rolls all back and names its statement", async () => {
+    const pool = databasePool({ connectionString: url, max: 1 });
+    try {
+      await pool.query("create table piped (k int primary key, v text)");
+      // The pool's one connection, its socket's writes counted.
+      const client = await pool.connect();
+      type Write = (...a: unknown[]) => unknown;
+      const socket = (client as unknown as { connection: { stream: { _write: Write; _writev: Write } } }).connection.stream;
+      let writes = 0;
+      for (const method of ["_write", "_writev"] as const) {
+        const original = socket[method].bind(socket);
+        socket[method] = (...a: unknown[]) => {
+          writes++;
+          return original(...a);
+        };
+      }
+      client.release();
+
+      const results = await pipelinedTransaction(pool, [
+        { sql: "insert into piped values ($1, $2)", params: [1, "one"] },
+        { sql: "update piped set v = v || $2 where k = $1 returning v", params: [1, "+"] },
+      ]);
+      assert.equal(writes, 1, "BEGIN, two statements and COMMIT: one write");
+      assert.deepEqual(
+        results.map((r) => [r.command, r.rowCount, r.rows]),
+        [
+          ["INSERT", 1, []],
+          ["UPDATE", 1, [{ v: "one+" }]],
+        ],
+        "each statement's result, in order (the update saw the insert)",
+      );
+
+      const seen: [number, string][] = [];
+      await assert.rejects(
+        pipelinedTransaction(
+          pool,
+          [
+            { sql: "insert into piped values ($1, $2)", params: [2, "two"] },
+            { sql: "insert into piped values ($1, $2)", params: [1, "again"] },
+            { sql: "insert into piped values ($1, $2)", params: [3, "three"] },
+          ],
+          (index, err) => {
+            seen.push([index, (err as { code: string }).code]);
+            return new Error(`statement ${index} failed`);
+          },
+        ),
+        /statement 1 failed/,
+      );
+      assert.deepEqual(seen, [[1, "23505"]], "the first failure only: the duplicate key; the one after it failed as aborted");
+      assert.deepEqual((await pool.query("select k, v from piped order by k")).rows, [{ k: 1, v: "one+" }], "nothing of it kept");
+      assert.equal((await pool.query<{ v: number }>("select $1::int as v", [7])).rows[0]!.v, 7, "the connection is usable after");
     } finally {
       await pool.end();
     }

@@ -6,6 +6,7 @@ import pg from "pg";
 import { noMetrics } from "../../src/core/engine/engine-metrics.js";
 import { runStep } from "../../src/core/engine/step-runner.js";
 import { Code, ManentError } from "../../src/core/errors.js";
+import { databasePool } from "../../src/storage/database-pool.js";
 import { PgDeployStore } from "../../src/storage/pg-deploy-store.js";
 import { migrate } from "../../src/storage/schema.js";
 import { TestPostgres } from "../support/postgres.js";
@@ -28,7 +29,8 @@ describe("deploy step checkpoints", () => {
   before(async () => {
     server = await TestPostgres.start();
     const url = await server.createDatabase({ empty: true });
-    pool = new pg.Pool({ connectionString: url, max: 4 });
+    // The server's pool (pipelined: a step's held end goes with the next statement in one round trip).
+    pool = databasePool({ connectionString: url, max: 4 });
     pool.on("error", () => undefined);
     await migrate(pool);
     store = new PgDeployStore(pool);
