@@ -278,7 +278,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     events.subscribe(
       {},
       (e) => {
-        if (isFinishEvent(e)) scheduler.deployEnded();
+        if (isFinishEvent(e) && e.deploy_id) scheduler.deployEnded(e.deploy_id);
       },
       undefined,
       { background: true },

@@ -148,24 +148,32 @@ export class PgDriftStore implements DriftStore {
     return this.releases();
   }
 
-  async recordedRelease(key: DeployKey): Promise<RecordedRelease | undefined> {
-    return (await this.releases(key))[0];
+  recordedReleasesOf(deployIds: readonly string[]): Promise<RecordedRelease[]> {
+    return deployIds.length === 0 ? Promise.resolve([]) : this.releases({ deployIds });
   }
 
-  private async releases(key?: DeployKey): Promise<RecordedRelease[]> {
+  async recordedRelease(key: DeployKey): Promise<RecordedRelease | undefined> {
+    return (await this.releases({ key }))[0];
+  }
+
+  private async releases(only: { key?: DeployKey; deployIds?: readonly string[] } = {}): Promise<RecordedRelease[]> {
     const args: unknown[] = [];
-    const only = key
+    const { key, deployIds } = only;
+    const where = key
       ? `and tenant = $${args.push(key.tenant)} and application = $${args.push(key.application)}
          and artifact = $${args.push(key.artifact)} and environment = $${args.push(key.environment)}`
-      : "";
+      : deployIds
+        ? `and (tenant, application, artifact, environment) in (
+             select tenant, application, artifact, environment from manent.deploys where id = any($${args.push(deployIds)}::text[]))`
+        : "";
     const rows = await this.pool.query(
       `with latest as (
          select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, status, envconfig
-         from manent.deploys where kind <> 'dry_run' ${only}
+         from manent.deploys where kind <> 'dry_run' ${where}
          order by tenant, application, artifact, environment, created_at desc
        ), good as (
          select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, kind, version, request, envconfig
-         from manent.deploys where kind in ('deploy', 'rollback') and status = 'succeeded' ${only}
+         from manent.deploys where kind in ('deploy', 'rollback') and status = 'succeeded' ${where}
          order by tenant, application, artifact, environment, finished_at desc
        )
        select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request, g.envconfig,

@@ -71,6 +71,8 @@ export interface DriftStore {
   list(filter: DriftFilter): Promise<TargetDriftRecord[]>;
   /** The keys with a succeeded deploy (the releases a periodic check may compare with). */
   recordedReleases(): Promise<RecordedRelease[]>;
+  /** The same, for the keys of these deploys only. */
+  recordedReleasesOf(deployIds: readonly string[]): Promise<RecordedRelease[]>;
   recordedRelease(key: DeployKey): Promise<RecordedRelease | undefined>;
   /**
    * Claims the key's periodic check when it is due: true for exactly one caller per interval across

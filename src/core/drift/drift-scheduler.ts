@@ -8,23 +8,33 @@ import type { DriftStore, RecordedRelease } from "./drift-record.js";
 const maxTickMs = 10_000;
 const minTickMs = 200;
 /**
- * How soon after a deploy ends the scheduler looks (its key may be due for a first check): one look
- * for all the deploys that end meanwhile, as a look reads every key with a deploy.
+ * How soon after a deploy ends the scheduler looks at its key (it may be due for a first check):
+ * one look for the keys of all the deploys that end meanwhile.
  */
 const afterDeployMs = 1_000;
+
+/** What a look covers: every key with a deploy, or only the keys of deploys that ended since. */
+type Scope = "all" | "ended";
 
 /**
  * The periodic drift checks of one server. Each look lists the keys with a succeeded deploy, reads
  * their envconfig's `drift.interval`, and runs the checks that are due. Due times live in Postgres
  * (`claimCheck`): a restart keeps them, and of several servers sharing the database exactly one
- * runs each check. A key whose deploy is queued or running is not checked (it is changing).
+ * runs each check. A key whose deploy is queued or running is not checked (it is changing). After
+ * deploys end, a look covers their keys only: a look at every key costs a read of every key's
+ * records and envconfig, which at every second of a busy fleet grew with the keys, not the deploys.
  */
 export class DriftScheduler {
   private timer: NodeJS.Timeout | undefined;
+  /** When the timer's look at every key is due. */
+  private dueAt = 0;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private again = false;
+  /** The look asked for while one was running, to run after it. */
+  private again: Scope | undefined;
   private afterDeploy: NodeJS.Timeout | undefined;
+  /** Deploys that ended and whose keys no look has covered since. */
+  private readonly ended = new Set<string>();
 
   constructor(
     private readonly config: LoadedConfig,
@@ -37,15 +47,17 @@ export class DriftScheduler {
     this.wake();
   }
 
-  /** Looks now (a deploy ended: its key may be due for its first check). */
-  wake(): void {
+  /** Looks now: at every key, or (`ended`) at those of the deploys that ended since the last look. */
+  wake(scope: Scope = "all"): void {
     if (this.stopped) return;
     if (this.running) {
-      this.again = true;
+      this.again = this.again === "all" || scope === "all" ? "all" : "ended";
       return;
     }
-    clearTimeout(this.timer);
-    this.running = this.look()
+    const deployIds = scope === "ended" ? [...this.ended] : undefined;
+    this.ended.clear();
+    if (scope === "all") clearTimeout(this.timer);
+    this.running = this.look(deployIds)
       .catch((err: unknown) => {
         this.logger.warn("drift checks: cannot read what is due", { error: ManentError.from(err).message });
         return maxTickMs;
@@ -53,22 +65,28 @@ export class DriftScheduler {
       .then((nextMs) => {
         this.running = undefined;
         if (this.stopped) return;
-        if (this.again) {
-          this.again = false;
-          this.wake();
-          return;
-        }
-        this.timer = setTimeout(() => this.wake(), nextMs);
+        // A look at some keys only brings the next look at every key forward, never later.
+        const at = scope === "all" || this.timer === undefined ? Date.now() + nextMs : Math.min(this.dueAt, Date.now() + nextMs);
+        clearTimeout(this.timer);
+        this.dueAt = at;
+        this.timer = setTimeout(() => this.wake(), Math.max(0, at - Date.now()));
         this.timer.unref();
+        if (this.again) {
+          const again = this.again;
+          this.again = undefined;
+          this.wake(again);
+        }
       });
   }
 
-  /** A deploy ended: looks within {@link afterDeployMs}, once for every deploy that ends until then. */
-  deployEnded(): void {
-    if (this.stopped || this.afterDeploy) return;
+  /** A deploy ended: its key is looked at within {@link afterDeployMs}, with those of every deploy that ends until then. */
+  deployEnded(deployId: string): void {
+    if (this.stopped) return;
+    this.ended.add(deployId);
+    if (this.afterDeploy) return;
     this.afterDeploy = setTimeout(() => {
       this.afterDeploy = undefined;
-      this.wake();
+      this.wake("ended");
     }, afterDeployMs);
     this.afterDeploy.unref();
   }
@@ -81,11 +99,12 @@ export class DriftScheduler {
     await this.running;
   }
 
-  /** Runs what is due; returns when to look again. */
-  private async look(): Promise<number> {
+  /** Runs what is due among every key (or the keys of `deployIds`); returns when to look again. */
+  private async look(deployIds?: string[]): Promise<number> {
     let next = maxTickMs;
     const due: { release: RecordedRelease; heal: boolean }[] = [];
-    for (const release of await this.store.recordedReleases()) {
+    const releases = deployIds ? await this.store.recordedReleasesOf(deployIds) : await this.store.recordedReleases();
+    for (const release of releases) {
       if (release.latest.status === "queued" || release.latest.status === "running") continue;
       let drift;
       try {
