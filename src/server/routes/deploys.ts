@@ -211,11 +211,8 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
   app.openapi(get, async (c) => {
     const { id } = c.req.valid("param");
     const { wait } = c.req.valid("query");
-    const deploy = await visibleDeploy(deps, c.get("caller"), id);
-    return c.json(
-      wait > 0 && !terminalStatuses.has(deploy.status) ? await waitForEnd(deps, id, wait * 1000, c.req.raw.signal) : deploy,
-      200,
-    );
+    const read = () => visibleDeploy(deps, c.get("caller"), id);
+    return c.json(wait > 0 ? await waitForEnd(deps, id, wait * 1000, c.req.raw.signal, read) : await read(), 200);
   });
 
   app.openapi(cancel, async (c) => {
@@ -244,10 +241,17 @@ export function deployRoutes(app: ApiApp, deps: ApiDeps): void {
 
 /**
  * `?wait=`: the deploy once its finishing event arrives (from whichever server ran it), or as it is
- * when the wait is over or the client has gone. Subscribed before the re-read, so an end between
- * the two is not missed.
+ * when the wait is over or the client has gone. Subscribed before the first read (`read`, which
+ * also refuses a deploy the caller may not see), so an end between the two is not missed; the
+ * deploy is read once more after its end.
  */
-async function waitForEnd(deps: ApiDeps, id: string, ms: number, signal: AbortSignal): Promise<DeployRecord> {
+async function waitForEnd(
+  deps: ApiDeps,
+  id: string,
+  ms: number,
+  signal: AbortSignal,
+  read: () => Promise<DeployRecord>,
+): Promise<DeployRecord> {
   let timer: NodeJS.Timeout | undefined;
   let unsubscribe = (): void => undefined;
   const ended = new Promise<void>((resolve) => {
@@ -256,10 +260,10 @@ async function waitForEnd(deps: ApiDeps, id: string, ms: number, signal: AbortSi
     signal.addEventListener("abort", () => resolve(), { once: true });
   });
   try {
-    const now = await deps.store.getDeploy(id);
-    if (now && terminalStatuses.has(now.status)) return now;
+    const now = await read();
+    if (terminalStatuses.has(now.status)) return now;
     await ended;
-    return (await deps.store.getDeploy(id)) ?? now!;
+    return (await deps.store.getDeploy(id)) ?? now;
   } finally {
     clearTimeout(timer);
     unsubscribe();
