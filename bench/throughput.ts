@@ -72,6 +72,8 @@ interface FleetFigures {
   /** CPU time per deploy finished in the window: the servers' processes, and Postgres's (postmaster and backends). */
   server_cpu_ms_per_deploy: number;
   postgres_cpu_ms_per_deploy: number;
+  /** The bench's own process (its clients' requests): CPU the servers and Postgres did not get. */
+  bench_cpu_ms_per_deploy: number;
   server_writes_per_deploy: number;
   server_reads_per_deploy: number;
 }
@@ -131,6 +133,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const c0 = await commits();
     const serverCpu = cpuWindow(() => servers.map((s) => s.child.pid!));
     const serverCalls = syscallWindow(() => servers.map((s) => s.child.pid!));
+    const benchCpu = cpuWindow(() => [process.pid]);
     const port = Number(new URL(databaseUrl).port);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
     measuring = true;
@@ -162,6 +165,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const finished = done;
     const serverSeconds = serverCpu.stop();
     const calls = serverCalls.stop();
+    const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
@@ -186,13 +190,14 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       load_average: loadavg()[0]!,
       server_cpu_ms_per_deploy: Math.round((serverSeconds * 10000) / Math.max(1, finished)) / 10,
       postgres_cpu_ms_per_deploy: Math.round((postgresSeconds * 10000) / Math.max(1, finished)) / 10,
+      bench_cpu_ms_per_deploy: Math.round((benchSeconds * 10000) / Math.max(1, finished)) / 10,
       server_writes_per_deploy: Math.round((calls.writes * 10) / Math.max(1, finished)) / 10,
       server_reads_per_deploy: Math.round((calls.reads * 10) / Math.max(1, finished)) / 10,
     };
     console.log(
       `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
         `${figures.xact_commit_per_deploy} Postgres commits per deploy; CPU per deploy: servers ${figures.server_cpu_ms_per_deploy} ms, ` +
-        `Postgres ${figures.postgres_cpu_ms_per_deploy} ms; servers' system calls per deploy: ${figures.server_writes_per_deploy} writes, ` +
+        `Postgres ${figures.postgres_cpu_ms_per_deploy} ms (the bench's clients ${figures.bench_cpu_ms_per_deploy} ms); servers' system calls per deploy: ${figures.server_writes_per_deploy} writes, ` +
         `${figures.server_reads_per_deploy} reads; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
         `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; active backends by wait: ` +
