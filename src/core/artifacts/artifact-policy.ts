@@ -48,7 +48,11 @@ export class ArtifactPolicy {
     if (!this.roots.some((r) => isUnder(lexical, r)) || isUnder(lexical, this.workdir)) throw this.outside(path);
     const real = await realpath(lexical).catch(() => undefined);
     if (real === undefined) throw bad(`${clip(path)} does not exist`);
-    if (!(await this.underRealRoot(real))) throw this.outside(path);
+    // The roots' and the workdir's real paths, resolved once for both checks below (each is a
+    // thread-pool round trip): a root replaced between the two checks is no different from one
+    // replaced just after the second, which the open handle's own path below still judges.
+    const realDirs = await this.realDirs();
+    if (!underRealRoot(real, realDirs)) throw this.outside(path);
     let handle: FileHandle;
     try {
       handle = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -58,7 +62,7 @@ export class ArtifactPolicy {
     try {
       // A link swapped in between the check and the open is caught here: judge the file opened.
       const opened = await realpath(`/proc/self/fd/${handle.fd}`).catch(() => real);
-      if (!(await this.underRealRoot(opened))) throw this.outside(path);
+      if (!underRealRoot(opened, realDirs)) throw this.outside(path);
       const info = await handle.stat();
       if (!info.isFile()) throw bad(`${clip(path)} is not a regular file`);
       return { handle, size: info.size };
@@ -115,19 +119,28 @@ export class ArtifactPolicy {
     return { check: (url, field) => this.checkHost(url.hostname, field), request: network.request };
   }
 
-  private async underRealRoot(real: string): Promise<boolean> {
-    const workdir = await realpath(this.workdir).catch(() => this.workdir);
-    if (isUnder(real, workdir)) return false;
-    for (const root of this.roots) {
-      const r = await realpath(root).catch(() => undefined);
-      if (r !== undefined && isUnder(real, r)) return true;
-    }
-    return false;
+  /** The workdir's real path (itself when it cannot be resolved) and the allowed roots' that exist, as they are now. */
+  private async realDirs(): Promise<RealDirs> {
+    const [workdir, ...roots] = await Promise.all([
+      realpath(this.workdir).catch(() => this.workdir),
+      ...this.roots.map((root) => realpath(root).catch(() => undefined)),
+    ]);
+    return { workdir: workdir!, roots: roots.filter((r): r is string => r !== undefined) };
   }
 
   private outside(path: string): ManentError {
     return bad(`${clip(path)} is not under a directory the server allows (artifacts.allowed_paths in manent.yml)`);
   }
+}
+
+interface RealDirs {
+  workdir: string;
+  roots: string[];
+}
+
+/** A real path lies under an allowed root's real path, and not in the workdir's. */
+function underRealRoot(real: string, dirs: RealDirs): boolean {
+  return !isUnder(real, dirs.workdir) && dirs.roots.some((r) => isUnder(real, r));
 }
 
 function isUnder(path: string, dir: string): boolean {

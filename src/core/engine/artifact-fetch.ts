@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync } from "node:fs";
-import { chmod, rename, rm } from "node:fs/promises";
+import { constants, createReadStream, createWriteStream, existsSync } from "node:fs";
+import { chmod, open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -50,17 +50,24 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
       return { ...artifact, path: cached };
     }
   }
-  await privateDir(join(cacheRoot, "tmp"));
-  const tmp = join(cacheRoot, "tmp", `${randomUUID()}-${fileName}`);
+  const tmpDir = join(cacheRoot, "tmp");
+  const tmp = join(tmpDir, `${randomUUID()}-${fileName}`);
   const hash = createHash("sha256");
+  let bytes = 0;
   const hashing = new Transform({
     transform(chunk: Buffer, _enc, done) {
       hash.update(chunk);
+      bytes += chunk.length;
       done(null, chunk);
     },
   });
   try {
-    await pipeline(await openSource(source, ctx, signal), hashing, createWriteStream(tmp, { mode: 0o600 }), { signal });
+    const input = await openSource(source, ctx, signal);
+    const out = await createTmp(tmp, tmpDir).catch((err: unknown) => {
+      input.destroy();
+      throw err;
+    });
+    await pipeline(input, hashing, createWriteStream("", { fd: out }), { signal });
   } catch (err) {
     await rm(tmp, { force: true });
     throw ManentError.from(err, Code.Unavailable);
@@ -79,18 +86,38 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   }
   const dir = join(cacheRoot, actual);
   const path = join(dir, fileName);
+  // Held before it is looked at: once seen, no eviction takes it away until the deploy ends.
   ctx.cache?.cache.hold(ctx.cache.holder, dir);
-  await privateDir(dir);
-  if (existsSync(path)) await rm(tmp, { force: true });
-  else {
-    await chmod(tmp, 0o400);
-    await rename(tmp, path);
+  if (existsSync(path)) {
+    // Already cached (the same content fetched again): nothing added, the cache's size is unchanged.
+    await rm(tmp, { force: true });
+    await ctx.cache?.cache.touch(dir);
+    return { ...artifact, sha256: actual, path };
   }
+  await privateDir(dir);
+  await chmod(tmp, 0o400);
+  await rename(tmp, path);
   if (ctx.cache) {
     await ctx.cache.cache.touch(dir);
-    await ctx.cache.cache.bound();
+    await ctx.cache.cache.added(bytes);
   }
   return { ...artifact, sha256: actual, path };
+}
+
+/**
+ * Creates the temporary file a fetch writes, owner-only, never one that exists. Its directory is
+ * made (private to the server's user) only when missing: the first fetch of a tenant, or after it
+ * was removed under the server; not at every fetch.
+ */
+async function createTmp(tmp: string, tmpDir: string): Promise<FileHandle> {
+  const create = () => open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    return await create();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    await privateDir(tmpDir);
+    return create();
+  }
 }
 
 /** The cached copy of an artifact whose sha256 is known, when this server's cache holds it. */
