@@ -73,7 +73,8 @@ export async function readYamlText(path: string, label = path): Promise<string> 
   try {
     const handle = await open(path, "r");
     try {
-      const buffer = Buffer.alloc(maxYamlBytes + 1);
+      // Not zero-filled (a megabyte at every read): only the bytes read into it are looked at.
+      const buffer = Buffer.allocUnsafe(maxYamlBytes + 1);
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
       if (bytesRead > maxYamlBytes) {
         throw new ManentError(Code.InvalidArgument, `${label}: larger than ${maxYamlBytes} bytes`, { details: { file: label } });
