@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -377,6 +377,39 @@ describe("artifact rules", () => {
       assert.equal(await deploy("app.txt"), "two again\n");
       for (const d of [join(work, "artifacts", "team-a"), join(work, "artifacts", "team-a", "tmp")]) {
         assert.equal((await stat(d)).mode & 0o777, 0o700, d);
+      }
+    });
+
+    it("fetches a small or a large file whole, owner-read-only, leaving no temporary file whether it was cached already or not", async () => {
+      const base = join(dir, "sizes");
+      await mkdir(base, { recursive: true });
+      const work = join(base, "work");
+      const ctx = {
+        config: { artifacts: artifactsConfigSchema.parse({ allowed_paths: [base] }), baseDir: base, workdirPath: work },
+        tenant: "team-a",
+        network,
+      };
+      const tmpLeft = async () => readdir(join(work, "artifacts", "team-a", "tmp")).catch(() => []);
+      // Past what a fetch holds in memory (256 KiB), in chunks of the read stream's size and an odd end.
+      const large = randomBytes(3 * 256 * 1024 + 12345);
+      for (const [name, content] of [
+        ["small.bin", Buffer.from("small\n")],
+        ["large.bin", large],
+        ["empty.bin", Buffer.alloc(0)],
+      ] as const) {
+        await writeFile(join(base, name), content);
+        const sha256 = createHash("sha256").update(content).digest("hex");
+        for (let i = 0; i < 2; i++) {
+          const got = await fetchArtifact(artifact(join(base, name)), ctx, AbortSignal.timeout(10_000));
+          assert.equal(got.sha256, sha256, name);
+          assert.equal(got.path, join(work, "artifacts", "team-a", sha256, name));
+          assert.ok((await readFile(got.path!)).equals(content), name);
+          assert.equal((await stat(got.path!)).mode & 0o777, 0o400, name);
+          assert.deepEqual(await tmpLeft(), [], name);
+        }
+        const wrong = await failure(fetchArtifact(artifact(join(base, name), "0".repeat(64)), ctx, AbortSignal.timeout(10_000)));
+        assert.match(wrong.message, /does not match artifact\.sha256/);
+        assert.deepEqual(await tmpLeft(), [], `${name}: nothing left by a mismatch`);
       }
     });
   });

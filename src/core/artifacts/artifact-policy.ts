@@ -24,12 +24,12 @@ export interface PolicyOptions {
 export class ArtifactPolicy {
   private readonly roots: string[];
   private readonly workdir: string;
-  private readonly addresses: AddressRules;
+  /** Parsed at the first address checked: a server path's check (two per deploy of one) needs none of it. */
+  private addressRules?: AddressRules;
 
   constructor(private readonly o: PolicyOptions) {
     this.roots = o.artifacts.allowed_paths.map((p) => resolve(o.baseDir, p));
     this.workdir = resolve(o.baseDir, o.workdirPath);
-    this.addresses = new AddressRules(o.artifacts.allowed_networks);
   }
 
   /**
@@ -108,7 +108,7 @@ export class ArtifactPolicy {
     }
     if (found.length === 0) throw bad(`host ${clip(host)} does not resolve`);
     for (const { address } of found) {
-      const why = this.addresses.refusal(address);
+      const why = (this.addressRules ??= new AddressRules(this.o.artifacts.allowed_networks)).refusal(address);
       if (why)
         throw bad(
           `host ${clip(host)} is ${why} (${address}); the server fetches from it only when artifacts.allowed_networks in manent.yml holds it`,

@@ -1,9 +1,8 @@
 import { createHash, randomUUID } from "node:crypto";
-import { closeSync, constants, createReadStream, createWriteStream, existsSync, openSync, unlinkSync } from "node:fs";
-import { chmod, rename, rm } from "node:fs/promises";
+import { closeSync, constants, createReadStream, existsSync } from "node:fs";
+import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { addAbortSignal, type Readable } from "node:stream";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type { Network } from "../artifacts/network.js";
@@ -52,29 +51,17 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   }
   const tmpDir = join(cacheRoot, "tmp");
   const tmp = join(tmpDir, `${randomUUID()}-${fileName}`);
-  const hash = createHash("sha256");
-  let bytes = 0;
-  const hashing = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      bytes += chunk.length;
-      done(null, chunk);
-    },
-  });
+  const read = new SpilledRead(tmp, tmpDir);
   try {
     const input = await openSource(source, ctx, signal);
-    const out = await createTmp(tmp, tmpDir).catch((err: unknown) => {
-      input.destroy();
-      throw err;
-    });
-    await pipeline(input, hashing, createWriteStream("", { fd: out }), { signal });
+    await read.from(addAbortSignal(signal, input));
   } catch (err) {
-    await rm(tmp, { force: true });
+    await read.discard();
     throw ManentError.from(err, Code.Unavailable);
   }
-  const actual = hash.digest("hex");
+  const actual = read.sha256();
   if (artifact.sha256 && artifact.sha256 !== actual) {
-    await rm(tmp, { force: true });
+    await read.discard();
     // The hash read is not told: it would tell a caller the hash of a file it cannot read.
     throw new ManentError(
       Code.InvalidArgument,
@@ -90,43 +77,103 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   ctx.cache?.cache.hold(ctx.cache.holder, dir);
   if (existsSync(path)) {
     // Already cached (the same content fetched again): nothing added, the cache's size is unchanged.
-    removeTmp(tmp);
+    await read.discard();
     await ctx.cache?.cache.touch(dir);
     return { ...artifact, sha256: actual, path };
   }
+  try {
+    await read.save();
+  } catch (err) {
+    await read.discard();
+    throw ManentError.from(err, Code.Unavailable);
+  }
   await privateDir(dir);
-  await chmod(tmp, 0o400);
   await rename(tmp, path);
   if (ctx.cache) {
     await ctx.cache.cache.touch(dir);
-    await ctx.cache.cache.added(bytes);
+    await ctx.cache.cache.added(read.bytes);
   }
   return { ...artifact, sha256: actual, path };
+}
+
+/** What a fetch keeps in memory before it writes to a temporary file (per fetch running). */
+const heldBytes = 256 * 1024;
+
+/**
+ * A source read and hashed: kept in memory while it is small, so that content already cached
+ * (the same file deployed again) costs no temporary file; past {@link heldBytes}, written to the
+ * temporary file as it comes. {@link save} leaves it read-only in that file; {@link discard}
+ * removes what was written.
+ */
+class SpilledRead {
+  bytes = 0;
+  private readonly hash = createHash("sha256");
+  private held: Buffer[] = [];
+  private file?: FileHandle;
+
+  constructor(
+    private readonly tmp: string,
+    private readonly tmpDir: string,
+  ) {}
+
+  async from(input: Readable): Promise<void> {
+    try {
+      for await (const chunk of input as AsyncIterable<Buffer>) {
+        this.hash.update(chunk);
+        this.bytes += chunk.length;
+        if (!this.file && this.bytes <= heldBytes) this.held.push(chunk);
+        else await this.write([chunk]);
+      }
+    } finally {
+      input.destroy();
+    }
+  }
+
+  sha256(): string {
+    return this.hash.digest("hex");
+  }
+
+  /** The content in the temporary file, owner-read-only and closed. */
+  async save(): Promise<void> {
+    if (!this.file) await this.write([]);
+    await this.file!.chmod(0o400);
+    await this.close();
+  }
+
+  async discard(): Promise<void> {
+    this.held = [];
+    if (!this.file) return;
+    await this.close().catch(() => undefined);
+    await rm(this.tmp, { force: true });
+  }
+
+  private async write(chunks: Buffer[]): Promise<void> {
+    this.file ??= await createTmp(this.tmp, this.tmpDir);
+    for (const chunk of [...this.held.splice(0), ...chunks]) {
+      for (let at = 0; at < chunk.length;) at += (await this.file.write(chunk, at, chunk.length - at)).bytesWritten;
+    }
+  }
+
+  private async close(): Promise<void> {
+    const file = this.file;
+    this.file = undefined;
+    await file?.close();
+  }
 }
 
 /**
  * Creates the temporary file a fetch writes, owner-only, never one that exists. Its directory is
  * made (private to the server's user) only when missing: the first fetch of a tenant, or after it
- * was removed under the server; not at every fetch. (Synchronous, as the workdir's other checks
- * here: a call in the workdir takes microseconds, the thread pool's round trip ten times its CPU.)
+ * was removed under the server; not at every fetch.
  */
-async function createTmp(tmp: string, tmpDir: string): Promise<number> {
-  const create = () => openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+async function createTmp(tmp: string, tmpDir: string): Promise<FileHandle> {
+  const create = () => open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    return create();
+    return await create();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     await privateDir(tmpDir);
     return create();
-  }
-}
-
-/** Removes a temporary file no longer needed (gone already: nothing to do). */
-function removeTmp(tmp: string): void {
-  try {
-    unlinkSync(tmp);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
 }
 
