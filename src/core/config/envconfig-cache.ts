@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { statSync, type BigIntStats } from "node:fs";
 import type { Envconfig } from "./envconfig.js";
-import { readYamlText } from "./yaml-file.js";
+import { fileNotFound, readYamlText } from "./yaml-file.js";
 
 /**
  * Whole envconfigs kept, and their source text's total size: a few of the largest files manent
@@ -62,10 +62,12 @@ export class EnvconfigCache {
     let info: BigIntStats | undefined;
     try {
       info = statSync(path, { bigint: true });
-    } catch {
+    } catch (err) {
+      // A missing file is the common case of a provider tried before the one that has it.
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") throw fileNotFound(label);
       info = undefined;
     }
-    // No status (a missing file, a refused one): the read gives the error, naming the file.
+    // No status (a refused file): the read gives the error, naming the file.
     if (!info) return this.readText(path, label, parse, undefined);
     const status = `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
     const hit = this.entries.get(path);
