@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdir, readdir, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { ArtifactCache } from "../../src/core/artifacts/artifact-cache.js";
@@ -49,5 +49,32 @@ describe("artifacts cache bound", () => {
     cache.release("deploy-2");
     await cache.bound();
     assert.deepEqual(await left(root), ["a", "b"], "within its size: nothing more goes");
+  });
+
+  it("keeps its size as artifacts are added, and evicts only when an addition takes it over its size", async () => {
+    const { root, cache, entries } = await setup();
+    await rm(entries[3]!, { recursive: true });
+    assert.equal(await cache.measure(), 3000);
+    // Under (or at) its size, an addition is counted, nothing walked: a file the cache does not
+    // know of (put there behind its back) goes unseen, and nothing is evicted.
+    await writeFile(join(entries[0]!, "unknown.txt"), "x".repeat(500));
+    await utimes(entries[0]!, 1, 1); // still the least recently used
+    await cache.added(0);
+    assert.equal(cache.size(), 3000);
+    assert.deepEqual(await left(root), ["a", "b", "c"]);
+    // An entry added takes it over: it is measured again (with that file) and the least recently used go.
+    const e = cache.entryDir("team-b", "e".repeat(64));
+    await mkdir(e, { recursive: true });
+    await writeFile(join(e, "app.txt"), "x".repeat(1000));
+    await cache.added(1000);
+    assert.deepEqual(await left(root), ["b", "c", "e"], "a went, with the file it did not know of: 4500 - 1500 bytes left");
+    assert.equal(cache.size(), 3000);
+  });
+
+  it("walks the cache at the first addition when it was never measured", async () => {
+    const { root, cache } = await setup();
+    await cache.added(0);
+    assert.deepEqual(await left(root), ["b", "c", "d"]);
+    assert.equal(cache.size(), 3000);
   });
 });

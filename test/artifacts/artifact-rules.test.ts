@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdir, mkdtemp, readFile, stat, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AddressRules } from "../../src/core/artifacts/address-rules.js";
+import { ArtifactCache } from "../../src/core/artifacts/artifact-cache.js";
 import { ArtifactPolicy } from "../../src/core/artifacts/artifact-policy.js";
 import type { Resolver } from "../../src/core/artifacts/network.js";
 import { artifactsConfigSchema, type ArtifactsConfig } from "../../src/core/config/index.js";
@@ -321,6 +322,95 @@ describe("artifact rules", () => {
       );
       assert.match(mismatch.message, /does not match artifact\.sha256/);
       assert.doesNotMatch(mismatch.message, /[0-9a-f]{64}/);
+    });
+
+    it("judges a server path afresh at each deploy: a root re-pointed or a file swapped for a link out in between is seen", async () => {
+      const base = join(dir, "swaps");
+      for (const [sub, text] of [
+        ["v1", "one\n"],
+        ["v2", "two\n"],
+        ["outside", "secret\n"],
+      ] as const) {
+        await mkdir(join(base, sub), { recursive: true });
+        await writeFile(join(base, sub, "app.txt"), text);
+      }
+      await symlink(join(base, "v1", "app.txt"), join(base, "v2", "link.txt")); // into v1: out of v2
+      const root = join(base, "current");
+      await symlink(join(base, "v1"), root);
+      const work = join(base, "work");
+      const cache = new ArtifactCache(join(work, "artifacts"), 1 << 20);
+      await mkdir(cache.root, { recursive: true });
+      await cache.measure();
+      const ctx = {
+        config: { artifacts: artifactsConfigSchema.parse({ allowed_paths: [root] }), baseDir: base, workdirPath: work },
+        tenant: "team-a",
+        network,
+        cache: { cache, holder: "deploy-1" },
+      };
+      const deploy = async (file: string) => {
+        await checkArtifactSource(artifact(join(root, file)), ctx);
+        return readFile((await fetchArtifact(artifact(join(root, file)), ctx, AbortSignal.timeout(10_000))).path!, "utf8");
+      };
+      const refused = async (file: string) => {
+        const err = await failure(deploy(file));
+        assert.match(err.message, /is not under a directory the server allows/, file);
+      };
+
+      assert.equal(await deploy("app.txt"), "one\n");
+      assert.equal(await deploy("app.txt"), "one\n");
+      assert.equal(cache.size(), 4, "the same content fetched again adds nothing to the cache");
+      // The root re-pointed: its new target is the allowed directory, and only it.
+      await rm(root);
+      await symlink(join(base, "v2"), root);
+      assert.equal(await deploy("app.txt"), "two\n");
+      await refused("link.txt");
+      assert.equal(cache.size(), 8);
+      // The file swapped for a link out of the root.
+      await rm(join(base, "v2", "app.txt"));
+      await symlink(join(base, "outside", "app.txt"), join(base, "v2", "app.txt"));
+      await refused("app.txt");
+      await rm(join(base, "v2", "app.txt"));
+      await writeFile(join(base, "v2", "app.txt"), "two again\n");
+
+      // Directories removed under the server are made again, private to its user.
+      await rm(join(work, "artifacts", "team-a"), { recursive: true });
+      assert.equal(await deploy("app.txt"), "two again\n");
+      for (const d of [join(work, "artifacts", "team-a"), join(work, "artifacts", "team-a", "tmp")]) {
+        assert.equal((await stat(d)).mode & 0o777, 0o700, d);
+      }
+    });
+
+    it("fetches a small or a large file whole, owner-read-only, leaving no temporary file whether it was cached already or not", async () => {
+      const base = join(dir, "sizes");
+      await mkdir(base, { recursive: true });
+      const work = join(base, "work");
+      const ctx = {
+        config: { artifacts: artifactsConfigSchema.parse({ allowed_paths: [base] }), baseDir: base, workdirPath: work },
+        tenant: "team-a",
+        network,
+      };
+      const tmpLeft = async () => readdir(join(work, "artifacts", "team-a", "tmp")).catch(() => []);
+      // Past what a fetch holds in memory (256 KiB), in chunks of the read stream's size and an odd end.
+      const large = randomBytes(3 * 256 * 1024 + 12345);
+      for (const [name, content] of [
+        ["small.bin", Buffer.from("small\n")],
+        ["large.bin", large],
+        ["empty.bin", Buffer.alloc(0)],
+      ] as const) {
+        await writeFile(join(base, name), content);
+        const sha256 = createHash("sha256").update(content).digest("hex");
+        for (let i = 0; i < 2; i++) {
+          const got = await fetchArtifact(artifact(join(base, name)), ctx, AbortSignal.timeout(10_000));
+          assert.equal(got.sha256, sha256, name);
+          assert.equal(got.path, join(work, "artifacts", "team-a", sha256, name));
+          assert.ok((await readFile(got.path!)).equals(content), name);
+          assert.equal((await stat(got.path!)).mode & 0o777, 0o400, name);
+          assert.deepEqual(await tmpLeft(), [], name);
+        }
+        const wrong = await failure(fetchArtifact(artifact(join(base, name), "0".repeat(64)), ctx, AbortSignal.timeout(10_000)));
+        assert.match(wrong.message, /does not match artifact\.sha256/);
+        assert.deepEqual(await tmpLeft(), [], `${name}: nothing left by a mismatch`);
+      }
     });
   });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { renameSync } from "node:fs";
-import { readdir, rm, stat, utimes } from "node:fs/promises";
+import { renameSync, utimesSync } from "node:fs";
+import { readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../contract/index.js";
 
@@ -12,7 +12,7 @@ interface Entry {
 
 /**
  * The artifacts cache `<workdir>/artifacts/<tenant>/<sha256>/` kept under a size
- * (artifacts.cache_size): after each artifact added, the least recently used entries go first,
+ * (artifacts.cache_size): when an artifact added takes it over that size, the least recently used entries go first,
  * never one a deploy of this server holds (from its fetch to its end). An entry's last use is its
  * directory's modification time, set again at each use, so the order survives a restart.
  */
@@ -20,6 +20,10 @@ export class ArtifactCache {
   /** Entry directory -> the deploys holding it. */
   private readonly holds = new Map<string, Set<string>>();
   private bytes = 0;
+  /** Whether {@link bytes} was measured (at start, or by an eviction's walk): until then {@link added} walks. */
+  private measured = false;
+  /** Every byte {@link added} ever: what is added during an eviction's walk is counted after it (twice at worst: an earlier walk, never an over-full cache). */
+  private addedBytes = 0;
   private bounding: Promise<void> = Promise.resolve();
 
   constructor(
@@ -34,7 +38,7 @@ export class ArtifactCache {
     return join(this.root, tenant, sha256);
   }
 
-  /** The cache's size when it was last measured (at start and after each artifact added). */
+  /** The cache's size: measured at start and by each eviction's walk, plus the artifacts added since. */
   size(): number {
     return this.bytes;
   }
@@ -56,8 +60,24 @@ export class ArtifactCache {
 
   /** Records a use of an entry (least recently used is evicted first). */
   async touch(dir: string): Promise<void> {
+    // Synchronous: one call in the server's own workdir, at every fetch (the thread pool's round trip costs ten times its CPU).
     const now = new Date();
-    await utimes(dir, now, now).catch(() => undefined);
+    try {
+      utimesSync(dir, now, now);
+    } catch {
+      // an entry gone meanwhile has no use to record
+    }
+  }
+
+  /**
+   * Records an artifact added to the cache (its bytes), and bounds the cache when that takes it over
+   * its size. The size is kept here, not walked after every fetch: a walk reads every entry of every
+   * tenant, and under the size there is nothing to evict.
+   */
+  added(bytes: number): Promise<void> {
+    this.bytes += bytes;
+    this.addedBytes += bytes;
+    return this.measured && this.bytes <= this.maxBytes ? Promise.resolve() : this.bound();
   }
 
   /** Evicts the least recently used entries no deploy holds until the cache is within its size; one at a time. */
@@ -71,6 +91,7 @@ export class ArtifactCache {
   }
 
   private async evict(): Promise<void> {
+    const addedBefore = this.addedBytes;
     const entries = await this.entries();
     let total = entries.reduce((sum, e) => sum + e.bytes, 0);
     for (const entry of entries.sort((a, b) => a.usedAt - b.usedAt)) {
@@ -87,12 +108,15 @@ export class ArtifactCache {
       total -= entry.bytes;
       this.logger?.info("artifact evicted from the cache (artifacts.cache_size)", { entry: entry.dir, bytes: entry.bytes });
     }
-    this.bytes = total;
+    this.bytes = total + (this.addedBytes - addedBefore);
+    this.measured = true;
   }
 
   /** Measures the cache (at start, for the metric). */
   async measure(): Promise<number> {
-    this.bytes = (await this.entries()).reduce((sum, e) => sum + e.bytes, 0);
+    const addedBefore = this.addedBytes;
+    this.bytes = (await this.entries()).reduce((sum, e) => sum + e.bytes, 0) + (this.addedBytes - addedBefore);
+    this.measured = true;
     return this.bytes;
   }
 

@@ -84,13 +84,19 @@ export async function findEnvconfig(config: LoadedConfig, key: EnvconfigKey): Pr
     const path = provider.file.path.replace(/\{(tenant|application|artifact|environment)\}/g, (_, k: keyof EnvconfigKey) => key[k]);
     const file = isAbsolute(path) ? path : resolve(config.baseDir, path);
     try {
-      const text = await readYamlText(file, path);
       const parse = (t: string) => parseYaml(t, path, envconfigSchema);
+      const read = config.envconfigCache
+        ? await config.envconfigCache.read(file, path, parse)
+        : await readYamlText(file, path).then((text) => ({
+            text,
+            sha256: createHash("sha256").update(text).digest("hex"),
+            envconfig: parse(text),
+          }));
       return {
-        envconfig: config.envconfigCache ? config.envconfigCache.get(file, text, parse) : parse(text),
+        envconfig: read.envconfig,
         file: path,
-        text,
-        origin: { provider: "file", path, sha256: createHash("sha256").update(text).digest("hex") },
+        text: read.text,
+        origin: { provider: "file", path, sha256: read.sha256 },
       };
     } catch (err) {
       if (err instanceof ManentError && err.code === Code.NotFound) {

@@ -73,7 +73,8 @@ export async function readYamlText(path: string, label = path): Promise<string> 
   try {
     const handle = await open(path, "r");
     try {
-      const buffer = Buffer.alloc(maxYamlBytes + 1);
+      // Not zero-filled (a megabyte at every read): only the bytes read into it are looked at.
+      const buffer = Buffer.allocUnsafe(maxYamlBytes + 1);
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
       if (bytesRead > maxYamlBytes) {
         throw new ManentError(Code.InvalidArgument, `${label}: larger than ${maxYamlBytes} bytes`, { details: { file: label } });
@@ -85,10 +86,15 @@ export async function readYamlText(path: string, label = path): Promise<string> 
   } catch (err) {
     if (err instanceof ManentError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") throw new ManentError(Code.NotFound, `${label}: file not found`, { details: { file: label } });
+    if (code === "ENOENT") throw fileNotFound(label);
     throw new ManentError(Code.InvalidArgument, `${label}: cannot read: ${(err as Error).message}`, { details: { file: label } });
   }
   return text;
+}
+
+/** The `not_found` error for a YAML file that does not exist. */
+export function fileNotFound(label: string): ManentError {
+  return new ManentError(Code.NotFound, `${label}: file not found`, { details: { file: label } });
 }
 
 /**

@@ -1,9 +1,8 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync } from "node:fs";
-import { chmod, rename, rm } from "node:fs/promises";
+import { closeSync, constants, createReadStream, existsSync } from "node:fs";
+import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { addAbortSignal, type Readable } from "node:stream";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
 import { ArtifactPolicy } from "../artifacts/artifact-policy.js";
 import type { Network } from "../artifacts/network.js";
@@ -50,24 +49,19 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
       return { ...artifact, path: cached };
     }
   }
-  await privateDir(join(cacheRoot, "tmp"));
-  const tmp = join(cacheRoot, "tmp", `${randomUUID()}-${fileName}`);
-  const hash = createHash("sha256");
-  const hashing = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      done(null, chunk);
-    },
-  });
+  const tmpDir = join(cacheRoot, "tmp");
+  const tmp = join(tmpDir, `${randomUUID()}-${fileName}`);
+  const read = new SpilledRead(tmp, tmpDir);
   try {
-    await pipeline(await openSource(source, ctx, signal), hashing, createWriteStream(tmp, { mode: 0o600 }), { signal });
+    const input = await openSource(source, ctx, signal);
+    await read.from(addAbortSignal(signal, input));
   } catch (err) {
-    await rm(tmp, { force: true });
+    await read.discard();
     throw ManentError.from(err, Code.Unavailable);
   }
-  const actual = hash.digest("hex");
+  const actual = read.sha256();
   if (artifact.sha256 && artifact.sha256 !== actual) {
-    await rm(tmp, { force: true });
+    await read.discard();
     // The hash read is not told: it would tell a caller the hash of a file it cannot read.
     throw new ManentError(
       Code.InvalidArgument,
@@ -79,18 +73,108 @@ export async function fetchArtifact(artifact: Artifact, ctx: ArtifactContext, si
   }
   const dir = join(cacheRoot, actual);
   const path = join(dir, fileName);
+  // Held before it is looked at: once seen, no eviction takes it away until the deploy ends.
   ctx.cache?.cache.hold(ctx.cache.holder, dir);
-  await privateDir(dir);
-  if (existsSync(path)) await rm(tmp, { force: true });
-  else {
-    await chmod(tmp, 0o400);
-    await rename(tmp, path);
+  if (existsSync(path)) {
+    // Already cached (the same content fetched again): nothing added, the cache's size is unchanged.
+    await read.discard();
+    await ctx.cache?.cache.touch(dir);
+    return { ...artifact, sha256: actual, path };
   }
+  try {
+    await read.save();
+  } catch (err) {
+    await read.discard();
+    throw ManentError.from(err, Code.Unavailable);
+  }
+  await privateDir(dir);
+  await rename(tmp, path);
   if (ctx.cache) {
     await ctx.cache.cache.touch(dir);
-    await ctx.cache.cache.bound();
+    await ctx.cache.cache.added(read.bytes);
   }
   return { ...artifact, sha256: actual, path };
+}
+
+/** What a fetch keeps in memory before it writes to a temporary file (per fetch running). */
+const heldBytes = 256 * 1024;
+
+/**
+ * A source read and hashed: kept in memory while it is small, so that content already cached
+ * (the same file deployed again) costs no temporary file; past {@link heldBytes}, written to the
+ * temporary file as it comes. {@link save} leaves it read-only in that file; {@link discard}
+ * removes what was written.
+ */
+class SpilledRead {
+  bytes = 0;
+  private readonly hash = createHash("sha256");
+  private held: Buffer[] = [];
+  private file?: FileHandle;
+
+  constructor(
+    private readonly tmp: string,
+    private readonly tmpDir: string,
+  ) {}
+
+  async from(input: Readable): Promise<void> {
+    try {
+      for await (const chunk of input as AsyncIterable<Buffer>) {
+        this.hash.update(chunk);
+        this.bytes += chunk.length;
+        if (!this.file && this.bytes <= heldBytes) this.held.push(chunk);
+        else await this.write([chunk]);
+      }
+    } finally {
+      input.destroy();
+    }
+  }
+
+  sha256(): string {
+    return this.hash.digest("hex");
+  }
+
+  /** The content in the temporary file, owner-read-only and closed. */
+  async save(): Promise<void> {
+    if (!this.file) await this.write([]);
+    await this.file!.chmod(0o400);
+    await this.close();
+  }
+
+  async discard(): Promise<void> {
+    this.held = [];
+    if (!this.file) return;
+    await this.close().catch(() => undefined);
+    await rm(this.tmp, { force: true });
+  }
+
+  private async write(chunks: Buffer[]): Promise<void> {
+    this.file ??= await createTmp(this.tmp, this.tmpDir);
+    for (const chunk of [...this.held.splice(0), ...chunks]) {
+      for (let at = 0; at < chunk.length;) at += (await this.file.write(chunk, at, chunk.length - at)).bytesWritten;
+    }
+  }
+
+  private async close(): Promise<void> {
+    const file = this.file;
+    this.file = undefined;
+    await file?.close();
+  }
+}
+
+/**
+ * Creates the temporary file a fetch writes, owner-only, never one that exists. Its directory is
+ * made (private to the server's user) only when missing: the first fetch of a tenant, or after it
+ * was removed under the server; not at every fetch.
+ */
+async function createTmp(tmp: string, tmpDir: string): Promise<FileHandle> {
+  const create = () => open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    return await create();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    await privateDir(tmpDir);
+    return create();
+  }
 }
 
 /** The cached copy of an artifact whose sha256 is known, when this server's cache holds it. */
@@ -130,8 +214,7 @@ async function checkSource(raw: string, ctx: ArtifactContext): Promise<void> {
     return;
   }
   if (source.kind === "path") {
-    const { handle } = await policy.openPath(source.path);
-    await handle.close();
+    closeSync((await policy.openPath(source.path)).fd);
     return;
   }
   // Claimed: neither a sweep nor a deletion removes an upload a submission has just named (upload-retention.ts).
@@ -185,8 +268,7 @@ async function openSource(source: ArtifactSource, ctx: ArtifactContext, signal: 
   const policy = policyOf(ctx);
   if (source.kind === "url") return fetchPinned(source.url, policy, ctx.network, signal);
   if (source.kind === "path") {
-    const { handle } = await policy.openPath(source.path);
-    return handle.createReadStream();
+    return createReadStream("", { fd: (await policy.openPath(source.path)).fd });
   }
   const upload = await ctx.uploads?.open(ctx.tenant, source.sha256);
   if (!upload) throw bad(`no upload ${source.sha256} for tenant ${ctx.tenant}`);
