@@ -45,7 +45,7 @@ import { RequestLog } from "./request-log.js";
 import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import { openSecretStores } from "../net/secret-stores/open-secret-stores.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
-import { isFinishEvent } from "../core/engine/deploy-events.js";
+import { finishEventTypes, isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
 import { PgAutoDeployClaims } from "../storage/pg-auto-deploy-claims.js";
 import { AutoDeployer } from "../core/sync/auto-deploy.js";
@@ -274,9 +274,10 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     registerDriftMetric(metrics.registry, driftStore);
     const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);
     driftChecks = scheduler;
-    // A deploy that ends may make its environment due for a first check.
+    // A deploy that ends may make its environment due for a first check (its status events only: the
+    // hub then reads those alone while nothing else is subscribed).
     events.subscribe(
-      {},
+      { types: finishEventTypes },
       (e) => {
         if (isFinishEvent(e) && e.deploy_id) scheduler.deployEnded(e.deploy_id);
       },

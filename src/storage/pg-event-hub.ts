@@ -13,6 +13,11 @@ export interface EventFilter {
   tenant?: string;
   /** Only events of deploys within these scopes (what the caller may read); absent: all. */
   scopes?: readonly ScopePattern[];
+  /**
+   * Only events of these types (e.g. `deploy.status` for a reader of deploys' ends); absent: all.
+   * A subscriber that names its types (or one deploy) lets the hub read less (see `PgEventHub`).
+   */
+  types?: readonly string[];
 }
 
 /** An event with where its deploy is, so a subscriber's scopes can be matched without a query per event. */
@@ -25,6 +30,14 @@ interface PlacedEvent {
 }
 
 type Listener = (event: DeployEvent) => void;
+
+interface Subscription {
+  filter: EventFilter;
+  fn: Listener;
+  onClose: (() => void) | undefined;
+  /** When it subscribed (the hub's count of subscriptions): a read started before it did not ask for what it needs. */
+  seq: number;
+}
 
 /**
  * The hub's read in one statement (one round trip, one commit, where it took two): the horizon,
@@ -55,7 +68,77 @@ export const eventHubStatements = [
          null::text, null::text, null::text[];
      end if;
    end $$`,
+  // What the hub reads since it reads only what its subscribers want (issue 31): read_events with
+  // a condition on the events' type and deploy, applied before the joins and event_data, so an
+  // event no subscriber wants is neither restored nor sent. A function of its own name: an older
+  // server, during a rolling upgrade, creates read_events again as it knew it and calls that one
+  // (kept above, unchanged), and never this one. p_all: every event (the other arguments unused);
+  // otherwise the events of a type in p_types, of a deploy in p_deploys, or of a deploy in
+  // p_pair_deploys with a type in p_pair_types.
+  `create or replace function manent.read_events_matching(p_after bigint, p_limit integer, p_all boolean, p_types text[],
+     p_deploys text[], p_pair_deploys text[], p_pair_types text[])
+   returns table (horizon bigint, drawn bigint, id bigint, at timestamptz, tenant text, deploy_id text, release_id text, type text,
+                  data jsonb, application text, environment text, environments text[])
+   language plpgsql volatile as $$
+   #variable_conflict use_column
+   declare
+     h bigint;
+     d bigint;
+   begin
+     h := manent.event_horizon();
+     d := (select case when s.is_called then s.last_value else s.last_value - 1 end from manent.events_id_seq s);
+     return query
+       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data), coalesce(dp.application, r.application),
+         dp.environment, r.environments
+       from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
+       where e.id > p_after and e.id <= h
+         and (p_all or e.type = any(p_types) or e.deploy_id = any(p_deploys) or (e.deploy_id = any(p_pair_deploys) and e.type = any(p_pair_types)))
+       order by e.id limit p_limit;
+     if not found then
+       return query select h, d, null::bigint, null::timestamptz, null::text, null::text, null::text, null::text, null::jsonb,
+         null::text, null::text, null::text[];
+     end if;
+   end $$`,
 ];
+
+/**
+ * What one read of the hub asks for: the union of its subscribers' needs, each of them every event
+ * (`all`), events of some types, of one deploy, or of one deploy and some types (kept as pairs of
+ * sets: a superset of the subscribers' pairs when several deploys want different types).
+ */
+interface ReadNeed {
+  all: boolean;
+  types: Set<string>;
+  deploys: Set<string>;
+  pairDeploys: Set<string>;
+  pairTypes: Set<string>;
+}
+
+const everything = (): ReadNeed => ({ all: true, types: new Set(), deploys: new Set(), pairDeploys: new Set(), pairTypes: new Set() });
+
+/** What a subscriber with `filter` needs read: its types and deploy; any other condition is applied in memory. */
+function addNeed(need: ReadNeed, filter: EventFilter): void {
+  const { types, deployId } = filter;
+  if (types === undefined && deployId === undefined) need.all = true;
+  else if (deployId === undefined) for (const t of types!) need.types.add(t);
+  else if (types === undefined) need.deploys.add(deployId);
+  else {
+    need.pairDeploys.add(deployId);
+    for (const t of types) need.pairTypes.add(t);
+  }
+}
+
+/** Whether a read with `need` got every event a subscriber with `filter` wants. */
+function covers(need: ReadNeed, filter: EventFilter): boolean {
+  if (need.all) return true;
+  const { types, deployId } = filter;
+  if (types === undefined && deployId === undefined) return false;
+  const typesIn = (set: Set<string>) => types !== undefined && types.every((t) => set.has(t));
+  if (typesIn(need.types)) return true;
+  if (deployId === undefined) return false;
+  if (need.deploys.has(deployId)) return true;
+  return need.pairDeploys.has(deployId) && typesIn(need.pairTypes);
+}
 
 const pageSize = 500;
 /**
@@ -91,12 +174,23 @@ const safetyRecheckMs = 5_000;
  * below the last drawn id the hub reads again after a delay (100 ms, growing to 2 s while nothing
  * moves). The safety read covers a transaction that skipped its NOTIFY for one whose commit then
  * failed after all (its server or backend killed in the middle of it).
+ *
+ * A read asks the database only for what the subscribers of the time want (issue 31: in a fleet
+ * every server reads every event otherwise): the drift checks and `?wait=` want deploys' status
+ * events (and `?wait=` one deploy's), so while no stream or notifier is subscribed the hub reads
+ * those only, and the rest is neither restored, sent nor parsed. It reads every event while one
+ * subscriber wants them all (a stream, the notifier), and keeps the recent ones in memory only then.
  */
 export class PgEventHub {
   private client: pg.Client | undefined;
-  private readonly listeners = new Set<{ filter: EventFilter; fn: Listener; onClose: (() => void) | undefined }>();
+  private readonly listeners = new Set<Subscription>();
+  private subscriptions = 0;
   private lastId = 0;
-  /** The events the hub delivered last, oldest first: every event with an id in (recentFrom, lastId]. */
+  /**
+   * The events the hub delivered last, oldest first: every event with an id in (recentFrom, lastId].
+   * Kept only while the hub reads every event: a read for some subscribers only moves recentFrom up
+   * to lastId (what it left out is not in memory, and a stream resuming before it reads the database).
+   */
   private recent: PlacedEvent[] = [];
   private recentFrom = 0;
   private recentChars = 0;
@@ -197,16 +291,16 @@ export class PgEventHub {
     return { horizon: Number(r.rows[0]!.horizon), drawn: Number(r.rows[0]!.drawn) };
   }
 
-  /** The events after `afterId` up to the horizon (a page of them), with the horizon and the last id drawn: one statement (read_events). */
-  private async readNext(afterId: number): Promise<{ horizon: number; drawn: number; events: PlacedEvent[] }> {
-    // event_data again over read_events' own: a no-op on what it put back already, and what a server
-    // of an older version, started during a rolling upgrade, leaves out when it creates read_events
-    // again as it knew it (without event_data).
+  /**
+   * The events after `afterId` up to the horizon that `need` asks for (a page of them), with the
+   * horizon and the last id drawn: one statement (read_events_matching).
+   */
+  private async readNext(afterId: number, need: ReadNeed): Promise<{ horizon: number; drawn: number; events: PlacedEvent[] }> {
     const rows = await this.pool.query(
-      `select r.horizon, r.drawn, r.id, r.at, r.tenant, r.deploy_id, r.release_id, r.type, manent.event_data(r.type, r.deploy_id, r.data) as data,
+      `select r.horizon, r.drawn, r.id, r.at, r.tenant, r.deploy_id, r.release_id, r.type, r.data,
          r.application, r.environment, r.environments
-       from manent.read_events($1, $2) r`,
-      [afterId, pageSize],
+       from manent.read_events_matching($1, $2, $3, $4, $5, $6, $7) r`,
+      [afterId, pageSize, need.all, [...need.types], [...need.deploys], [...need.pairDeploys], [...need.pairTypes]],
     );
     const first = rows.rows[0] as { horizon: string; drawn: string } | undefined;
     const events = rows.rows
@@ -227,6 +321,7 @@ export class PgEventHub {
     if (filter.deployId !== undefined) where.push(`e.deploy_id = $${args.push(filter.deployId)}`);
     if (filter.releaseId !== undefined) where.push(`e.release_id = $${args.push(filter.releaseId)}`);
     if (filter.tenant !== undefined && filter.tenant !== "*") where.push(`e.tenant = $${args.push(filter.tenant)}`);
+    if (filter.types !== undefined) where.push(`e.type = any($${args.push([...filter.types])})`);
     if (filter.scopes) {
       const deploy = scopeCondition(filter.scopes, args, {
         tenant: "e.tenant",
@@ -261,7 +356,7 @@ export class PgEventHub {
    * `onClose` when the hub closes (the server stops), so a stream can end.
    */
   subscribe(filter: EventFilter, fn: Listener, onClose?: () => void, opts: { background?: boolean } = {}): () => void {
-    const entry = { filter, fn, onClose };
+    const entry: Subscription = { filter, fn, onClose, seq: ++this.subscriptions };
     this.listeners.add(entry);
     // The server's own followers (drift, notifications) look at the log on their own too: only a
     // reader waiting for events (a stream, a `?wait=`) keeps the safety read going.
@@ -369,21 +464,35 @@ export class PgEventHub {
       do {
         this.again = false;
         let horizon: number;
+        let wide: boolean;
+        let missed = 0;
         for (;;) {
-          const page = await this.readNext(this.lastId);
+          // What the subscribers of now need; one that subscribes while the statement runs may need
+          // more: then the page is read again, for it too, before anyone gets any of it (each
+          // subscriber gets every event it wants after `position` at its subscription, in order).
+          // A second miss in a row reads everything, which covers whoever came.
+          const need = missed >= 2 ? everything() : this.need();
+          const seq = this.subscriptions;
+          const page = await this.readNext(this.lastId, need);
+          if (!this.coversNewcomers(need, seq)) {
+            missed++;
+            continue;
+          }
+          missed = 0;
           horizon = page.horizon;
           held = page.horizon < page.drawn;
+          wide = need.all;
           const events = page.events;
           for (const e of events) this.deliver(e);
-          if (events.length > 0) {
-            this.lastId = events[events.length - 1]!.event.id;
-            this.keep(events);
-          }
+          if (events.length > 0) this.lastId = events[events.length - 1]!.event.id;
+          if (wide) this.keep(events);
+          else this.forget();
           if (events.length < pageSize) break;
         }
         // Nothing up to the horizon is left out: the next read starts there (ids of rolled-back
         // transactions below it are never written).
         this.lastId = Math.max(this.lastId, horizon);
+        if (!wide) this.forget();
       } while (this.again && !this.closed);
       if (this.lastId > from) this.recheckMs = recheckMinMs;
       this.scheduleRecheck(held);
@@ -408,6 +517,30 @@ export class PgEventHub {
     }, this.recheckMs);
     this.recheckTimer.unref();
     this.recheckMs = Math.min(this.recheckMs * 2, recheckMaxMs);
+  }
+
+  /** What the current subscribers need read: everything when one of them wants every event (or nothing when none is subscribed). */
+  private need(): ReadNeed {
+    const need: ReadNeed = { all: false, types: new Set(), deploys: new Set(), pairDeploys: new Set(), pairTypes: new Set() };
+    for (const l of this.listeners) {
+      addNeed(need, l.filter);
+      if (need.all) break;
+    }
+    return need;
+  }
+
+  /** Whether a read with `need`, started when `seq` subscriptions had been made, has what each later subscriber wants. */
+  private coversNewcomers(need: ReadNeed, seq: number): boolean {
+    if (need.all || this.subscriptions === seq) return true;
+    for (const l of this.listeners) if (l.seq > seq && !covers(need, l.filter)) return false;
+    return true;
+  }
+
+  /** After a read of some events only: none is kept, and a stream resuming before lastId reads the database. */
+  private forget(): void {
+    this.recent = [];
+    this.recentChars = 0;
+    this.recentFrom = this.lastId;
   }
 
   /** Keeps the events just delivered (read in id order, after lastId), dropping the oldest beyond the bound. */
@@ -442,6 +575,7 @@ export class PgEventHub {
 function matches(filter: EventFilter, { event: e, application, environment, environments }: PlacedEvent): boolean {
   if (filter.deployId !== undefined && filter.deployId !== e.deploy_id) return false;
   if (filter.releaseId !== undefined && filter.releaseId !== e.release_id) return false;
+  if (filter.types !== undefined && !filter.types.includes(e.type)) return false;
   if (filter.tenant !== undefined && filter.tenant !== "*" && filter.tenant !== e.tenant) return false;
   const visible = (s: ScopePattern) =>
     environments ? environments.some((env) => inScope(s, e.tenant, application, env)) : inScope(s, e.tenant, application, environment);

@@ -143,6 +143,9 @@ export type DeployEventType = keyof typeof deployEventTypes;
 /** The deploy a stream of events describes, without what only the full record has (request, step output). */
 export type DeployView = Omit<DeployRecord, "request"> & { request?: Record<string, unknown> };
 
+/** The types of the events {@link isFinishEvent} may answer true for: what a subscriber waiting for ends needs read. */
+export const finishEventTypes: readonly DeployEventType[] = ["deploy.status"];
+
 /** True when the event says the deploy has ended. */
 export function isFinishEvent(e: DeployEvent): boolean {
   return e.type === "deploy.status" && terminalStatuses.has(e.data.status as DeployStatus);

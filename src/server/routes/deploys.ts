@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { isFinishEvent } from "../../core/engine/deploy-events.js";
+import { finishEventTypes, isFinishEvent } from "../../core/engine/deploy-events.js";
 import { terminalStatuses, type DeployRecord } from "../../core/engine/deploy-store.js";
 import type { Submission } from "../../core/engine/resolve.js";
 import { Code, ManentError } from "../../core/errors.js";
@@ -255,7 +255,7 @@ async function waitForEnd(
   let timer: NodeJS.Timeout | undefined;
   let unsubscribe = (): void => undefined;
   const ended = new Promise<void>((resolve) => {
-    unsubscribe = deps.events.subscribe({ deployId: id }, (e) => isFinishEvent(e) && resolve(), resolve);
+    unsubscribe = deps.events.subscribe({ deployId: id, types: finishEventTypes }, (e) => isFinishEvent(e) && resolve(), resolve);
     timer = setTimeout(resolve, ms);
     signal.addEventListener("abort", () => resolve(), { once: true });
   });
