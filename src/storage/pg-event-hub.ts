@@ -92,7 +92,7 @@ export const eventHubStatements = [
          dp.environment, r.environments
        from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where e.id > p_after and e.id <= h
-         and (p_all or e.type = any(p_types) or e.deploy_id = any(p_deploys) or (e.deploy_id = any(p_pair_deploys) and e.type = any(p_pair_types)))
+         and (p_all or e.type = any(p_types) or e.deploy_id = any(p_deploys) or (e.type = any(p_pair_types) and e.deploy_id = any(p_pair_deploys)))
        order by e.id limit p_limit;
      if not found then
        return query select h, d, null::bigint, null::timestamptz, null::text, null::text, null::text, null::text, null::jsonb,
@@ -113,6 +113,12 @@ interface ReadNeed {
   pairDeploys: Set<string>;
   pairTypes: Set<string>;
 }
+
+/**
+ * Past this many deploys a read asks for their types (or for everything) instead: a condition
+ * with thousands of ids (a crowd of `?wait=`) would cost each event read more than it saves.
+ */
+const maxDeploys = 200;
 
 const everything = (): ReadNeed => ({ all: true, types: new Set(), deploys: new Set(), pairDeploys: new Set(), pairTypes: new Set() });
 
@@ -525,6 +531,12 @@ export class PgEventHub {
     for (const l of this.listeners) {
       addNeed(need, l.filter);
       if (need.all) break;
+    }
+    if (need.deploys.size > maxDeploys) return everything();
+    if (need.pairDeploys.size > maxDeploys) {
+      for (const t of need.pairTypes) need.types.add(t);
+      need.pairDeploys.clear();
+      need.pairTypes.clear();
     }
     return need;
   }

@@ -140,6 +140,29 @@ describe("event hub: narrow reads", { timeout: 120_000 }, () => {
     all.stop();
   });
 
+  it("reads by type, not by deploy, for a crowd of deploys, and still gives each subscriber its own", async () => {
+    const deploys = Array.from({ length: 201 }, (_, i) => `crowd-${i}`);
+    const subs = deploys.map((d) => collect({ deployId: d, types: ["test.step"] }));
+    const start = hub.position;
+    const ids = await write([
+      ["test.step", "crowd-0"],
+      ["test.status", "crowd-0"],
+      ["test.step", "other"],
+      ["test.step", "crowd-200"],
+    ]);
+    await subs[200]!.until(ids[3]!);
+    await subs[0]!.until(ids[0]!);
+    for (const s of subs) s.stop();
+    assert.deepEqual(subs[0]!.ids(), [ids[0]]);
+    assert.deepEqual(subs[200]!.ids(), [ids[3]]);
+    assert.ok(subs.slice(1, 200).every((s) => s.got.length === 0));
+    // The read asked for the type: another deploy's step came too, no status did.
+    assert.deepEqual(
+      readRows.filter((r) => r.id !== null && r.id > start).map((r) => r.id),
+      [ids[0], ids[2], ids[3]],
+    );
+  });
+
   it("gives a stream opening during a narrow read every event after its start, in order, none missed", async () => {
     const streams = new EventStreams(hub, quiet);
     const drift = collect({ types: ["test.status"] }); // what the server's drift scheduler is: one type, in the background
