@@ -9,7 +9,7 @@
  * Postgres, alternating, `--rounds` times:
  *  - narrow: the subscriptions as they are;
  *  - wide: each hub also has a subscriber of every event (what the drift checks were before).
- * Printed per event written: rows the hubs' reads returned (all three), the CPU of this process
+ * Printed per event written: the hubs' read statements and the rows they returned (all three), the CPU of this process
  * (writers and hubs) and of Postgres (every backend), from /proc.
  *
  * Run: node --import tsx bench/event-hub-reads.ts [--deploys 400] [--writers 20] [--rounds 2]
@@ -41,6 +41,7 @@ const writePool = new pg.Pool({ connectionString: url, max: writers });
 // An idle connection told by the stopping Postgres that it ends is no failure of the bench.
 writePool.on("error", () => undefined);
 let rowsRead = 0;
+let reads = 0;
 const hubs: PgEventHub[] = [];
 const hubPools: pg.Pool[] = [];
 for (let i = 0; i < 3; i++) {
@@ -49,8 +50,10 @@ for (let i = 0; i < 3; i++) {
   const query = pool.query.bind(pool) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
   (pool as unknown as { query: typeof query }).query = async (text: string, values?: unknown[]) => {
     const r = await query(text, values);
-    if (typeof text === "string" && text.includes("read_events_matching("))
+    if (typeof text === "string" && text.includes("read_events_matching(")) {
+      reads++;
       rowsRead += r.rows.filter((row: { id: unknown }) => row.id !== null).length;
+    }
     return r;
   };
   hubPools.push(pool);
@@ -101,6 +104,7 @@ async function run(mode: "narrow" | "wide"): Promise<string> {
   const wide = mode === "wide" ? hubs.map((h) => h.subscribe({}, () => undefined, undefined, { background: true })) : [];
   const start = Number((await writePool.query<{ id: string }>("select coalesce(max(id), 0)::text as id from manent.events")).rows[0]!.id);
   rowsRead = 0;
+  reads = 0;
   const self = cpuWindow(() => [process.pid]);
   const postgres = cpuWindow(() => postgresProcesses(port));
   let next = 0;
@@ -115,7 +119,7 @@ async function run(mode: "narrow" | "wide"): Promise<string> {
   const pgMs = postgres.stop() * 1000;
   for (const stop of wide) stop();
   const events = last - start;
-  return `${mode}: ${events} events, rows read by the 3 hubs ${(rowsRead / events).toFixed(2)} per event; CPU per event: this process ${(nodeMs / events).toFixed(3)} ms, Postgres ${(pgMs / events).toFixed(3)} ms`;
+  return `${mode}: ${events} events, the 3 hubs' reads ${(reads / events).toFixed(2)} and rows read ${(rowsRead / events).toFixed(2)} per event; CPU per event: this process ${(nodeMs / events).toFixed(3)} ms, Postgres ${(pgMs / events).toFixed(3)} ms`;
 }
 
 // A warm-up of each, then the rounds alternating.
