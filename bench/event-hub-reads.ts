@@ -9,8 +9,8 @@
  * Postgres, alternating, `--rounds` times:
  *  - narrow: the subscriptions as they are;
  *  - wide: each hub also has a subscriber of every event (what the drift checks were before).
- * Printed per event written: the hubs' read statements and the rows they returned (all three), the CPU of this process
- * (writers and hubs) and of Postgres (every backend), from /proc.
+ * Printed per event written: the hubs' read statements and the rows they returned (all three),
+ * the CPU of this process (writers and hubs) and of Postgres (every backend), from /proc.
  *
  * Run: node --import tsx bench/event-hub-reads.ts [--deploys 400] [--writers 20] [--rounds 2]
  */
