@@ -159,15 +159,29 @@ export class PgDriftStore implements DriftStore {
   private async releases(only: { key?: DeployKey; deployIds?: readonly string[] } = {}): Promise<RecordedRelease[]> {
     const args: unknown[] = [];
     const { key, deployIds } = only;
+    const sameKey = (d: string, k: string) =>
+      `${d}.tenant = ${k}.tenant and ${d}.application = ${k}.application and ${d}.artifact = ${k}.artifact and ${d}.environment = ${k}.environment`;
+    // The keys of given deploys: each key's latest and last good deploy looked up through its index
+    // (deploys_key), a few rows per key, where a filter over every key's deploys read them all.
+    const perKey = deployIds
+      ? `keys as (
+           select distinct tenant, application, artifact, environment from manent.deploys where id = any($${args.push(deployIds)}::text[])
+         ), latest as (
+           select k.tenant, k.application, k.artifact, k.environment, l.id, l.status, l.envconfig from keys k
+           cross join lateral (select d.id, d.status, d.envconfig from manent.deploys d
+             where ${sameKey("d", "k")} and d.kind <> 'dry_run' order by d.created_at desc limit 1) l
+         ), good as (
+           select k.tenant, k.application, k.artifact, k.environment, g.id, g.kind, g.version, g.request, g.envconfig from keys k
+           cross join lateral (select d.id, d.kind, d.version, d.request, d.envconfig from manent.deploys d
+             where ${sameKey("d", "k")} and d.kind in ('deploy', 'rollback') and d.status = 'succeeded'
+             order by d.finished_at desc limit 1) g
+         )`
+      : undefined;
     const where = key
       ? `and tenant = $${args.push(key.tenant)} and application = $${args.push(key.application)}
          and artifact = $${args.push(key.artifact)} and environment = $${args.push(key.environment)}`
-      : deployIds
-        ? `and (tenant, application, artifact, environment) in (
-             select tenant, application, artifact, environment from manent.deploys where id = any($${args.push(deployIds)}::text[]))`
-        : "";
-    const rows = await this.pool.query(
-      `with latest as (
+      : "";
+    const everyKey = `latest as (
          select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, status, envconfig
          from manent.deploys where kind <> 'dry_run' ${where}
          order by tenant, application, artifact, environment, created_at desc
@@ -175,11 +189,13 @@ export class PgDriftStore implements DriftStore {
          select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, kind, version, request, envconfig
          from manent.deploys where kind in ('deploy', 'rollback') and status = 'succeeded' ${where}
          order by tenant, application, artifact, environment, finished_at desc
-       )
+       )`;
+    const rows = await this.pool.query(
+      `with ${perKey ?? everyKey}
        select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request, g.envconfig,
          l.id as latest_id, l.status as latest_status, l.envconfig as latest_envconfig,
          (select s.output from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id
-           where d.tenant = g.tenant and d.application = g.application and d.artifact = g.artifact and d.environment = g.environment
+           where ${sameKey("d", "g")}
              and d.kind = 'deploy' and d.version = g.version and d.status = 'succeeded' and s.name = 'fetch' and s.status = 'succeeded'
            order by d.finished_at desc limit 1) as fetched
        from good g join latest l using (tenant, application, artifact, environment)`,
