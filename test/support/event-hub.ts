@@ -1,4 +1,6 @@
+import assert from "node:assert/strict";
 import pg from "pg";
+import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import { PgEventHub } from "../../src/storage/pg-event-hub.js";
 import { migrate } from "../../src/storage/schema.js";
 import { TestPostgres } from "./postgres.js";
@@ -64,5 +66,51 @@ export class EventHubDatabase {
   private started(): { pool: pg.Pool; hub: PgEventHub } {
     if (!this.pool || !this.hub) throw new Error("EventHubDatabase: start() has not run");
     return { pool: this.pool, hub: this.hub };
+  }
+}
+
+/** A stream's receiving end: the text written to it, parsed into events and keep-alive comments. */
+export class Received {
+  text = "";
+  ended = false;
+  /** What the sink says the client has not taken yet (a response's writableLength). */
+  pendingBytes = 0;
+  /** Each returns true once it has resolved its promise. */
+  private waiters: (() => boolean)[] = [];
+  readonly sink = {
+    write: (text: string) => {
+      assert.equal(this.ended, false, "written after its end");
+      this.text += text;
+      this.changed();
+    },
+    end: () => {
+      this.ended = true;
+      this.changed();
+    },
+    pending: () => this.pendingBytes,
+  };
+  events(): DeployEvent[] {
+    return [...this.text.matchAll(/^data: (.*)\nid: (\d+)\n\n/gm)].map((m) => {
+      const e = JSON.parse(m[1]!) as DeployEvent;
+      assert.equal(e.id, Number(m[2]), "the id line is the event's id");
+      return e;
+    });
+  }
+  ids(): number[] {
+    return this.events().map((e) => e.id);
+  }
+  /** Resolves once `done()` holds for what was received. */
+  until(done: () => boolean): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push(() => {
+        if (!done()) return false;
+        resolve();
+        return true;
+      });
+    });
+  }
+  private changed(): void {
+    this.waiters = this.waiters.filter((w) => !w());
   }
 }
