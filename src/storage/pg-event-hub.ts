@@ -47,32 +47,11 @@ interface Subscription {
  * Created after the release statements (it reads manent.releases).
  */
 export const eventHubStatements = [
-  `create or replace function manent.read_events(p_after bigint, p_limit integer)
-   returns table (horizon bigint, drawn bigint, id bigint, at timestamptz, tenant text, deploy_id text, release_id text, type text,
-                  data jsonb, application text, environment text, environments text[])
-   language plpgsql volatile as $$
-   #variable_conflict use_column
-   declare
-     h bigint;
-     d bigint;
-   begin
-     h := manent.event_horizon();
-     d := (select case when s.is_called then s.last_value else s.last_value - 1 end from manent.events_id_seq s);
-     return query
-       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data), coalesce(dp.application, r.application),
-         dp.environment, r.environments
-       from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
-       where e.id > p_after and e.id <= h order by e.id limit p_limit;
-     if not found then
-       return query select h, d, null::bigint, null::timestamptz, null::text, null::text, null::text, null::text, null::jsonb,
-         null::text, null::text, null::text[];
-     end if;
-   end $$`,
-  // What the hub reads since it reads only what its subscribers want (issue 31): read_events with
-  // a condition on the events' type and deploy, applied before the joins and event_data, so an
-  // event no subscriber wants is neither restored nor sent. A function of its own name: an older
-  // server, during a rolling upgrade, creates read_events again as it knew it and calls that one
-  // (kept above, unchanged), and never this one. p_all: every event (the other arguments unused);
+  // What the hub reads since it reads only what its subscribers want (issue 31): a condition on the
+  // events' type and deploy, applied before the joins and event_data, so an event no subscriber
+  // wants is neither restored nor sent. A function of its own name: an older server, during a
+  // rolling upgrade, creates read_events again as it knew it and calls that one (below), and never
+  // this one. p_all: every event (the other arguments unused);
   // otherwise the events of a type in p_types, of a deploy in p_deploys, or of a deploy in
   // p_pair_deploys with a type in p_pair_types.
   `create or replace function manent.read_events_matching(p_after bigint, p_limit integer, p_all boolean, p_types text[],
@@ -99,6 +78,14 @@ export const eventHubStatements = [
          null::text, null::text, null::text[];
      end if;
    end $$`,
+  // What an older server's hub calls during a rolling upgrade: every event, through the read above
+  // (an older server starting creates it again as it knew it, reading the same rows).
+  `create or replace function manent.read_events(p_after bigint, p_limit integer)
+   returns table (horizon bigint, drawn bigint, id bigint, at timestamptz, tenant text, deploy_id text, release_id text, type text,
+                  data jsonb, application text, environment text, environments text[])
+   language sql volatile as $$
+     select * from manent.read_events_matching(p_after, p_limit, true, '{}', '{}', '{}', '{}')
+   $$`,
 ];
 
 /**

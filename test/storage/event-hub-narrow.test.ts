@@ -4,7 +4,7 @@ import type pg from "pg";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import { EventStreams } from "../../src/server/event-streams.js";
 import type { EventFilter, PgEventHub } from "../../src/storage/pg-event-hub.js";
-import { EventHubDatabase, quiet } from "../support/event-hub.js";
+import { EventHubDatabase, quiet, Received } from "../support/event-hub.js";
 
 /** The hub's read statement, as it reaches the pool. */
 const readStatement = "manent.read_events_matching(";
@@ -140,6 +140,23 @@ describe("event hub: narrow reads", { timeout: 120_000 }, () => {
     all.stop();
   });
 
+  it("keeps manent.read_events, which older servers' hubs call during a rolling upgrade: every event, as the hub's read of everything", async () => {
+    const from = hub.position;
+    const ids = await write(mixed(7, ["d1", "d2"]));
+    const old = await pool.query("select * from manent.read_events($1, 500)", [from]);
+    const all = await pool.query(`select * from ${readStatement}$1, 500, true, '{}', '{}', '{}', '{}')`, [from]);
+    assert.deepEqual(
+      old.rows.map((r: { id: string }) => Number(r.id)),
+      ids,
+    );
+    assert.deepEqual(old.rows, all.rows);
+    // The hub past these events before the next test subscribes.
+    const marker = collect({ types: ["test.marker"] });
+    const [mark] = await write([["test.marker", null]]);
+    await marker.until(mark!);
+    marker.stop();
+  });
+
   it("reads by type, not by deploy, for a crowd of deploys, and still gives each subscriber its own", async () => {
     const deploys = Array.from({ length: 201 }, (_, i) => `crowd-${i}`);
     const subs = deploys.map((d) => collect({ deployId: d, types: ["test.step"] }));
@@ -218,29 +235,3 @@ describe("event hub: narrow reads", { timeout: 120_000 }, () => {
     drift.stop();
   });
 });
-
-/** A stream's receiving end: what was written to it, parsed. */
-class Received {
-  text = "";
-  private waiters: (() => boolean)[] = [];
-  readonly sink = {
-    write: (text: string) => {
-      this.text += text;
-      this.waiters = this.waiters.filter((w) => !w());
-    },
-    end: () => undefined,
-  };
-  ids(): number[] {
-    return [...this.text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-  }
-  until(done: () => boolean): Promise<void> {
-    if (done()) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.waiters.push(() => {
-        if (!done()) return false;
-        resolve();
-        return true;
-      });
-    });
-  }
-}
