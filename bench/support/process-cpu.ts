@@ -38,15 +38,20 @@ export function postgresProcesses(port: number): number[] {
 }
 
 /**
- * CPU seconds spent between `start()` and `stop()` by the processes `pids()` names at each end (a
- * process that starts and ends in between is missed: Postgres's backends live as long as the
- * pools' connections).
+ * How much each of the processes `pids()` names at each end counted (`count(pid)`, a total that only
+ * grows) between `start()` and `stop()`: a process that starts and ends in between is missed
+ * (Postgres's backends live as long as the pools' connections).
  */
-export function cpuWindow(pids: () => number[]): { stop: () => number } {
-  const before = new Map(pids().map((pid) => [pid, cpuSeconds(pid)]));
+function countWindow(pids: () => number[], count: (pid: number) => number): { stop: () => number } {
+  const before = new Map(pids().map((pid) => [pid, count(pid)]));
   return {
-    stop: () => pids().reduce((sum, pid) => sum + cpuSeconds(pid) - (before.get(pid) ?? 0), 0),
+    stop: () => pids().reduce((sum, pid) => sum + count(pid) - (before.get(pid) ?? 0), 0),
   };
+}
+
+/** CPU seconds spent by the processes `pids()` names (see {@link countWindow}). */
+export function cpuWindow(pids: () => number[]): { stop: () => number } {
+  return countWindow(pids, cpuSeconds);
 }
 
 /** The process's read and write system calls so far (/proc/PID/io: syscr, syscw), zero once it is gone. */
@@ -61,21 +66,12 @@ function syscalls(pid: number): { reads: number; writes: number } {
 }
 
 /**
- * Read and write system calls made between `start()` and `stop()` by the processes `pids()` names
- * (sockets included: each write to Postgres's socket is one, and on loopback the sender's call
- * also does the receiver's network work).
+ * Read and write system calls made by the processes `pids()` names (sockets included: each write
+ * to Postgres's socket is one, and on loopback the sender's call also does the receiver's network
+ * work); see {@link countWindow}.
  */
 export function syscallWindow(pids: () => number[]): { stop: () => { reads: number; writes: number } } {
-  const before = new Map(pids().map((pid) => [pid, syscalls(pid)]));
-  return {
-    stop: () =>
-      pids().reduce(
-        (sum, pid) => {
-          const now = syscalls(pid);
-          const then = before.get(pid) ?? { reads: 0, writes: 0 };
-          return { reads: sum.reads + now.reads - then.reads, writes: sum.writes + now.writes - then.writes };
-        },
-        { reads: 0, writes: 0 },
-      ),
-  };
+  const reads = countWindow(pids, (pid) => syscalls(pid).reads);
+  const writes = countWindow(pids, (pid) => syscalls(pid).writes);
+  return { stop: () => ({ reads: reads.stop(), writes: writes.stop() }) };
 }
