@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { DBOS } from "@dbos-inc/dbos-sdk";
-import pg from "pg";
+import type pg from "pg";
 import type { DeployKind, NewDeploy, RunStart } from "../../src/core/engine/deploy-store.js";
+import { databasePool } from "../../src/storage/database-pool.js";
 import { PgDeployStore } from "../../src/storage/pg-deploy-store.js";
 import { migrate } from "../../src/storage/schema.js";
 import { TestPostgres } from "../support/postgres.js";
@@ -24,7 +25,8 @@ describe("deploy store: one running deploy per key, whatever the queue let throu
   before(async () => {
     server = await TestPostgres.start();
     const url = await server.createDatabase({ empty: true });
-    pool = new pg.Pool({ connectionString: url, max: 6 });
+    // The server's pool: a step's held end goes with the next statement as one pipelined transaction.
+    pool = databasePool({ connectionString: url, max: 6 });
     pool.on("error", () => undefined);
     await migrate(pool);
     store = new PgDeployStore(pool);
