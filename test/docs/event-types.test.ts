@@ -29,8 +29,12 @@ function objectKeys(sql: string, from: number): string[] {
     if (sql[end] === "(") depth++;
     else if (sql[end] === ")" && --depth === 0) break;
   }
-  // Arguments alternate key, value: the keys are the quoted names followed by a comma.
-  return [...new Set([...sql.slice(start, end).matchAll(/'([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!))];
+  // Arguments alternate key, value: the keys are the quoted names followed by a comma; a jsonb
+  // column is added after the object, to the end of its statement, as jsonb_key_unless_null('key', …).
+  const keys = [...sql.slice(start, end).matchAll(/'([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!);
+  const rest = sql.slice(end, sql.indexOf(";", end));
+  keys.push(...[...rest.matchAll(/jsonb_key_unless_null\('([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!));
+  return [...new Set(keys)];
 }
 
 describe("event types", () => {
@@ -48,9 +52,13 @@ describe("event types", () => {
     if (type.startsWith("manent.")) continue; // a table's name
     written.set(type, commandsFn.includes(`'${type}'`) ? commandColumns : objectKeys(sql, m.index));
   }
-  const stepEnd = sql.indexOf("'step.' || new.status");
-  assert.ok(stepEnd >= 0 && allStepEnds);
+  // A step's end is written as 'step.' || new.status; its keys as readers get them are event_data's
+  // for every step.* type but step.started (the trigger leaves out the null ones and the step's seq).
+  const stepEndTrigger = sql.indexOf("'step.' || new.status");
+  const stepEnd = sql.indexOf("when p_type like 'step.%'");
+  assert.ok(stepEndTrigger >= 0 && stepEnd >= 0 && allStepEnds);
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
+  const storedStepEndKeys = objectKeys(sql, stepEndTrigger);
   // Appended by the drift checks with their rows, not by a trigger.
   written.set(driftEvent.type, [...driftEvent.data]);
   // Appended by the notifications' outbox when a delivery ends.
@@ -58,6 +66,11 @@ describe("event types", () => {
 
   it("documents every type the triggers write, and no other", () => {
     assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());
+  });
+
+  it("step ends store no key that readers do not get", () => {
+    assert.ok(storedStepEndKeys.includes("error"), storedStepEndKeys.join());
+    for (const k of storedStepEndKeys) assert.ok(written.get("step.succeeded")!.includes(k), k);
   });
 
   for (const [type, keys] of written) {
