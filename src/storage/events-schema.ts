@@ -136,7 +136,9 @@ export const eventStatements = [
   // The triggers' payloads without null keys, as jsonb_without_nulls gives them, in expressions
   // Postgres inlines: jsonb_strip_nulls for the scalar columns (nothing nested to keep), and each
   // jsonb column (an error, a target's details: nulls inside stay) through this, {} when null.
-  `create or replace function manent.jsonb_key_unless_null(p_key text, p_value jsonb) returns jsonb language sql immutable as $$
+  // Stable, not immutable: jsonb_build_object is stable, and Postgres inlines a function only
+  // when its body is no more volatile than it says (immutable, it was called, not inlined).
+  `create or replace function manent.jsonb_key_unless_null(p_key text, p_value jsonb) returns jsonb language sql stable as $$
      select case when p_value is null or p_value = 'null'::jsonb then '{}'::jsonb else jsonb_build_object(p_key, p_value) end
    $$`,
   // deploys: created, status changes, and the rollout picture (waves, canary, analysis, waits).
@@ -157,13 +159,15 @@ export const eventStatements = [
          'status', new.status, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at))
          || manent.jsonb_key_unless_null('error', new.error));
      end if;
-     -- What a queued deploy waits for (a deploy window), read generically as the rollout below.
-     if (to_jsonb(new) -> 'waiting') is distinct from (to_jsonb(old) -> 'waiting') then
-       perform manent.append_event(new.tenant, new.id, 'deploy.waiting', jsonb_build_object('waiting', to_jsonb(new) -> 'waiting'));
+     -- What a queued deploy waits for (a deploy window). A null column is read as JSON null, as the
+     -- row's to_jsonb gave it before: the column is read directly, without converting the whole
+     -- row (its request, and a rollout of thousands of hosts) on every update of the deploy.
+     if coalesce(new.waiting, 'null') is distinct from coalesce(old.waiting, 'null') then
+       perform manent.append_event(new.tenant, new.id, 'deploy.waiting', jsonb_build_object('waiting', coalesce(new.waiting, 'null')));
      end if;
-     -- The rollout state (a jsonb column, when the deploy has waves or a canary), read generically.
-     old_rollout := to_jsonb(old) -> 'rollout';
-     new_rollout := to_jsonb(new) -> 'rollout';
+     -- The rollout state (a jsonb column, when the deploy has waves or a canary).
+     old_rollout := coalesce(old.rollout, 'null');
+     new_rollout := coalesce(new.rollout, 'null');
      if new_rollout is not null and jsonb_typeof(new_rollout) = 'object' and new_rollout is distinct from old_rollout then
        if (new_rollout -> 'current_wave') is distinct from (old_rollout -> 'current_wave')
           or (new_rollout -> 'waves') is distinct from (old_rollout -> 'waves') then
