@@ -189,7 +189,10 @@ export class PgEventHub {
   private recentChars = 0;
   private readonly json = new WeakMap<DeployEvent, string>();
   private reading: Promise<void> | undefined;
+  /** A read asked for (a recheck, the safety read) while one was running: the next starts at its end. */
   private again = false;
+  /** A notification arrived while a read was running: the next read waits {@link gatherMs} from its end. */
+  private notifiedWhileReading = false;
   private closed = false;
   private retryMs = 100;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -430,17 +433,22 @@ export class PgEventHub {
     this.retryTimer.unref();
   }
 
-  /** A notification: read after {@link gatherMs}, with whatever else was notified meanwhile. */
+  /**
+   * A notification: read after {@link gatherMs}, with whatever else was notified meanwhile. One
+   * arriving during a read waits as long from that read's end: a busy hub reads every gatherMs,
+   * not back to back (it re-read at once, and every server of a fleet read at the rate of the
+   * fleet's notifications).
+   */
   private gather(): void {
     if (this.reading) {
-      this.again = true;
+      this.notifiedWhileReading = true;
       return;
     }
     if (this.gatherTimer || this.closed) return;
     this.gatherTimer = setTimeout(() => this.fetchNew(), gatherMs);
   }
 
-  /** Reads what is new; notifications arriving during a read make it read once more after. */
+  /** Reads what is new; a notification arriving during the read makes it read again {@link gatherMs} after (gather). */
   private fetchNew(): void {
     clearTimeout(this.gatherTimer);
     this.gatherTimer = undefined;
@@ -451,6 +459,8 @@ export class PgEventHub {
     clearTimeout(this.recheckTimer);
     this.recheckTimer = undefined;
     this.lastReadAt = Date.now();
+    // What was notified until now, this read covers (its horizon is taken after).
+    this.notifiedWhileReading = false;
     this.reading = (async () => {
       let held = false;
       const from = this.lastId;
@@ -493,7 +503,9 @@ export class PgEventHub {
       .catch((err: unknown) => this.logger.warn("cannot read new events", { error: String(err) }))
       .finally(() => {
         this.reading = undefined;
-        if (this.again && !this.closed) this.fetchNew();
+        if (this.closed) return;
+        if (this.again) this.fetchNew();
+        else if (this.notifiedWhileReading) this.gather();
       });
   }
 
