@@ -129,7 +129,7 @@ export const eventStatements = [
   // strip them inside an error or a target's details, which readers must get as written). Kept for
   // the triggers of an older server during a rolling upgrade; this version's triggers do not call
   // it: a SQL function with a subquery is planned again at each statement that calls it, about
-  // 0.1 ms of Postgres's CPU per event (bench/README, "Event payloads without a subquery").
+  // 0.1 ms of Postgres's CPU per event (bench/README, "The events' triggers").
   `create or replace function manent.jsonb_without_nulls(p jsonb) returns jsonb language sql immutable as $$
      select p - coalesce((select array_agg(k) from jsonb_each(p) as e(k, v) where v = 'null'::jsonb), '{}'::text[])
    $$`,
@@ -168,7 +168,7 @@ export const eventStatements = [
      -- The rollout state (a jsonb column, when the deploy has waves or a canary).
      old_rollout := coalesce(old.rollout, 'null');
      new_rollout := coalesce(new.rollout, 'null');
-     if new_rollout is not null and jsonb_typeof(new_rollout) = 'object' and new_rollout is distinct from old_rollout then
+     if jsonb_typeof(new_rollout) = 'object' and new_rollout is distinct from old_rollout then
        if (new_rollout -> 'current_wave') is distinct from (old_rollout -> 'current_wave')
           or (new_rollout -> 'waves') is distinct from (old_rollout -> 'waves') then
          perform manent.append_event(new.tenant, new.id, 'wave.moved',
