@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test file under test/ with Node's test runner (TypeScript through tsx), after
+# Runs every test file under test/ with Node's test runner (compiled to JavaScript first), after
 # compiling src/ into dist/ when a source changed since the last build (the binaries run dist/)
 # and bundling the web UI into dist/ui.
 # Usage: scripts/test.sh [path-filter]
@@ -29,4 +29,11 @@ if [ -z "${TEST_DATABASE_URL:-}" ]; then
   TEST_DATABASE_URL=$(cat "$url_file")
   export TEST_DATABASE_URL
 fi
-node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"
+# The runner's processes load the tests compiled to JavaScript (scripts/compile-tests.mjs: what
+# changed since the last run, about a second for all) instead of through tsx's loader hooks, which
+# cost each file about 0.6 s of CPU before its first test.
+compiled=$(node scripts/compile-tests.mjs)
+compiled=${compiled#"$PWD/"}
+files=("${files[@]/#/$compiled/}")
+files=("${files[@]/%.ts/.js}")
+node --enable-source-maps --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"

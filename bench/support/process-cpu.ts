@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
  * CPU time of processes from /proc (Linux): what a bench spends per deploy in each process, a
  * figure that holds when the machine's other work slows the run down.
  */
-const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+export const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 
 /** The process's user and system CPU seconds (0 once it is gone). */
 export function cpuSeconds(pid: number): number {

@@ -16,6 +16,8 @@ export async function tsSampleMissing(): Promise<string | undefined> {
  * do: a plugin command must be self-contained.
  */
 export async function buildTsSample(dir: string): Promise<string> {
-  const { bundlePlugin } = (await import(bundler)) as { bundlePlugin(entry: string, outfile: string): Promise<string> };
+  // A specifier relative to this module (not the path above): the runner's processes load the
+  // tests compiled beside their imports (scripts/compile-tests.mjs), and Node cannot load a .ts path.
+  const { bundlePlugin } = await import("../../examples/ts-plugin/bundle.js");
   return bundlePlugin(entry, path.join(dir, "manent-ts-sample-plugin"));
 }
