@@ -52,9 +52,11 @@ async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<Pag
 // default port (8200, under its lock as 8080 is): `vault` (built by scripts/ci/vault.sh) is linked
 // into a bin directory first on PATH, as installing HashiCorp's binary in /usr/local/bin would.
 testPage("docs/operations/secret-stores.md", async () => {
+  // Before the control plane starts: a missing Vault fails the page at once, with nothing left running.
+  const vault = vaultBinary();
   const base = await readerCluster(await baseSetup(), await KubeControlPlane.start());
   const local = join(base.home, "..", "local-bin");
   await mkdir(local, { recursive: true });
-  await symlink(vaultBinary(), join(local, "vault"));
+  await symlink(vault, join(local, "vault"));
   return { ...base, env: { ...base.env, PATH: `${local}:${base.env.PATH}` }, wrapper: [...portLock(8200), ...(base.wrapper ?? [])] };
 });
