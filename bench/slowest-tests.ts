@@ -53,9 +53,9 @@ interface FileTime {
   failed: number;
 }
 const files = new Map<string, FileTime>();
+// A file that fails as a whole is named by its compiled path (scripts/compile-tests.mjs); its tests by their source's.
+const compiled = /^node_modules\/\.cache\/test-js\/(.*)\.js$/;
 for (const e of entries) {
-  // A file that fails as a whole is named by its compiled path (scripts/compile-tests.mjs); its tests by their source's.
-  const compiled = /^node_modules\/\.cache\/test-js\/(.*)\.js$/;
   const file = e.file ? relative(repoRoot, e.file.replace(/^file:\/\//, "")).replace(compiled, "$1.ts") : "(unknown file)";
   const f = files.get(file) ?? { file, seconds: 0, failed: 0 };
   f.seconds += e.duration_ms / 1000;

@@ -9,10 +9,10 @@
  * Run: node --import tsx bench/test-file-start.ts [--filter test/core] [--runs 3] [--json]
  */
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
-import { ticksPerSecond } from "./support/process-cpu.js";
+import { endedChildrenCpuSeconds } from "./support/process-cpu.js";
 import { repoRoot } from "../test/support/server-process.js";
 
 const { values: opts } = parseArgs({
@@ -23,20 +23,13 @@ const { values: opts } = parseArgs({
   },
 });
 
-/** CPU seconds of this process's children that have ended (and been waited for). */
-function childrenCpuSeconds(): number {
-  const stat = readFileSync("/proc/self/stat", "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[13]) + Number(fields[14])) / ticksPerSecond;
-}
-
 async function run(command: string, args: string[]): Promise<{ wall: number; cpu: number }> {
-  const cpuBefore = childrenCpuSeconds();
+  const cpuBefore = endedChildrenCpuSeconds();
   const started = performance.now();
   const child = spawn(command, args, { cwd: repoRoot, stdio: ["ignore", "ignore", "inherit"] });
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   if (code !== 0) throw new Error(`${command} ${args.slice(0, 4).join(" ")} … exited ${code}`);
-  return { wall: (performance.now() - started) / 1000, cpu: childrenCpuSeconds() - cpuBefore };
+  return { wall: (performance.now() - started) / 1000, cpu: endedChildrenCpuSeconds() - cpuBefore };
 }
 
 const files = readdirSync(join(repoRoot, "test"), { recursive: true, withFileTypes: true })

@@ -5,18 +5,28 @@ import { readdirSync, readFileSync } from "node:fs";
  * CPU time of processes from /proc (Linux): what a bench spends per deploy in each process, a
  * figure that holds when the machine's other work slows the run down.
  */
-export const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+const ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+
+/** /proc/PID/stat's fields after the command (which may hold spaces), from the third: state, ppid, ... */
+function statFields(pid: number | "self"): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
 
 /** The process's user and system CPU seconds (0 once it is gone). */
 export function cpuSeconds(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after the command (which may hold spaces), from the third: state, ppid, ...
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const fields = statFields(pid);
     return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
   } catch {
     return 0;
   }
+}
+
+/** The user and system CPU seconds of this process's children that have ended and been waited for. */
+export function endedChildrenCpuSeconds(): number {
+  const fields = statFields("self");
+  return (Number(fields[13]) + Number(fields[14])) / ticksPerSecond;
 }
 
 /** The Postgres listening on `port` (its postmaster, found by its command line) and every process it started. */
