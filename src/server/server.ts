@@ -15,6 +15,7 @@ import { UploadSweeper } from "./upload-sweeper.js";
 import { startHistoryRetention, type RetentionSweeper } from "./retention-sweeper.js";
 import { deployWorkflowName, Engine } from "../core/engine/engine.js";
 import { reportNewerWork } from "../core/engine/version-upgrade.js";
+import { faultPause } from "../core/engine/fault-points.js";
 import { releaseWorkflowName, Releases } from "../core/release/releases.js";
 import { PgReleaseStore } from "../storage/pg-release-store.js";
 import { PluginRegistry, type ExternalPluginFactory } from "../core/engine/plugin-registry.js";
@@ -371,6 +372,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
           await closeHttp();
           await engine?.shutdown(config.shutdown_timeout);
           engine = undefined;
+          await faultPause("shutdown", "stopped");
           await workflowStore.flushHeld();
           await cleanup();
           logger.info("manent-server stopped");

@@ -55,6 +55,7 @@ describe("shutdown during durable waits", () => {
     for (const [app, rollout] of [
       ["paused", { canary: { steps: [{ set_weight: 50 }, { pause: {} }, { set_weight: 100 }] } }],
       ["approved", { waves: { by: ["region"], between: [{ approval: {} }] } }],
+      ["woken", { waves: { by: ["region"], between: [{ approval: {} }] } }],
     ] as const) {
       await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
         plugin: "noop",
@@ -96,7 +97,128 @@ describe("shutdown during durable waits", () => {
       await second.stop();
     }
   });
+
+  // Under load (found with the suite at three files at once), an approval's wait woke after the
+  // stop had shut DBOS down but before the process ended (its look for a command, every second),
+  // failed on DBOS being stopped, and the deploy was recorded failed: a graceful restart ended it.
+  it("a wait that wakes after the stop shut DBOS down records nothing: the next server resumes it", async () => {
+    const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
+    let id: string;
+    try {
+      id = (await first.api.submit({ descriptor: descriptor("woken", "prod", artifact, "3.0.0") })).id;
+      await waitingAt(first.api, id, "approval");
+    } catch (err) {
+      await first.kill();
+      throw err;
+    }
+    // Held after DBOS's shutdown, before the process ends: the wait looks for a command within a second and finds DBOS stopped.
+    const held = first.logged(/fault point shutdown:stopped: paused/);
+    const stopped = first.stop();
+    await held;
+    const outcome = await Promise.race([
+      first.logged(/"msg":"deploy left to the next start: the server stopped while it waited"/).then(
+        () => "left",
+        () => "not logged",
+      ),
+      first.logged(/"msg":"deploy finished"/).then(
+        (line) => `finished: ${line}`,
+        () => "not logged",
+      ),
+    ]);
+    first.child.kill("SIGUSR2");
+    await stopped;
+    assert.equal(outcome, "left");
+    assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+
+    const second = await startServer(config, { cwd: ws.dir });
+    try {
+      await waitingAt(second.api, id, "approval");
+      await sendOnceWaiting(second.api, id, "approve", "approval");
+      const done = await second.api.deploy(id, 120);
+      assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    } finally {
+      await second.stop();
+    }
+  });
 });
+
+describe("shutdown during a release's wait", () => {
+  // Without a "left" line (the release's run recording its end, or failing on DBOS stopped before
+  // it could), the race below never ends: the timeout makes that a failure in minutes, not the runner's 15.
+  it(
+    "a release's approval that wakes after the stop shut DBOS down records nothing: the next server resumes it",
+    { timeout: 180_000 },
+    async () => {
+      const pg = await TestPostgres.start();
+      try {
+        const ws = await createWorkspace();
+        const artifact = await ws.write("dist/app.txt", "v1\n");
+        const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+        await ws.write("envconfig/untenanted/piped/piped/prod.yml", {
+          plugin: "noop",
+          targets: [{ host: "piped-1" }],
+          params: { state_dir: ws.path("state") },
+        });
+        await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
+        const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
+        let id: string;
+        try {
+          id = (await first.api.startRelease({ descriptor: descriptor("piped", "prod", artifact, "1.0.0"), descriptor_file: "piped.yml" }))
+            .id;
+          await releaseWaiting(first.api, id);
+        } catch (err) {
+          await first.kill();
+          throw err;
+        }
+        const held = first.logged(/fault point shutdown:stopped: paused/);
+        const stopped = first.stop();
+        await held;
+        const outcome = await Promise.race([
+          first.logged(/"msg":"release left to the next start: the server stopped while it waited"/).then(
+            () => "left",
+            () => "not logged",
+          ),
+          first.logged(/"msg":"release finished"/).then(
+            (line) => `finished: ${line}`,
+            () => "not logged",
+          ),
+        ]);
+        first.child.kill("SIGUSR2");
+        await stopped;
+        assert.equal(outcome, "left");
+        assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+
+        const second = await startServer(config, { cwd: ws.dir });
+        try {
+          await releaseWaiting(second.api, id);
+          await second.api.releaseCommand(id, "approve");
+          for (;;) {
+            const r = await second.api.release(id);
+            if (r.status !== "running") {
+              assert.equal(r.status, "succeeded", JSON.stringify(r.error));
+              break;
+            }
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        } finally {
+          await second.stop();
+        }
+      } finally {
+        await pg.stop();
+      }
+    },
+  );
+});
+
+/** Resolves once the release waits for its approval. */
+async function releaseWaiting(api: ApiClient, id: string): Promise<void> {
+  for (;;) {
+    const r = await api.release(id);
+    if (r.waiting?.kind === "approval") return;
+    assert.equal(r.status, "running", `release ended (${r.status}) before its approval`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 /** Issue 20, item 4: the embedded Postgres ends with its server, also when the server is SIGKILLed. */
 describe("the embedded Postgres after its server's SIGKILL", () => {

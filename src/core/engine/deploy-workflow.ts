@@ -33,7 +33,7 @@ import type { DeployStatus, DeployStore, NewDeploy } from "./deploy-store.js";
 import type { EngineMetrics } from "./engine-metrics.js";
 import type { PluginRegistry } from "./plugin-registry.js";
 import { resolveSubmission, type ResolvedDeploy, type StepPolicy, type Submission } from "./resolve.js";
-import { isCancellation, runStep, type StepContext } from "./step-runner.js";
+import { isCancellation, runStep, stoppedHere, type StepContext } from "./step-runner.js";
 import type { CallScope, RolloutHost } from "../rollout/rollout-host.js";
 import { runRollout } from "../rollout/rollout-runner.js";
 import type { RolloutSettings } from "../rollout/rollout-config.js";
@@ -149,6 +149,16 @@ export class DeployWorkflow {
    * waits durably; dry runs have a queue of their own and take none.
    */
   async run(input: DeployWorkflowInput): Promise<DeployOutcome> {
+    try {
+      return await this.runWaitingForWindow(input);
+    } catch (err) {
+      // Woken after this server's DBOS stopped (a wait a shutdown did not wait for): nothing was recorded.
+      if (stoppedHere()) this.deps.logger.info("deploy left to the next start: the server stopped while it waited", { deploy: input.id });
+      throw err;
+    }
+  }
+
+  private async runWaitingForWindow(input: DeployWorkflowInput): Promise<DeployOutcome> {
     const { windows } = this.deps;
     // Deploys (not dry runs or rollbacks) wait for their deploy window first, holding no slot; an
     // admin's override skips it. Decided by the input (`windowed`, set at submission), never by the

@@ -151,16 +151,31 @@ function afterAttempts(last: ManentError, attempts: number): ManentError {
 }
 
 /**
- * True for the errors DBOS throws in a workflow that was cancelled. Checked by class: DBOS's
- * errors keep the name "Error", so a check by name never matches.
+ * True for the errors DBOS throws in a workflow that was cancelled, and for any error once DBOS
+ * stopped in this process (see {@link stoppedHere}). Checked by class: DBOS's errors keep the name
+ * "Error", so a check by name never matches.
  */
 export function isCancellation(err: unknown): boolean {
   return (
     err instanceof DBOSErrors.DBOSWorkflowCancelledError ||
     err instanceof DBOSErrors.DBOSAwaitedWorkflowCancelledError ||
     // This execution no longer owns the workflow (another server recovered it): it stops, recording nothing.
-    err instanceof DBOSErrors.DBOSWorkflowConflictError
+    err instanceof DBOSErrors.DBOSWorkflowConflictError ||
+    stoppedHere()
   );
+}
+
+/**
+ * Whether DBOS has stopped (or is stopping) in this process. A server's shutdown does not wait for
+ * the workflows that wait durably (an approval, a pause, an analysis interval: engine.shutdown), so
+ * such a workflow may wake after it, and whatever it calls then fails (DBOS's "`DBOS.launch()` must
+ * be called before running steps", a closed pool). That failure is this process's, not the
+ * deploy's: recorded, it ended a deploy waiting at its approval as failed on every graceful
+ * restart that caught it awake. Its run here stops, recording nothing, and the next start or
+ * another server resumes the workflow from its checkpoints.
+ */
+export function stoppedHere(): boolean {
+  return !DBOS.isInitialized();
 }
 
 /** Settles with the work or with the signal, whichever comes first, so a call that ignores its signal cannot hang a step. */

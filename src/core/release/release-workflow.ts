@@ -8,6 +8,7 @@ import type { Logger } from "../contract/index.js";
 import { fetchArtifact } from "../engine/artifact-fetch.js";
 import type { Engine } from "../engine/engine.js";
 import { faultPoint } from "../engine/fault-points.js";
+import { stoppedHere } from "../engine/step-runner.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { judge, measure, type AnalysisCheck, type Measurement } from "../rollout/analysis/index.js";
 import { approvalsAt, awaitedText, requirementOf } from "../rollout/approvals.js";
@@ -87,6 +88,12 @@ export class ReleaseWorkflow {
       }
       p.status = "succeeded";
     } catch (err) {
+      // DBOS stopped in this process while the release waited (a shutdown): its run here stops,
+      // recording nothing, and it is resumed elsewhere (step-runner.ts, stoppedHere).
+      if (stoppedHere()) {
+        logger.info("release left to the next start: the server stopped while it waited", { release: id });
+        throw err;
+      }
       const e = ManentError.from(err);
       p.status = err instanceof ReleaseStopped ? err.status : "failed";
       p.error = e.toJSON();
