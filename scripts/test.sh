@@ -36,4 +36,6 @@ compiled=$(node scripts/compile-tests.mjs)
 compiled=${compiled#"$PWD/"}
 files=("${files[@]/#/$compiled/}")
 files=("${files[@]/%.ts/.js}")
-node --enable-source-maps --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-timeout=900000 "${files[@]}"
+# Three files at a time on CI's two cores: at two, a fifth of the machine was idle (files waiting on
+# a control plane, a browser, a server's start), at three about 7% (bench/README.md, "Three test files at a time").
+node --enable-source-maps --test --test-concurrency="${TEST_CONCURRENCY:-3}" --test-timeout=900000 "${files[@]}"

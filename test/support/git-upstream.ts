@@ -1,11 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { tempDir } from "./temp-dir.js";
 
 /** A real repository: a work tree pushed to a bare one, which the provider fetches over file:// or as a local path. */
 export async function upstream() {
-  const root = await mkdtemp(join(tmpdir(), "manent-git-env-"));
+  const root = await tempDir("manent-git-env-");
   const work = join(root, "work");
   const bare = join(root, "origin.git");
   const git = (...args: string[]) =>

@@ -1,7 +1,7 @@
-import { chmod, mkdir, mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { stringify } from "yaml";
+import { tempDir } from "./temp-dir.js";
 
 export interface Workspace {
   dir: string;
@@ -10,9 +10,12 @@ export interface Workspace {
   path(...parts: string[]): string;
 }
 
-/** A temporary directory holding a manent.yml, envconfigs, descriptors and artifacts for one test. */
+/**
+ * A temporary directory holding a manent.yml, envconfigs, descriptors and artifacts for one test,
+ * removed when the test file's process exits (see tempDir).
+ */
 export async function createWorkspace(prefix = "manent-test-"): Promise<Workspace> {
-  const dir = await mkdtemp(join(tmpdir(), prefix));
+  const dir = await tempDir(prefix);
   await chmod(dir, 0o755); // reachable by the postgres user when a test uses the embedded default
   return {
     dir,
