@@ -2,8 +2,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AddressRules } from "../../src/core/artifacts/address-rules.js";
@@ -15,6 +14,7 @@ import { checkArtifactSource, fetchArtifact } from "../../src/core/engine/artifa
 import { sendCallback, type CallbackPayload } from "../../src/core/engine/callbacks.js";
 import { Code, ManentError } from "../../src/core/errors.js";
 import { nodeNetwork } from "../../src/net/node-network.js";
+import { tempDir } from "../support/temp-dir.js";
 
 /** The real network; a test that decides what names resolve to replaces its lookup. */
 const network = nodeNetwork();
@@ -157,7 +157,7 @@ describe("artifact rules", () => {
     let otherPort = 0;
 
     before(async () => {
-      dir = await mkdtemp(join(tmpdir(), "manent-rules-"));
+      dir = await tempDir("manent-rules-");
       allowed = createServer((req, res) => {
         allowedHits.push(req);
         if (req.url === "/a.txt") return void res.end(body);

@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { chmod, mkdir, mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { cliBin, startServer } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml } from "../support/workspace.js";
+import { tempDir } from "../support/temp-dir.js";
 
 const run = promisify(execFile);
 
@@ -22,7 +22,7 @@ const script = async (shell: string) => (await run(process.execPath, [cliBin, "c
 describe("manent completion", () => {
   let dir: string;
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), "manent-completion-"));
+    dir = await tempDir("manent-completion-");
   });
 
   it("bash: passes bash -n, is registered for manent, and completes commands, subcommands, flags and their values", async () => {
