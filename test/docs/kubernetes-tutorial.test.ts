@@ -10,14 +10,14 @@ import { baseSetup, portLock, testPage, type PageSetup } from "./page-test.js";
  * docs/tutorials/kubernetes.md against a real control plane (kube-apiserver, controller manager,
  * etcd; a simulated kubelet runs pods whose image is allowed).
  */
-testPage("docs/tutorials/kubernetes.md", async () =>
-  readerCluster(await baseSetup(), await KubeControlPlane.start({ pullableImages: ["hashicorp/http-echo:1.0"] })),
-);
+testPage("docs/tutorials/kubernetes.md", async (defer) => {
+  const base = await baseSetup();
+  const cp = await KubeControlPlane.start({ pullableImages: ["hashicorp/http-echo:1.0"] });
+  defer(() => cp.stop());
+  return readerCluster(base, cp);
+});
 
-/**
- * The reader administers the cluster: kubectl gets a cluster-admin token in ~/.kube/config, where
- * it looks by default; the control plane stops with the session.
- */
+/** The reader administers the cluster: kubectl gets a cluster-admin token in ~/.kube/config, where it looks by default. */
 async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<PageSetup> {
   const admin = await cp.clusterAdminAccount("kube-system", "tutorial-reader");
   await mkdir(join(base.home, ".kube"), { recursive: true });
@@ -36,14 +36,7 @@ async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<Pag
   // kubectl built with the control plane when there is one, else the machine's.
   const tools = join(repoRoot, ".tools/bin");
   const path = existsSync(join(tools, "kubectl")) ? `${tools}:${base.env.PATH}` : base.env.PATH;
-  return {
-    ...base,
-    env: { ...base.env, PATH: path },
-    cleanup: async () => {
-      await cp.stop();
-      await base.cleanup?.();
-    },
-  };
+  return { ...base, env: { ...base.env, PATH: path } };
 }
 
 // docs/operations/secret-stores.md's k8s: references against the same kind of control plane: the
@@ -51,10 +44,11 @@ async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<Pag
 // Its vault: references against the reader's own Vault dev server, which the page starts on Vault's
 // default port (8200, under its lock as 8080 is): `vault` (built by scripts/ci/vault.sh) is linked
 // into a bin directory first on PATH, as installing HashiCorp's binary in /usr/local/bin would.
-testPage("docs/operations/secret-stores.md", async () => {
-  // Before the control plane starts: a missing Vault fails the page at once, with nothing left running.
+testPage("docs/operations/secret-stores.md", async (defer) => {
   const vault = vaultBinary();
-  const base = await readerCluster(await baseSetup(), await KubeControlPlane.start());
+  const cp = await KubeControlPlane.start();
+  defer(() => cp.stop());
+  const base = await readerCluster(await baseSetup(), cp);
   const local = join(base.home, "..", "local-bin");
   await mkdir(local, { recursive: true });
   await symlink(vault, join(local, "vault"));

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, mkdir, readFile, symlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { repoRoot } from "../support/server-process.js";
+import { tempDir } from "../support/temp-dir.js";
 import { compareOutput, parsePage } from "./doc-runner.js";
 import { TerminalSession } from "./terminal-session.js";
 
@@ -46,16 +46,24 @@ export interface PageSetup {
   home: string;
   env: NodeJS.ProcessEnv;
   wrapper?: string[];
-  cleanup?: () => Promise<void>;
 }
 
-export function testPage(page: string, setup: () => Promise<PageSetup>): void {
+/** Registers what stops a thing the set-up started, as soon as it has started it. */
+export type Defer = (stop: () => unknown) => void;
+
+/**
+ * `setup` defers the stop of each thing it starts as soon as it has started it: they run after
+ * the page, last started first, also when the set-up failed halfway (a control plane started
+ * before a step that threw was left running, and its file ran into the runner's timeout).
+ */
+export function testPage(page: string, setup: (defer: Defer) => Promise<PageSetup>): void {
   const items = parsePage(readFileSync(join(repoRoot, page), "utf8"));
   describe(page, () => {
     let session: TerminalSession;
     let fixture: PageSetup;
+    const stops: (() => unknown)[] = [];
     before(async () => {
-      fixture = await setup();
+      fixture = await setup((stop) => stops.push(stop));
       // A variable beyond a reader's own is one the page tells the reader to set.
       const markdown = readFileSync(join(repoRoot, page), "utf8");
       for (const name of Object.keys(fixture.env).filter((n) => !readerVariables.has(n)))
@@ -64,7 +72,7 @@ export function testPage(page: string, setup: () => Promise<PageSetup>): void {
     });
     after(async () => {
       await session?.close();
-      await fixture?.cleanup?.();
+      for (const stop of stops.reverse()) await stop();
     });
     it("has runnable blocks", () => assert.ok(items.some((i) => i.kind === "run")));
     for (const item of items) {
@@ -96,11 +104,11 @@ export function testPage(page: string, setup: () => Promise<PageSetup>): void {
 }
 
 /**
- * A temporary HOME, and PATH with the linked `manent` and `manent-server`; the shell waits for
- * port 8080 (manent's default listen), which its pages' servers use.
+ * A temporary HOME (removed when the file ends, temp-dir.ts), and PATH with the linked `manent` and
+ * `manent-server`; the shell waits for port 8080 (manent's default listen), which its pages' servers use.
  */
 export async function baseSetup(cwd?: string): Promise<PageSetup> {
-  const dir = await mkdtemp(join(tmpdir(), "manent-doc-"));
+  const dir = await tempDir("manent-doc-");
   await chmod(dir, 0o755); // the embedded Postgres runs as the postgres user and must reach it
   const home = join(dir, "home");
   await mkdir(home, { recursive: true, mode: 0o755 });
@@ -114,7 +122,7 @@ export async function baseSetup(cwd?: string): Promise<PageSetup> {
     LOGNAME: process.env.USER ?? "root",
     SHELL: "/bin/bash",
   };
-  return { cwd: cwd ?? home, home, env, wrapper: portLock(8080), cleanup: () => rm(dir, { recursive: true, force: true }) };
+  return { cwd: cwd ?? home, home, env, wrapper: portLock(8080) };
 }
 
 /** The reader's Go caches in the temporary HOME (links to the real ones), where Go looks by default. */

@@ -16,9 +16,10 @@ testPage("docs/getting-started.md", () => baseSetup(repoRoot));
 
 // Two real sshd "hosts" on loopback addresses, letting the deploy user in with a generated key:
 // the page tells the reader to export their hosts' names in these variables.
-testPage("docs/tutorials/remote-copy-ssh.md", async () => {
+testPage("docs/tutorials/remote-copy-ssh.md", async (defer) => {
   const base = await baseSetup();
   const hosts = await startSshHosts(2);
+  defer(() => hosts.close());
   const [web1, web2] = hosts.servers as [SshdServer, SshdServer];
   await mkdir(join(base.home, ".ssh"), { recursive: true, mode: 0o700 });
   await writeFile(join(base.home, ".ssh/manent_deploy"), hosts.userKey.privateKey, { mode: 0o600 });
@@ -34,10 +35,6 @@ testPage("docs/tutorials/remote-copy-ssh.md", async () => {
       // Both "hosts" are this machine: {host} keeps their releases apart.
       DEPLOY_BASE: join(await hosts.ownedDir("hello"), "{host}"),
     },
-    cleanup: async () => {
-      await hosts.close();
-      await base.cleanup?.();
-    },
   };
 });
 
@@ -51,19 +48,14 @@ testPage("docs/tutorials/external-plugin.md", async () => {
 
 // The canary quickstart's files, HAProxy and fixed ports: shared with test/canary-quickstart.test.ts
 // under its lock. The page stops HAProxy and the slots itself; this does too when it failed midway.
-testPage("docs/tutorials/canary-analysis.md", async () => {
-  const base = await baseSetup(repoRoot);
-  return {
-    ...base,
-    wrapper: ["flock", "-o", "/tmp/manent-canary-quickstart.lock"],
-    cleanup: async () => {
-      execFileSync("bash", [
-        "-c",
-        'for f in /tmp/manent-canary-quickstart/haproxy.pid /tmp/manent-canary-quickstart/*/run/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; true',
-      ]);
-      await base.cleanup?.();
-    },
-  };
+testPage("docs/tutorials/canary-analysis.md", async (defer) => {
+  defer(() =>
+    execFileSync("bash", [
+      "-c",
+      'for f in /tmp/manent-canary-quickstart/haproxy.pid /tmp/manent-canary-quickstart/*/run/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; true',
+    ]),
+  );
+  return { ...(await baseSetup(repoRoot)), wrapper: ["flock", "-o", "/tmp/manent-canary-quickstart.lock"] };
 });
 
 testPage("docs/tutorials/sign-in-oidc.md", async () => {
@@ -93,27 +85,23 @@ testPage("docs/operations/verified-artifacts.md", async () => baseSetup(repoRoot
 
 // The quickstart's files with a Slack channel: a real HTTP receiver on loopback stands for Slack's
 // incoming webhook, whose URL the page tells the reader to export.
-testPage("docs/operations/notifications.md", async () => {
+testPage("docs/operations/notifications.md", async (defer) => {
   const base = await baseSetup(repoRoot);
   const slack = new WebhookReceiver();
   await slack.start();
-  return {
-    ...base,
-    env: { ...base.env, SLACK_WEBHOOK_URL: slack.answer("/services/T000/B000/XXXXXXXX", 200) },
-    cleanup: async () => {
-      await slack.stop();
-      await base.cleanup?.();
-    },
-  };
+  defer(() => slack.stop());
+  return { ...base, env: { ...base.env, SLACK_WEBHOOK_URL: slack.answer("/services/T000/B000/XXXXXXXX", 200) } };
 });
 
 // The quickstart's files with a trust policy for GitHub Actions jobs: a real OpenID provider mints
 // GitHub-shaped ID tokens (a job of acme/shop in environment test), handed out by an endpoint that
 // answers as a runner's ACTIONS_ID_TOKEN_REQUEST_URL does; the page tells the reader to export both.
-testPage("docs/operations/ci-workload-identity.md", async () => {
+testPage("docs/operations/ci-workload-identity.md", async (defer) => {
   const base = await baseSetup(repoRoot);
   const github = await startOidcProvider({ client: { id: "unused", secret: "unused-secret" }, jobAudiences: ["http://127.0.0.1:8080"] });
+  defer(() => github.close());
   const runner = await startActionsTokenEndpoint(github, githubJobClaims("acme/shop", "refs/heads/main", "test"));
+  defer(() => runner.close());
   return {
     ...base,
     env: {
@@ -121,11 +109,6 @@ testPage("docs/operations/ci-workload-identity.md", async () => {
       CI_ISSUER: github.issuer,
       ACTIONS_ID_TOKEN_REQUEST_URL: runner.requestUrl,
       ACTIONS_ID_TOKEN_REQUEST_TOKEN: runner.requestToken,
-    },
-    cleanup: async () => {
-      await runner.close();
-      await github.close();
-      await base.cleanup?.();
     },
   };
 });
