@@ -12,16 +12,16 @@
  *              one-target deploy, how many statements of each kind the server sent and their time
  *  --cpu-prof  write a V8 CPU profile of manent-server into DIR (open it in Chrome's DevTools)
  */
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { EmbeddedDatabase } from "../src/storage/embedded-postgres.js";
 import type { DeployRecord } from "../src/core/engine/deploy-store.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 
 const { values: flags, positionals } = parseArgs({
   allowPositionals: true,
@@ -60,11 +60,7 @@ if (flags.queries) {
 }
 const config = await ws.write("manent.yml", manentYml(db?.url));
 const env: Record<string, string> = { MANENT_LOG_LEVEL: "warn" };
-if (flags["cpu-prof"]) {
-  await mkdir(resolve(flags["cpu-prof"]), { recursive: true });
-  env.MANENT_BENCH_CPU_PROF_DIR = resolve(flags["cpu-prof"]);
-  env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ""} --import ${pathToFileURL(join(import.meta.dirname, "support", "cpu-profile.mjs")).href}`;
-}
+if (flags["cpu-prof"]) Object.assign(env, await cpuProfileEnv(flags["cpu-prof"]));
 
 const ms = (a: string | null, b: string | null): number => Date.parse(b!) - Date.parse(a!);
 const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;

@@ -17,15 +17,18 @@
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 5]
- *        [--ref <commit>] [--json]
+ *        [--ref <commit>] [--json] [--cpu-prof DIR]
+ * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  */
 import { loadavg } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 import { cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
@@ -37,6 +40,7 @@ const { values: opts } = parseArgs({
     warmup: { type: "string", default: "5" },
     ref: { type: "string" },
     json: { type: "boolean", default: false },
+    "cpu-prof": { type: "string" },
   },
 });
 const apps = Number(opts.apps);
@@ -94,7 +98,10 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
           concurrency: apps,
         }),
       );
-      servers.push(await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" }, ...(ref ? { bin: ref.bin } : {}) }));
+      const profile = opts["cpu-prof"] ? await cpuProfileEnv(join(opts["cpu-prof"], `${ref ? "ref-" : ""}${n}-servers`)) : {};
+      servers.push(
+        await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn", ...profile }, ...(ref ? { bin: ref.bin } : {}) }),
+      );
     }
     const clients = servers.map((s) => new ApiClient(s.url, undefined));
     let measuring = false;
