@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import type { ApiClient } from "../../src/cli/api-client.js";
-import { startServer } from "../support/server-process.js";
+import { startServer, type ServerProcess } from "../support/server-process.js";
 import { TestPostgres } from "../support/postgres.js";
 import { createWorkspace, descriptor, manentYml, type Workspace } from "../support/workspace.js";
 
@@ -111,23 +111,7 @@ describe("shutdown during durable waits", () => {
       await first.kill();
       throw err;
     }
-    // Held after DBOS's shutdown, before the process ends: the wait looks for a command within a second and finds DBOS stopped.
-    const held = first.logged(/fault point shutdown:stopped: paused/);
-    const stopped = first.stop();
-    await held;
-    const outcome = await Promise.race([
-      first.logged(/"msg":"deploy left to the next start: the server stopped while it waited"/).then(
-        () => "left",
-        () => "not logged",
-      ),
-      first.logged(/"msg":"deploy finished"/).then(
-        (line) => `finished: ${line}`,
-        () => "not logged",
-      ),
-    ]);
-    first.child.kill("SIGUSR2");
-    await stopped;
-    assert.equal(outcome, "left");
+    assert.equal(await stopHeldAfterDbos(first, "deploy"), "left");
     assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
 
     const second = await startServer(config, { cwd: ws.dir });
@@ -144,7 +128,7 @@ describe("shutdown during durable waits", () => {
 
 describe("shutdown during a release's wait", () => {
   // Without a "left" line (the release's run recording its end, or failing on DBOS stopped before
-  // it could), the race below never ends: the timeout makes that a failure in minutes, not the runner's 15.
+  // it could), stopHeldAfterDbos never returns: the timeout makes that a failure in minutes, not the runner's 15.
   it(
     "a release's approval that wakes after the stop shut DBOS down records nothing: the next server resumes it",
     { timeout: 180_000 },
@@ -170,22 +154,7 @@ describe("shutdown during a release's wait", () => {
           await first.kill();
           throw err;
         }
-        const held = first.logged(/fault point shutdown:stopped: paused/);
-        const stopped = first.stop();
-        await held;
-        const outcome = await Promise.race([
-          first.logged(/"msg":"release left to the next start: the server stopped while it waited"/).then(
-            () => "left",
-            () => "not logged",
-          ),
-          first.logged(/"msg":"release finished"/).then(
-            (line) => `finished: ${line}`,
-            () => "not logged",
-          ),
-        ]);
-        first.child.kill("SIGUSR2");
-        await stopped;
-        assert.equal(outcome, "left");
+        assert.equal(await stopHeldAfterDbos(first, "release"), "left");
         assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
 
         const second = await startServer(config, { cwd: ws.dir });
@@ -209,6 +178,30 @@ describe("shutdown during a release's wait", () => {
     },
   );
 });
+
+/**
+ * Stops a server started with `MANENT_FAULT_PAUSE_AT=shutdown:stopped`, held there, after DBOS's
+ * shutdown and before its process ends: its waiting deploy or release looks for a command within
+ * a second and finds DBOS stopped. What that run logged: "left" when it stopped recording nothing.
+ */
+async function stopHeldAfterDbos(server: ServerProcess, what: "deploy" | "release"): Promise<string> {
+  const held = server.logged(/fault point shutdown:stopped: paused/);
+  const stopped = server.stop();
+  await held;
+  const outcome = await Promise.race([
+    server.logged(new RegExp(`"msg":"${what} left to the next start: the server stopped while it waited"`)).then(
+      () => "left",
+      () => "not logged",
+    ),
+    server.logged(new RegExp(`"msg":"${what} finished"`)).then(
+      (line) => `finished: ${line}`,
+      () => "not logged",
+    ),
+  ]);
+  server.child.kill("SIGUSR2");
+  await stopped;
+  return outcome;
+}
 
 /** Resolves once the release waits for its approval. */
 async function releaseWaiting(api: ApiClient, id: string): Promise<void> {
