@@ -127,54 +127,55 @@ describe("shutdown during durable waits", () => {
 });
 
 describe("shutdown during a release's wait", () => {
+  let pg: TestPostgres;
+  // Killed after the test also when it timed out (a held server would keep the file running).
+  const servers: ServerProcess[] = [];
+  before(async () => {
+    pg = await TestPostgres.start();
+  });
+  after(async () => {
+    for (const server of servers) await server.kill();
+    await pg?.stop();
+  });
+
   // Without a "left" line (the release's run recording its end, or failing on DBOS stopped before
   // it could), stopHeldAfterDbos never returns: the timeout makes that a failure in minutes, not the runner's 15.
   it(
     "a release's approval that wakes after the stop shut DBOS down records nothing: the next server resumes it",
     { timeout: 180_000 },
     async () => {
-      const pg = await TestPostgres.start();
-      try {
-        const ws = await createWorkspace();
-        const artifact = await ws.write("dist/app.txt", "v1\n");
-        const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
-        await ws.write("envconfig/untenanted/piped/piped/prod.yml", {
-          plugin: "noop",
-          targets: [{ host: "piped-1" }],
-          params: { state_dir: ws.path("state") },
-        });
-        await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
-        const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
-        let id: string;
-        try {
-          id = (await first.api.startRelease({ descriptor: descriptor("piped", "prod", artifact, "1.0.0"), descriptor_file: "piped.yml" }))
-            .id;
-          await releaseWaiting(first.api, id);
-        } catch (err) {
-          await first.kill();
-          throw err;
-        }
-        assert.equal(await stopHeldAfterDbos(first, "release"), "left");
-        assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+      const ws = await createWorkspace();
+      const artifact = await ws.write("dist/app.txt", "v1\n");
+      const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+      await ws.write("envconfig/untenanted/piped/piped/prod.yml", {
+        plugin: "noop",
+        targets: [{ host: "piped-1" }],
+        params: { state_dir: ws.path("state") },
+      });
+      await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
+      const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
+      servers.push(first);
+      const { id } = await first.api.startRelease({
+        descriptor: descriptor("piped", "prod", artifact, "1.0.0"),
+        descriptor_file: "piped.yml",
+      });
+      await releaseWaiting(first.api, id);
+      assert.equal(await stopHeldAfterDbos(first, "release"), "left");
+      assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
 
-        const second = await startServer(config, { cwd: ws.dir });
-        try {
-          await releaseWaiting(second.api, id);
-          await second.api.releaseCommand(id, "approve");
-          for (;;) {
-            const r = await second.api.release(id);
-            if (r.status !== "running") {
-              assert.equal(r.status, "succeeded", JSON.stringify(r.error));
-              break;
-            }
-            await new Promise((resolve) => setTimeout(resolve, 100));
-          }
-        } finally {
-          await second.stop();
+      const second = await startServer(config, { cwd: ws.dir });
+      servers.push(second);
+      await releaseWaiting(second.api, id);
+      await second.api.releaseCommand(id, "approve");
+      for (;;) {
+        const r = await second.api.release(id);
+        if (r.status !== "running") {
+          assert.equal(r.status, "succeeded", JSON.stringify(r.error));
+          break;
         }
-      } finally {
-        await pg.stop();
+        await new Promise((resolve) => setTimeout(resolve, 100));
       }
+      await second.stop();
     },
   );
 });
