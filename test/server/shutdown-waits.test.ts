@@ -55,7 +55,6 @@ describe("shutdown during durable waits", () => {
     for (const [app, rollout] of [
       ["paused", { canary: { steps: [{ set_weight: 50 }, { pause: {} }, { set_weight: 100 }] } }],
       ["approved", { waves: { by: ["region"], between: [{ approval: {} }] } }],
-      ["woken", { waves: { by: ["region"], between: [{ approval: {} }] } }],
     ] as const) {
       await ws.write(`envconfig/untenanted/${app}/${app}/prod.yml`, {
         plugin: "noop",
@@ -97,38 +96,14 @@ describe("shutdown during durable waits", () => {
       await second.stop();
     }
   });
-
-  // Under load (found with the suite at three files at once), an approval's wait woke after the
-  // stop had shut DBOS down but before the process ended (its look for a command, every second),
-  // failed on DBOS being stopped, and the deploy was recorded failed: a graceful restart ended it.
-  it("a wait that wakes after the stop shut DBOS down records nothing: the next server resumes it", async () => {
-    const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
-    let id: string;
-    try {
-      id = (await first.api.submit({ descriptor: descriptor("woken", "prod", artifact, "3.0.0") })).id;
-      await waitingAt(first.api, id, "approval");
-    } catch (err) {
-      await first.kill();
-      throw err;
-    }
-    assert.equal(await stopHeldAfterDbos(first, "deploy"), "left");
-    assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
-
-    const second = await startServer(config, { cwd: ws.dir });
-    try {
-      await waitingAt(second.api, id, "approval");
-      await sendOnceWaiting(second.api, id, "approve", "approval");
-      const done = await second.api.deploy(id, 120);
-      assert.equal(done.status, "succeeded", JSON.stringify(done.error));
-    } finally {
-      await second.stop();
-    }
-  });
 });
 
-describe("shutdown during a release's wait", () => {
+// Under load (found with the suite at three files at once), an approval's wait woke after the
+// stop had shut DBOS down but before the process ended (its look for a command, every second),
+// failed on DBOS being stopped, and the deploy was recorded failed: a graceful restart ended it.
+describe("a wait woken after the stop shut DBOS down", () => {
   let pg: TestPostgres;
-  // Killed after the test also when it timed out (a held server would keep the file running).
+  // Killed after the tests also when one timed out (a held server would keep the file running).
   const servers: ServerProcess[] = [];
   before(async () => {
     pg = await TestPostgres.start();
@@ -138,46 +113,68 @@ describe("shutdown during a release's wait", () => {
     await pg?.stop();
   });
 
-  // Without a "left" line (the release's run recording its end, or failing on DBOS stopped before
-  // it could), stopHeldAfterDbos never returns: the timeout makes that a failure in minutes, not the runner's 15.
-  it(
-    "a release's approval that wakes after the stop shut DBOS down records nothing: the next server resumes it",
-    { timeout: 180_000 },
-    async () => {
-      const ws = await createWorkspace();
-      const artifact = await ws.write("dist/app.txt", "v1\n");
-      const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
-      await ws.write("envconfig/untenanted/piped/piped/prod.yml", {
-        plugin: "noop",
-        targets: [{ host: "piped-1" }],
-        params: { state_dir: ws.path("state") },
-      });
-      await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
-      const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
-      servers.push(first);
-      const { id } = await first.api.startRelease({
-        descriptor: descriptor("piped", "prod", artifact, "1.0.0"),
-        descriptor_file: "piped.yml",
-      });
-      await releaseWaiting(first.api, id);
-      assert.equal(await stopHeldAfterDbos(first, "release"), "left");
-      assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+  // Without a "left" line (the run recording its end, or failing on DBOS stopped before it could),
+  // stopHeldAfterDbos never returns: the timeouts make that a failure in minutes, not the runner's 15.
+  it("a deploy's approval records nothing: the next server resumes it", { timeout: 180_000 }, async () => {
+    const ws = await createWorkspace();
+    const artifact = await ws.write("dist/app.txt", "v3\n");
+    const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+    await ws.write("envconfig/untenanted/woken/woken/prod.yml", {
+      plugin: "noop",
+      targets: ["eu-1", "us-1"].map((h) => ({ host: `woken-${h}`, labels: { region: h.slice(0, 2) } })),
+      params: { state_dir: ws.path("state") },
+      rollout: { waves: { by: ["region"], between: [{ approval: {} }] } },
+    });
+    const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
+    servers.push(first);
+    const { id } = await first.api.submit({ descriptor: descriptor("woken", "prod", artifact, "3.0.0") });
+    await waitingAt(first.api, id, "approval");
+    assert.equal(await stopHeldAfterDbos(first, "deploy"), "left");
+    assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
 
-      const second = await startServer(config, { cwd: ws.dir });
-      servers.push(second);
-      await releaseWaiting(second.api, id);
-      await second.api.releaseCommand(id, "approve");
-      for (;;) {
-        const r = await second.api.release(id);
-        if (r.status !== "running") {
-          assert.equal(r.status, "succeeded", JSON.stringify(r.error));
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 100));
+    const second = await startServer(config, { cwd: ws.dir });
+    servers.push(second);
+    await waitingAt(second.api, id, "approval");
+    await sendOnceWaiting(second.api, id, "approve", "approval");
+    const done = await second.api.deploy(id, 120);
+    assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    await second.stop();
+  });
+
+  it("a release's approval records nothing: the next server resumes it", { timeout: 180_000 }, async () => {
+    const ws = await createWorkspace();
+    const artifact = await ws.write("dist/app.txt", "v1\n");
+    const config = await ws.write("manent.yml", manentYml(await pg.createDatabase()));
+    await ws.write("envconfig/untenanted/piped/piped/prod.yml", {
+      plugin: "noop",
+      targets: [{ host: "piped-1" }],
+      params: { state_dir: ws.path("state") },
+    });
+    await ws.write("envconfig/untenanted/piped/pipeline.yml", { stages: [{ environment: "prod", approval: {} }] });
+    const first = await startServer(config, { cwd: ws.dir, env: { MANENT_FAULT_PAUSE_AT: "shutdown:stopped" } });
+    servers.push(first);
+    const { id } = await first.api.startRelease({
+      descriptor: descriptor("piped", "prod", artifact, "1.0.0"),
+      descriptor_file: "piped.yml",
+    });
+    await releaseWaiting(first.api, id);
+    assert.equal(await stopHeldAfterDbos(first, "release"), "left");
+    assert.equal((await first.exited).code, 0, first.logs().slice(-3000));
+
+    const second = await startServer(config, { cwd: ws.dir });
+    servers.push(second);
+    await releaseWaiting(second.api, id);
+    await second.api.releaseCommand(id, "approve");
+    for (;;) {
+      const r = await second.api.release(id);
+      if (r.status !== "running") {
+        assert.equal(r.status, "succeeded", JSON.stringify(r.error));
+        break;
       }
-      await second.stop();
-    },
-  );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await second.stop();
+  });
 });
 
 /**
