@@ -45,6 +45,7 @@ async function readerCluster(base: PageSetup, cp: KubeControlPlane): Promise<Pag
 // default port (8200, under its lock as 8080 is): `vault` (built by scripts/ci/vault.sh) is linked
 // into a bin directory first on PATH, as installing HashiCorp's binary in /usr/local/bin would.
 testPage("docs/operations/secret-stores.md", async (defer) => {
+  // Looked for first: a machine without Vault fails the page without starting a control plane.
   const vault = vaultBinary();
   const cp = await KubeControlPlane.start();
   defer(() => cp.stop());
