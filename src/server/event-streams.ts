@@ -27,15 +27,22 @@ interface OpenStream {
   /** Text not written yet: the events delivered in one tick go out in one write. */
   text: string;
   flushScheduled: boolean;
-  /** Whether something was written since the last keep-alive tick. */
-  wrote: boolean;
+  /** Keep-alive ticks since the stream's last write. */
+  quietTicks: number;
   closed: boolean;
   unsubscribe: () => void;
 }
 
 const pageSize = 500;
-/** Comment lines that keep idle streams open through proxies: a quiet stream gets one within two ticks. */
+/** Comment lines that keep idle streams open through proxies: no stream is quiet for longer than this. */
 const defaultKeepAliveMs = 15_000;
+/**
+ * Keep-alive ticks per {@link defaultKeepAliveMs}: a stream gets its comment at the tick that ends
+ * its third quiet one, between 2/3 and all of the interval after its last write. (At one tick per
+ * interval a stream that wrote just after a tick waited almost two: `curl … | grep -m 2` in
+ * docs/operations/notifications.md ended after 30 s where the page says 15.)
+ */
+const ticksPerKeepAlive = 3;
 /**
  * A client that does not read (stalled, or reading on purpose slowly) would make the server buffer
  * every event for it without end: past this its stream is ended, and an EventSource reconnects
@@ -46,7 +53,7 @@ const defaultMaxPendingBytes = 8 * 1024 * 1024;
 /**
  * The open SSE streams of one server. Each event's JSON is made once for all streams, the events
  * delivered to a stream in one tick are written together, and one timer (not one per stream)
- * sends the keep-alive comments of the streams that were quiet since its last tick.
+ * sends the keep-alive comments of the streams that have been quiet for most of an interval.
  */
 export class EventStreams {
   private readonly streams = new Set<OpenStream>();
@@ -79,7 +86,7 @@ export class EventStreams {
       waiting: [],
       text: "",
       flushScheduled: false,
-      wrote: false,
+      quietTicks: 0,
       closed: false,
       unsubscribe: () => undefined,
     };
@@ -95,7 +102,7 @@ export class EventStreams {
       () => this.end(s),
     );
     this.streams.add(s);
-    this.timer ??= setInterval(() => this.keepAlive(), this.keepAliveMs).unref();
+    this.timer ??= setInterval(() => this.keepAlive(), this.keepAliveMs / ticksPerKeepAlive).unref();
     const recent = this.hub.recentAfter(after, filter);
     if (recent) {
       for (const e of recent) this.append(s, e);
@@ -144,7 +151,7 @@ export class EventStreams {
     if (s.closed || s.text === "") return;
     const text = s.text;
     s.text = "";
-    s.wrote = true;
+    s.quietTicks = 0;
     s.sink.write(text);
     const pending = s.sink.pending?.() ?? 0;
     if (pending > this.maxPendingBytes) {
@@ -155,8 +162,9 @@ export class EventStreams {
 
   private keepAlive(): void {
     for (const s of this.streams) {
-      if (!s.wrote) s.sink.write(": keep-alive\n\n");
-      s.wrote = false;
+      if (++s.quietTicks < ticksPerKeepAlive) continue;
+      s.sink.write(": keep-alive\n\n");
+      s.quietTicks = 0;
     }
   }
 

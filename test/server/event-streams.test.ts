@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, before, describe, it, mock } from "node:test";
 import pg from "pg";
 import type { DeployEvent } from "../../src/core/engine/deploy-events.js";
 import { EventStreams } from "../../src/server/event-streams.js";
@@ -11,7 +11,7 @@ import { EventHubDatabase, quiet, Received } from "../support/event-hub.js";
  * every event after its resume point that its filter lets through, once and in order, whether its
  * backlog comes from the hub's memory or from the database and while events are being written; a
  * stream of one tenant never gets another's; quiet streams get keep-alive comments from the one
- * shared timer; a closed stream is written no more, and the hub's close ends every stream.
+ * shared timer, at most an interval after their last write; a closed stream is written no more, and the hub's close ends every stream.
  */
 describe("event streams", { timeout: 120_000 }, () => {
   const db = new EventHubDatabase();
@@ -125,6 +125,28 @@ describe("event streams", { timeout: 120_000 }, () => {
     assert.equal(quietOne.text.length, seen);
     closeOther();
     assert.equal(streams.size, 0);
+  });
+
+  it("sends a stream's keep-alive at most an interval after its last write, and not before two thirds of it", async () => {
+    // The interval's timer on a mocked clock; the hub's reads and deliveries run on the real one.
+    mock.timers.enable({ apis: ["setInterval"] });
+    try {
+      const streams = new EventStreams(hub, quiet, 15_000);
+      const got = new Received();
+      const close = streams.open(got.sink, { tenant: "t-keep" }, hub.position);
+      mock.timers.tick(5_000);
+      // An event written just after a tick: the stream is quiet from here.
+      const [id] = await append("t-keep", 1);
+      await got.until(() => got.ids().includes(id!));
+      const afterEvent = got.text.length;
+      mock.timers.tick(10_000);
+      assert.equal(got.text.length, afterEvent, "no keep-alive within 10 s of the event");
+      mock.timers.tick(5_000);
+      assert.equal(got.text.slice(afterEvent), ": keep-alive\n\n", "one keep-alive by 15 s after the event");
+      close();
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it("ends the stream of a client that does not read past the bound, and no other", async () => {
