@@ -25,8 +25,6 @@
  *
  * Run: node --import tsx bench/deploy-commits.ts [N=20] [--ref COMMIT] [--idle SECONDS=30] [--burst N=60] [--json]
  */
-import { readFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -36,6 +34,7 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { readTally, resetTally, tallied, type Tally } from "./support/statement-tally.js";
 
 const { values: opts, positionals } = parseArgs({
   options: {
@@ -50,11 +49,6 @@ const n = Number(positionals[0] ?? 20);
 const idleSeconds = Number(opts.idle);
 const burst = Number(opts.burst);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-
-interface Tally {
-  commits: number;
-  statements: [number, string][];
-}
 
 interface Figures {
   deploysPerSecond: number;
@@ -139,33 +133,15 @@ async function measure(bin: string): Promise<Figures> {
     });
   const url = await pgs.createDatabase({ empty: true });
   const config = await ws.write("manent.yml", manentYml(url, {}));
-  const server = await startServer(config, {
-    cwd: ws.dir,
-    bin: path.join(root, "bench/support/unbundled-server.mjs"),
-    env: {
-      UNBUNDLED_MAIN: path.join(path.dirname(bin), "../dist/server/main.js"),
-      MANENT_LOG_LEVEL: "warn",
-      COUNT_ROOT: root,
-      TALLY_DIR: tmpdir(),
-      NODE_OPTIONS: `--require ${path.join(root, "bench/support/statement-tally.cjs")}`,
-    },
-  });
+  const counted = tallied(bin);
+  const server = await startServer(config, { cwd: ws.dir, bin: counted.bin, env: { MANENT_LOG_LEVEL: "warn", ...counted.env } });
   const db = new pg.Client({ connectionString: url });
   await db.connect();
   const pid = server.child.pid!;
   const tally = async (fn: () => Promise<void>): Promise<Tally> => {
-    process.kill(pid, "SIGUSR2");
+    resetTally(pid);
     await fn();
-    process.kill(pid, "SIGUSR1");
-    await delay(300);
-    const lines = (await readFile(path.join(tmpdir(), `manent-tally-${pid}.txt`), "utf8")).trim().split("\n");
-    return {
-      commits: Number(lines[0]!.split(" ")[1]),
-      statements: lines.slice(1).map((l) => {
-        const m = /^\s*(\d+) (.*)$/.exec(l)!;
-        return [Number(m[1]), m[2]!];
-      }),
-    };
+    return readTally(pid);
   };
   let v = 0;
   const deploy = async (app: string) => {

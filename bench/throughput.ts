@@ -17,19 +17,24 @@
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 5]
- *        [--ref <commit>] [--json] [--cpu-prof DIR]
+ *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally]
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
+ * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
+ * `--tally`: the servers run unbundled with bench/support/statement-tally.cjs, and the bench prints
+ * the statements the fleet sent per deploy in the window (as bench/deploy-commits.ts does for one server).
  */
-import { loadavg } from "node:os";
+import { execFileSync } from "node:child_process";
+import { cpus as cpuList, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
-import { startServer, type ServerProcess } from "../test/support/server-process.js";
+import { serverBin, startServer, type ServerProcess } from "../test/support/server-process.js";
 import { checkoutRef } from "./support/ref-checkout.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 import { cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
+import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
 const { values: opts } = parseArgs({
@@ -41,6 +46,8 @@ const { values: opts } = parseArgs({
     ref: { type: "string" },
     json: { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
+    pin: { type: "boolean", default: false },
+    tally: { type: "boolean", default: false },
   },
 });
 const apps = Number(opts.apps);
@@ -56,6 +63,19 @@ for (let i = 0; i < apps; i++)
 const median = (xs: number[]): number => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]! : Number.NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pgServer = await TestPostgres.start();
+
+/**
+ * `--pin`: the servers on the first CPU, Postgres (its postmaster, so the backends it forks later
+ * too) and the bench on the others, the same in every fleet: the servers get one CPU however many
+ * there are, so what a fleet costs beyond one server is not hidden by the CPUs it takes from Postgres.
+ */
+function pinCpus(serverPids: number[], postgresPids: number[]): void {
+  const cpus = cpuList().length; // not availableParallelism(): the bench itself is pinned after the first fleet
+  if (cpus < 2) throw new Error("--pin needs two CPUs or more");
+  const rest = `1-${cpus - 1}`;
+  for (const pid of serverPids) execFileSync("taskset", ["-a", "-p", "-c", "0", String(pid)], { stdio: "ignore" });
+  for (const pid of [...postgresPids, process.pid]) execFileSync("taskset", ["-a", "-p", "-c", rest, String(pid)], { stdio: "ignore" });
+}
 
 interface FleetFigures {
   servers: number;
@@ -99,10 +119,17 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         }),
       );
       const profile = opts["cpu-prof"] ? await cpuProfileEnv(join(opts["cpu-prof"], `${ref ? "ref-" : ""}${n}-servers`)) : {};
+      const bin = ref?.bin ?? serverBin;
+      const counted = opts.tally ? tallied(bin) : { bin, env: {} };
       servers.push(
-        await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn", ...profile }, ...(ref ? { bin: ref.bin } : {}) }),
+        await startServer(config, { cwd: ws.dir, bin: counted.bin, env: { MANENT_LOG_LEVEL: "warn", ...profile, ...counted.env } }),
       );
     }
+    if (opts.pin)
+      pinCpus(
+        servers.map((s) => s.child.pid!),
+        postgresProcesses(Number(new URL(databaseUrl).port)),
+      );
     const clients = servers.map((s) => new ApiClient(s.url, undefined));
     let measuring = false;
     let stop = false;
@@ -143,6 +170,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const benchCpu = cpuWindow(() => [process.pid]);
     const port = Number(new URL(databaseUrl).port);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
+    if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
     measuring = true;
     const t0 = performance.now();
     let samples = 0;
@@ -174,6 +202,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const calls = serverCalls.stop();
     const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
+    const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
     const c1 = await commits();
@@ -212,6 +241,11 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
           .map(([k, v]) => `${k} ${v}`)
           .join(", ") || "none"),
     );
+    if (statements) {
+      const per = (count: number) => (count / Math.max(1, finished)).toFixed(2).padStart(7);
+      console.log(`  the servers' statements per deploy (commits ${per(statements.commits).trim()}; a transaction as TX[…]):`);
+      for (const [count, text] of statements.statements.slice(0, 25)) console.log(`  ${per(count)} ${text}`);
+    }
     return figures;
   } finally {
     await Promise.all(servers.map((s) => s.stop()));

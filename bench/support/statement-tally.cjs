@@ -37,8 +37,8 @@ process.on("SIGUSR2", () => {
 });
 process.on("SIGUSR1", () => {
   const rows = [...tally].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${String(v).padStart(6)} ${k}`);
-  fs.writeFileSync(
-    require("node:path").join(process.env.TALLY_DIR || require("node:os").tmpdir(), `manent-tally-${process.pid}.txt`),
-    `commits ${commits}\n${rows.join("\n")}\n`,
-  );
+  const file = require("node:path").join(process.env.TALLY_DIR || require("node:os").tmpdir(), `manent-tally-${process.pid}.txt`);
+  // Written whole, then renamed: a reader waiting for the file never finds half of it.
+  fs.writeFileSync(`${file}.part`, `commits ${commits}\n${rows.join("\n")}\n`);
+  fs.renameSync(`${file}.part`, file);
 });
