@@ -187,10 +187,10 @@ spec:
 `;
 
 /**
- * The tutorial's sed: the 1.1.0 whose image does not exist, with the tutorial's 30 s progress
+ * The tutorial's sed: the 1.1.0 whose image does not exist, with the tutorial's 10 s progress
  * deadline or a shorter one (the real Deployment controller waits that long in real time).
  */
-export function stuckManifest(progressDeadlineSeconds = 30): string {
+export function stuckManifest(progressDeadlineSeconds = 10): string {
   return helloManifest
     .replace("http-echo:1.0", "http-echo:does-not-exist")
     .replace("progressDeadlineSeconds: 120", `progressDeadlineSeconds: ${progressDeadlineSeconds}`);
