@@ -53,13 +53,22 @@ export class RecordFlagWatch {
     const existing = this.polls.get(pollMs);
     if (existing) return existing;
     const ids = new Map<string, number>();
+    // One read at a time: the store's reads wait out an unavailable database (whileUnavailable), so
+    // a read per tick regardless piled up one more waiting read every pollMs for as long as the
+    // database was away (after an hour, thousands, each reconnecting: hundreds of connection
+    // attempts a second and a burst of queries when it came back).
+    let reading = false;
     const timer = setInterval(() => {
-      this.setAmong([...ids.keys()]).then(
-        (flagged) => {
-          for (const id of flagged) this.notify(id);
-        },
-        () => undefined, // the database is away: the next poll asks again
-      );
+      if (reading) return;
+      reading = true;
+      this.setAmong([...ids.keys()])
+        .then(
+          (flagged) => {
+            for (const id of flagged) this.notify(id);
+          },
+          () => undefined, // the read failed: the next poll asks again
+        )
+        .finally(() => (reading = false));
     }, pollMs);
     timer.unref();
     const poll = { timer, ids };
