@@ -50,6 +50,8 @@ const { values: opts } = parseArgs({
     tally: { type: "boolean", default: false },
   },
 });
+// Both work through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
+if (opts["cpu-prof"] && opts.tally) throw new Error("--cpu-prof and --tally cannot be combined: run them separately");
 const apps = Number(opts.apps);
 const fleets = opts.servers.split(",").map(Number);
 const seconds = Number(opts.seconds);
@@ -125,10 +127,11 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         await startServer(config, { cwd: ws.dir, bin: counted.bin, env: { MANENT_LOG_LEVEL: "warn", ...profile, ...counted.env } }),
       );
     }
+    const port = Number(new URL(databaseUrl).port);
     if (opts.pin)
       pinCpus(
         servers.map((s) => s.child.pid!),
-        postgresProcesses(Number(new URL(databaseUrl).port)),
+        postgresProcesses(port),
       );
     const clients = servers.map((s) => new ApiClient(s.url, undefined));
     let measuring = false;
@@ -168,7 +171,6 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const serverCpu = cpuWindow(() => servers.map((s) => s.child.pid!));
     const serverCalls = syscallWindow(() => servers.map((s) => s.child.pid!));
     const benchCpu = cpuWindow(() => [process.pid]);
-    const port = Number(new URL(databaseUrl).port);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
     if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
     measuring = true;

@@ -11,7 +11,8 @@ import { EventHubDatabase, quiet, Received } from "../support/event-hub.js";
  * every event after its resume point that its filter lets through, once and in order, whether its
  * backlog comes from the hub's memory or from the database and while events are being written; a
  * stream of one tenant never gets another's; quiet streams get keep-alive comments from the one
- * shared timer, at most an interval after their last write; a closed stream is written no more, and the hub's close ends every stream.
+ * shared timer, at most an interval after their last write; a closed stream is written no more,
+ * and the hub's close ends every stream.
  */
 describe("event streams", { timeout: 120_000 }, () => {
   const db = new EventHubDatabase();
