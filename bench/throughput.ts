@@ -33,7 +33,7 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer, type ServerProcess } from "../test/support/server-process.js";
 import { checkoutRef } from "./support/ref-checkout.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
-import { cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
+import { contextSwitchWindow, cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 
@@ -91,6 +91,8 @@ interface FleetFigures {
   samples_with_advisory_waiter_pct: number;
   /** The mean number of the database's active backends by what they wait on (pg_stat_activity's wait_event_type:wait_event; "cpu": none). */
   active_backends_by_wait: Record<string, number>;
+  /** The mean number of the database's backends (the servers' connections, idle or not). */
+  backends_mean: number;
   failed: number;
   queued_ms_p50: number;
   running_ms_p50: number;
@@ -102,6 +104,13 @@ interface FleetFigures {
   bench_cpu_ms_per_deploy: number;
   server_writes_per_deploy: number;
   server_reads_per_deploy: number;
+  /** Of the window's deploys, the share (%) that a server other than the one whose API took it ran (DBOS's executor). */
+  ran_elsewhere_pct: number;
+  /** Context switches per deploy: the servers' (every thread's) waits and preemptions, and Postgres's. */
+  server_voluntary_switches_per_deploy: number;
+  server_involuntary_switches_per_deploy: number;
+  postgres_voluntary_switches_per_deploy: number;
+  postgres_involuntary_switches_per_deploy: number;
 }
 
 async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
@@ -140,6 +149,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     let failed = 0;
     let version = 0;
     const queued: number[] = [];
+    /** Which server's API took each deploy of the window (its executor id), to compare with the one that ran it. */
+    const acceptedBy = new Map<string, string>();
     const running: number[] = [];
     const loop = async (app: number): Promise<void> => {
       for (let k = 0; !stop; k++) {
@@ -148,6 +159,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
           descriptor: descriptor(`app${app}`, "bench", artifact, `1.0.${++version}`),
           descriptor_file: "bench",
         });
+        if (measuring) acceptedBy.set(id, `bench-${(app + k) % clients.length}`);
         let d = await api.deploy(id, 60);
         while (d.status === "queued" || d.status === "running") d = await api.deploy(id, 60);
         if (!measuring) continue;
@@ -170,6 +182,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const c0 = await commits();
     const serverCpu = cpuWindow(() => servers.map((s) => s.child.pid!));
     const serverCalls = syscallWindow(() => servers.map((s) => s.child.pid!));
+    const serverSwitches = contextSwitchWindow(() => servers.map((s) => s.child.pid!));
+    const postgresSwitches = contextSwitchWindow(() => postgresProcesses(port));
     const benchCpu = cpuWindow(() => [process.pid]);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
     if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
@@ -178,12 +192,14 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     let samples = 0;
     let advisory = 0;
     let anyLock = 0;
+    let backends = 0;
     let withAdvisory = 0;
     const byWait = new Map<string, number>();
     const sampler = (async () => {
       while (measuring) {
-        const r = await admin.query<{ advisory: string; locks: string; waits: string[] | null }>(
-          `select count(*) filter (where wait_event_type = 'Lock' and wait_event = 'advisory')::text as advisory,
+        const r = await admin.query<{ advisory: string; locks: string; backends: string; waits: string[] | null }>(
+          `select count(*)::text as backends,
+                  count(*) filter (where wait_event_type = 'Lock' and wait_event = 'advisory')::text as advisory,
                   count(*) filter (where wait_event_type = 'Lock')::text as locks,
                   array_agg(coalesce(wait_event_type || ':' || wait_event, 'cpu')) filter (where state = 'active' and pid <> pg_backend_pid()) as waits
            from pg_stat_activity where datname = current_database()`,
@@ -191,6 +207,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         samples++;
         advisory += Number(r.rows[0]!.advisory);
         anyLock += Number(r.rows[0]!.locks);
+        backends += Number(r.rows[0]!.backends) - 1; // not the sampler's own
         if (Number(r.rows[0]!.advisory) > 0) withAdvisory++;
         for (const wait of r.rows[0]!.waits ?? []) byWait.set(wait, (byWait.get(wait) ?? 0) + 1);
         await sleep(50);
@@ -202,6 +219,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const finished = done;
     const serverSeconds = serverCpu.stop();
     const calls = serverCalls.stop();
+    const switches = serverSwitches.stop();
+    const pgSwitches = postgresSwitches.stop();
     const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
     const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
@@ -210,6 +229,11 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const c1 = await commits();
     stop = true;
     await Promise.allSettled(loops);
+    const ran = await admin.query<{ workflow_uuid: string; executor_id: string }>(
+      "select workflow_uuid, executor_id from dbos.workflow_status where workflow_uuid = any($1)",
+      [[...acceptedBy.keys()]],
+    );
+    const elsewhere = ran.rows.filter((r) => acceptedBy.get(r.workflow_uuid) !== r.executor_id).length;
     const figures: FleetFigures = {
       servers: n,
       ref: ref?.name,
@@ -222,6 +246,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       active_backends_by_wait: Object.fromEntries(
         [...byWait].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, Math.round((v / Math.max(1, samples)) * 100) / 100]),
       ),
+      backends_mean: Math.round((backends / Math.max(1, samples)) * 10) / 10,
       failed,
       queued_ms_p50: median(queued),
       running_ms_p50: median(running),
@@ -231,14 +256,22 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       bench_cpu_ms_per_deploy: Math.round((benchSeconds * 10000) / Math.max(1, finished)) / 10,
       server_writes_per_deploy: Math.round((calls.writes * 10) / Math.max(1, finished)) / 10,
       server_reads_per_deploy: Math.round((calls.reads * 10) / Math.max(1, finished)) / 10,
+      ran_elsewhere_pct: Math.round((elsewhere * 1000) / Math.max(1, ran.rows.length)) / 10,
+      server_voluntary_switches_per_deploy: Math.round((switches.voluntary * 10) / Math.max(1, finished)) / 10,
+      server_involuntary_switches_per_deploy: Math.round((switches.involuntary * 10) / Math.max(1, finished)) / 10,
+      postgres_voluntary_switches_per_deploy: Math.round((pgSwitches.voluntary * 10) / Math.max(1, finished)) / 10,
+      postgres_involuntary_switches_per_deploy: Math.round((pgSwitches.involuntary * 10) / Math.max(1, finished)) / 10,
     };
     console.log(
       `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
         `${figures.xact_commit_per_deploy} Postgres commits per deploy; CPU per deploy: servers ${figures.server_cpu_ms_per_deploy} ms, ` +
         `Postgres ${figures.postgres_cpu_ms_per_deploy} ms (the bench's clients ${figures.bench_cpu_ms_per_deploy} ms); servers' system calls per deploy: ${figures.server_writes_per_deploy} writes, ` +
-        `${figures.server_reads_per_deploy} reads; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
+        `${figures.server_reads_per_deploy} reads; ${figures.ran_elsewhere_pct}% run by another server than the one that took it; context switches per deploy (voluntary / involuntary): servers ` +
+        `${figures.server_voluntary_switches_per_deploy} / ${figures.server_involuntary_switches_per_deploy}, Postgres ` +
+        `${figures.postgres_voluntary_switches_per_deploy} / ${figures.postgres_involuntary_switches_per_deploy}; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
-        `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; active backends by wait: ` +
+        `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; ` +
+        `${figures.backends_mean} backends, active ones by wait: ` +
         (Object.entries(figures.active_backends_by_wait)
           .map(([k, v]) => `${k} ${v}`)
           .join(", ") || "none"),

@@ -85,3 +85,30 @@ export function syscallWindow(pids: () => number[]): { stop: () => { reads: numb
   const writes = countWindow(pids, (pid) => syscalls(pid).writes);
   return { stop: () => ({ reads: reads.stop(), writes: writes.stop() }) };
 }
+
+/** The process's context switches so far, every thread's (/proc/PID/task/TID/status), zero once it is gone. */
+function contextSwitches(pid: number): { voluntary: number; involuntary: number } {
+  let voluntary = 0;
+  let involuntary = 0;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      voluntary += Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+      involuntary += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+    }
+  } catch {
+    // gone meanwhile
+  }
+  return { voluntary, involuntary };
+}
+
+/**
+ * Context switches of the processes `pids()` names (see {@link countWindow}; a thread that ends in
+ * between takes its count with it): voluntary ones are waits (for I/O, a lock, a timer), involuntary
+ * ones are the scheduler taking the CPU away.
+ */
+export function contextSwitchWindow(pids: () => number[]): { stop: () => { voluntary: number; involuntary: number } } {
+  const voluntary = countWindow(pids, (pid) => contextSwitches(pid).voluntary);
+  const involuntary = countWindow(pids, (pid) => contextSwitches(pid).involuntary);
+  return { stop: () => ({ voluntary: voluntary.stop(), involuntary: involuntary.stop() }) };
+}

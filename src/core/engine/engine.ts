@@ -23,7 +23,7 @@ import { retrySubmission } from "./retry.js";
 import { QueueWake } from "./queue-wake.js";
 import { DurableWaits } from "./durable-waits.js";
 import { WorkSlots } from "./work-slots.js";
-import { slowDbosIdleLoops } from "./dbos-idle-loops.js";
+import { notificationCoalesceMs, slowDbosIdleLoops } from "./dbos-idle-loops.js";
 import { DeployWorkflow, inputRecord, type DeployOutcome, type DeployWorkflowInput } from "./deploy-workflow.js";
 import { applicationVersion } from "../../version.js";
 import { sendRolloutCommand } from "../rollout/rollout-commands.js";
@@ -142,6 +142,7 @@ export class Engine {
       executorID: opts.config.dbos.executor_id ?? "local",
       logger: dbosLogger(opts.logger),
       serializer: checkpointSerializer,
+      notificationCoalesceMs,
     });
     slowDbosIdleLoops();
     try {
