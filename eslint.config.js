@@ -48,4 +48,19 @@ export default tseslint.config(
       "import-x/no-cycle": ["error", { maxDepth: 10, ignoreExternal: true }],
     },
   },
+  {
+    files: ["src/**/*.ts"],
+    rules: {
+      // DBOS sends what these write to other servers' readers at most once a second, as manent sets
+      // its notifier (src/core/engine/dbos-idle-loops.ts): a use of them must shorten that first.
+      "no-restricted-properties": [
+        "error",
+        ...["setEvent", "getEvent", "writeStream", "readStream"].map((property) => ({
+          object: "DBOS",
+          property,
+          message: "its notifications wait up to notificationCoalesceMs (1 s, src/core/engine/dbos-idle-loops.ts): shorten it first",
+        })),
+      ],
+    },
+  },
 );

@@ -11,12 +11,17 @@
  *    waiting on an advisory lock (and on any lock), and the share of samples with one waiting; and the
  *    database's active backends by what they wait on (a lock, WAL, I/O; "cpu" when nothing);
  *  - CPU per deploy of the servers' processes and of Postgres's (from /proc): what holds when the
- *    machine's other work makes the deploys/s move between runs.
+ *    machine's other work makes the deploys/s move between runs;
+ *  - the servers' system calls and context switches, and Postgres's, per deploy; the backends
+ *    connected; the event log's NOTIFYs per deploy (each wakes every LISTENing backend: two a server);
+ *  - for a fleet, the share of deploys that another server ran than the one whose API took them.
+ * The warm-up is 30 s by default: each server's V8 compiles its hot code on its own, and a server of
+ * three gets a third of the calls, so a 5 s warm-up put part of the fleet's compiling in the window.
  * `--ref <commit>` runs each fleet a second time with the servers of that commit (checked out in a
  * temporary git worktree, its dist/ built there), side by side in one run: e.g. the last commit
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
- * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 5]
+ * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 30]
  *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally]
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
@@ -36,13 +41,14 @@ import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 import { contextSwitchWindow, cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { eventsChannel } from "../src/storage/events-schema.js";
 
 const { values: opts } = parseArgs({
   options: {
     apps: { type: "string", default: "100" },
     servers: { type: "string", default: "1,2,3" },
     seconds: { type: "string", default: "20" },
-    warmup: { type: "string", default: "5" },
+    warmup: { type: "string", default: "30" },
     ref: { type: "string" },
     json: { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
@@ -104,6 +110,8 @@ interface FleetFigures {
   bench_cpu_ms_per_deploy: number;
   server_writes_per_deploy: number;
   server_reads_per_deploy: number;
+  /** The event log's NOTIFYs (manent_events) per deploy. */
+  notifies_per_deploy: number;
   /** Of the window's deploys, the share (%) that a server other than the one whose API took it ran (DBOS's executor). */
   ran_elsewhere_pct: number;
   /** Context switches per deploy: the servers' (every thread's) waits and preemptions, and Postgres's. */
@@ -187,6 +195,13 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const benchCpu = cpuWindow(() => [process.pid]);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
     if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
+    // The event log's NOTIFYs (events-schema.ts): each wakes every LISTENing backend of the database,
+    // two per server (its event hub's and DBOS's) and this one, whatever their channels.
+    let notifications = 0;
+    admin.on("notification", (n) => {
+      if (measuring && n.channel === eventsChannel) notifications++;
+    });
+    await admin.query(`listen ${eventsChannel}`);
     measuring = true;
     const t0 = performance.now();
     let samples = 0;
@@ -256,6 +271,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       bench_cpu_ms_per_deploy: Math.round((benchSeconds * 10000) / Math.max(1, finished)) / 10,
       server_writes_per_deploy: Math.round((calls.writes * 10) / Math.max(1, finished)) / 10,
       server_reads_per_deploy: Math.round((calls.reads * 10) / Math.max(1, finished)) / 10,
+      notifies_per_deploy: Math.round((notifications * 100) / Math.max(1, finished)) / 100,
       ran_elsewhere_pct: Math.round((elsewhere * 1000) / Math.max(1, ran.rows.length)) / 10,
       server_voluntary_switches_per_deploy: Math.round((switches.voluntary * 10) / Math.max(1, finished)) / 10,
       server_involuntary_switches_per_deploy: Math.round((switches.involuntary * 10) / Math.max(1, finished)) / 10,
@@ -266,7 +282,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
         `${figures.xact_commit_per_deploy} Postgres commits per deploy; CPU per deploy: servers ${figures.server_cpu_ms_per_deploy} ms, ` +
         `Postgres ${figures.postgres_cpu_ms_per_deploy} ms (the bench's clients ${figures.bench_cpu_ms_per_deploy} ms); servers' system calls per deploy: ${figures.server_writes_per_deploy} writes, ` +
-        `${figures.server_reads_per_deploy} reads; ${figures.ran_elsewhere_pct}% run by another server than the one that took it; context switches per deploy (voluntary / involuntary): servers ` +
+        `${figures.server_reads_per_deploy} reads; ${figures.notifies_per_deploy} NOTIFYs of the event log; ${figures.ran_elsewhere_pct}% run by another server than the one that took it; context switches per deploy (voluntary / involuntary): servers ` +
         `${figures.server_voluntary_switches_per_deploy} / ${figures.server_involuntary_switches_per_deploy}, Postgres ` +
         `${figures.postgres_voluntary_switches_per_deploy} / ${figures.postgres_involuntary_switches_per_deploy}; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
