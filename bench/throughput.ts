@@ -97,6 +97,8 @@ interface FleetFigures {
   samples_with_advisory_waiter_pct: number;
   /** The mean number of the database's active backends by what they wait on (pg_stat_activity's wait_event_type:wait_event; "cpu": none). */
   active_backends_by_wait: Record<string, number>;
+  /** Connections opened to the database in the window (the pools close one after 10 s unused). */
+  sessions_opened: number;
   /** The mean number of the database's backends (the servers' connections, idle or not). */
   backends_mean: number;
   failed: number;
@@ -180,11 +182,13 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const loops = Array.from({ length: apps }, (_, i) => loop(i));
     await sleep(warmup * 1000);
 
-    const commits = async () =>
-      Number(
-        (await admin.query<{ c: string }>("select xact_commit::text as c from pg_stat_database where datname = current_database()"))
-          .rows[0]!.c,
+    /** The database's commits, and its sessions (connections) opened, so far. */
+    const commits = async () => {
+      const r = await admin.query<{ c: string; s: string }>(
+        "select xact_commit::text as c, sessions::text as s from pg_stat_database where datname = current_database()",
       );
+      return { commits: Number(r.rows[0]!.c), sessions: Number(r.rows[0]!.s) };
+    };
     // pg_stat_database is updated by each backend at most every PGSTAT_MIN_INTERVAL: flushed before each read.
     await admin.query("select pg_stat_force_next_flush()").catch(() => undefined);
     const c0 = await commits();
@@ -254,7 +258,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       ref: ref?.name,
       deploys: finished,
       deploys_per_s: Math.round((finished / elapsed) * 10) / 10,
-      xact_commit_per_deploy: Math.round(((c1 - c0) / Math.max(1, finished)) * 10) / 10,
+      xact_commit_per_deploy: Math.round(((c1.commits - c0.commits) / Math.max(1, finished)) * 10) / 10,
+      sessions_opened: c1.sessions - c0.sessions,
       advisory_lock_waiters_mean: Math.round((advisory / Math.max(1, samples)) * 100) / 100,
       lock_waiters_mean: Math.round((anyLock / Math.max(1, samples)) * 100) / 100,
       samples_with_advisory_waiter_pct: Math.round((withAdvisory / Math.max(1, samples)) * 1000) / 10,
@@ -287,7 +292,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         `${figures.postgres_voluntary_switches_per_deploy} / ${figures.postgres_involuntary_switches_per_deploy}; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
         `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; ` +
-        `${figures.backends_mean} backends, active ones by wait: ` +
+        `${figures.backends_mean} backends (${figures.sessions_opened} connections opened), active ones by wait: ` +
         (Object.entries(figures.active_backends_by_wait)
           .map(([k, v]) => `${k} ${v}`)
           .join(", ") || "none"),
