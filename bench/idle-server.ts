@@ -1,6 +1,7 @@
 /**
  * What an idle manent-server costs the machine: servers that run no deploy (started on a fresh
- * database, then left alone for `--settle` seconds), measured over `--seconds`:
+ * database, then left alone for `--settle` seconds: 70 by default, past the first minute in which
+ * DBOS looks for new schedules every second instead of every 30 s), measured over `--seconds`:
  *  - CPU of the servers' processes and of Postgres's, in ms per second (from /proc);
  *  - the servers' main threads' wake-ups per second: their voluntary context switches, one each
  *    time the event loop sleeps in epoll and something (a timer, a socket) wakes it;
@@ -8,7 +9,7 @@
  * A fleet's servers are idle most of the time, each at this cost. `--ref <commit>` runs that
  * commit's servers first, in the same run (bench/support/ref-checkout.ts).
  *
- * Run: node --import tsx bench/idle-server.ts [--servers 1] [--settle 20] [--seconds 20] [--ref <commit>] [--json]
+ * Run: node --import tsx bench/idle-server.ts [--servers 1] [--settle 70] [--seconds 20] [--ref <commit>] [--json]
  */
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -23,7 +24,7 @@ import { checkoutRef } from "./support/ref-checkout.js";
 const { values: opts } = parseArgs({
   options: {
     servers: { type: "string", default: "1" },
-    settle: { type: "string", default: "20" },
+    settle: { type: "string", default: "70" },
     seconds: { type: "string", default: "20" },
     ref: { type: "string" },
     json: { type: "boolean", default: false },
