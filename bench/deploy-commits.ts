@@ -34,6 +34,7 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { databaseCounters } from "./support/database-counters.js";
 import { readTally, resetTally, tallied, type Tally } from "./support/statement-tally.js";
 
 const { values: opts, positionals } = parseArgs({
@@ -186,11 +187,7 @@ async function measure(bin: string): Promise<Figures> {
     const b0 = performance.now();
     const burstTally = await tally(deployBurst);
     const burstSeconds = (performance.now() - b0) / 1000;
-    const xact = async () =>
-      Number(
-        (await db.query<{ c: string }>(`select xact_commit::text as c from pg_stat_database where datname = current_database()`)).rows[0]!
-          .c,
-      );
+    const xact = async () => (await databaseCounters(db)).commits;
     await delay(2000); // what the last deploy set off (notifications, event reads) settles first
     // Writes, cluster-wide (this Postgres is the bench's own): transaction ids assigned (a read-only
     // transaction takes none and flushes no WAL), read without taking one, and WAL bytes.

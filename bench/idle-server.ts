@@ -11,15 +11,15 @@
  *
  * Run: node --import tsx bench/idle-server.ts [--servers 1] [--settle 70] [--seconds 20] [--ref <commit>] [--json]
  */
-import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
-import { cpuWindow, postgresProcesses } from "./support/process-cpu.js";
+import { cpuWindow, mainThreadWakeWindow, postgresProcesses } from "./support/process-cpu.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { databaseCounters } from "./support/database-counters.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -33,12 +33,6 @@ const { values: opts } = parseArgs({
 const count = Number(opts.servers);
 const settleSeconds = Number(opts.settle);
 const seconds = Number(opts.seconds);
-
-/** The main thread's voluntary context switches so far (its thread id is the process id). */
-function mainThreadWakes(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/task/${pid}/status`, "utf8");
-  return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
-}
 
 interface IdleFigures {
   server_cpu_ms_per_s: number;
@@ -69,18 +63,17 @@ async function measure(label: string, bin: string): Promise<IdleFigures> {
     const commits = async () => {
       // pg_stat_database is updated by each backend at most every PGSTAT_MIN_INTERVAL: flushed before each read.
       await admin.query("select pg_stat_force_next_flush()");
-      const r = await admin.query<{ c: string }>("select xact_commit::text as c from pg_stat_database where datname = current_database()");
-      return Number(r.rows[0]!.c);
+      return (await databaseCounters(admin)).commits;
     };
     const c0 = await commits();
-    const wakes0 = pids().map(mainThreadWakes);
+    const serverWakes = mainThreadWakeWindow(pids);
     const serverCpu = cpuWindow(pids);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
     const t0 = performance.now();
     await sleep(seconds * 1000);
     const serverSeconds = serverCpu.stop();
     const postgresSeconds = postgresCpu.stop();
-    const wakes = pids().reduce((sum, pid, i) => sum + mainThreadWakes(pid) - wakes0[i]!, 0);
+    const wakes = serverWakes.stop();
     const elapsed = (performance.now() - t0) / 1000;
     await sleep(1000); // what the servers committed in the window is flushed by their backends within a second
     const c1 = await commits();

@@ -37,6 +37,7 @@ import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer, type ServerProcess } from "../test/support/server-process.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { databaseCounters } from "./support/database-counters.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 import { contextSwitchWindow, cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
@@ -182,16 +183,9 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const loops = Array.from({ length: apps }, (_, i) => loop(i));
     await sleep(warmup * 1000);
 
-    /** The database's commits, and its sessions (connections) opened, so far. */
-    const commits = async () => {
-      const r = await admin.query<{ c: string; s: string }>(
-        "select xact_commit::text as c, sessions::text as s from pg_stat_database where datname = current_database()",
-      );
-      return { commits: Number(r.rows[0]!.c), sessions: Number(r.rows[0]!.s) };
-    };
     // pg_stat_database is updated by each backend at most every PGSTAT_MIN_INTERVAL: flushed before each read.
     await admin.query("select pg_stat_force_next_flush()").catch(() => undefined);
-    const c0 = await commits();
+    const c0 = await databaseCounters(admin);
     const serverCpu = cpuWindow(() => servers.map((s) => s.child.pid!));
     const serverCalls = syscallWindow(() => servers.map((s) => s.child.pid!));
     const serverSwitches = contextSwitchWindow(() => servers.map((s) => s.child.pid!));
@@ -245,7 +239,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
-    const c1 = await commits();
+    const c1 = await databaseCounters(admin);
     stop = true;
     await Promise.allSettled(loops);
     const ran = await admin.query<{ workflow_uuid: string; executor_id: string }>(

@@ -86,15 +86,24 @@ export function syscallWindow(pids: () => number[]): { stop: () => { reads: numb
   return { stop: () => ({ reads: reads.stop(), writes: writes.stop() }) };
 }
 
-/** The process's context switches so far, every thread's (/proc/PID/task/TID/status), zero once it is gone. */
+/** One thread's context switches so far (/proc/PID/task/TID/status). */
+function threadSwitches(pid: number, tid: number | string): { voluntary: number; involuntary: number } {
+  const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+  return {
+    voluntary: Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0),
+    involuntary: Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0),
+  };
+}
+
+/** The process's context switches so far, every thread's, zero once it is gone. */
 function contextSwitches(pid: number): { voluntary: number; involuntary: number } {
   let voluntary = 0;
   let involuntary = 0;
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
-      voluntary += Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
-      involuntary += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+      const thread = threadSwitches(pid, tid);
+      voluntary += thread.voluntary;
+      involuntary += thread.involuntary;
     }
   } catch {
     // gone meanwhile
@@ -111,4 +120,19 @@ export function contextSwitchWindow(pids: () => number[]): { stop: () => { volun
   const voluntary = countWindow(pids, (pid) => contextSwitches(pid).voluntary);
   const involuntary = countWindow(pids, (pid) => contextSwitches(pid).involuntary);
   return { stop: () => ({ voluntary: voluntary.stop(), involuntary: involuntary.stop() }) };
+}
+
+/**
+ * Wake-ups of the main threads of the processes `pids()` names (see {@link countWindow}): their
+ * voluntary context switches (a main thread's id is its process's), one each time the event loop
+ * sleeps and something (a timer, a socket) wakes it.
+ */
+export function mainThreadWakeWindow(pids: () => number[]): { stop: () => number } {
+  return countWindow(pids, (pid) => {
+    try {
+      return threadSwitches(pid, pid).voluntary;
+    } catch {
+      return 0; // gone
+    }
+  });
 }
