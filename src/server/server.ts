@@ -46,7 +46,6 @@ import { RequestLog } from "./request-log.js";
 import { GitEnvconfigRepository } from "../net/git-envconfig-source.js";
 import { openSecretStores } from "../net/secret-stores/open-secret-stores.js";
 import { DriftChecker, DriftScheduler } from "../core/drift/index.js";
-import { finishEventTypes, isFinishEvent } from "../core/engine/deploy-events.js";
 import { PgDriftStore } from "../storage/pg-drift-store.js";
 import { PgAutoDeployClaims } from "../storage/pg-auto-deploy-claims.js";
 import { AutoDeployer } from "../core/sync/auto-deploy.js";
@@ -210,6 +209,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
         uploads,
         cache,
         windowOverrides: new PgWindowOverrides(retryingQueries(db, logger)),
+        onDeployEnded: (id) => driftChecks?.deployEnded(id),
       });
       engine = started; // shut down by cleanup if what follows fails
       await reconcileDeploys(db, logger);
@@ -274,17 +274,12 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     };
     registerDriftMetric(metrics.registry, driftStore);
     const scheduler = new DriftScheduler(config, driftStore, drift.checker, logger);
+    // A deploy that ends may make its environment due for a first check: the engine tells this
+    // server of the deploys it ran (onDeployEnded above), so each is looked at by one server of a
+    // fleet, not by all (every server read every deploy's end through its hub, and looked at its
+    // key, 40 ms of Postgres a second per server at 100 deploys a second). A deploy ended by a
+    // server that died before its look is in the next look at every key, within 10 s.
     driftChecks = scheduler;
-    // A deploy that ends may make its environment due for a first check (its status events only: the
-    // hub then reads those alone while nothing else is subscribed).
-    events.subscribe(
-      { types: finishEventTypes },
-      (e) => {
-        if (isFinishEvent(e) && e.deploy_id) scheduler.deployEnded(e.deploy_id);
-      },
-      undefined,
-      { background: true },
-    );
     scheduler.start();
     // Notifications follow the event log: planned from it into an outbox and delivered beside the deploys, never in them.
     const notifications = new Notifier({

@@ -161,12 +161,24 @@ export class PgDriftStore implements DriftStore {
     const { key, deployIds } = only;
     const sameKey = (d: string, k: string) =>
       `${d}.tenant = ${k}.tenant and ${d}.application = ${k}.application and ${d}.artifact = ${k}.artifact and ${d}.environment = ${k}.environment`;
-    // The keys of given deploys: each key's latest and last good deploy looked up through its index
-    // (deploys_key), a few rows per key, where a filter over every key's deploys read them all.
-    const perKey = deployIds
-      ? `keys as (
-           select distinct tenant, application, artifact, environment from manent.deploys where id = any($${args.push(deployIds)}::text[])
-         ), latest as (
+    // Which keys: those of given deploys, one key, or every key with a deploy. Every key is found by
+    // a skip scan of the deploys_key index (one probe per key, recursive): a look at every key runs
+    // every few seconds on every server, and a `distinct on` over the deploys read all of them, a
+    // cost that grew with the deploys kept (104-126 ms a look at 100 keys of 60-90 deploys each).
+    const keys = deployIds
+      ? `select distinct tenant, application, artifact, environment from manent.deploys where id = any($${args.push(deployIds)}::text[])`
+      : key
+        ? `select $${args.push(key.tenant)}::text as tenant, $${args.push(key.application)}::text as application,
+             $${args.push(key.artifact)}::text as artifact, $${args.push(key.environment)}::text as environment`
+        : `(select tenant, application, artifact, environment from manent.deploys
+            order by tenant, application, artifact, environment limit 1)
+           union all
+           select n.tenant, n.application, n.artifact, n.environment from keys k
+           cross join lateral (select d.tenant, d.application, d.artifact, d.environment from manent.deploys d
+             where (d.tenant, d.application, d.artifact, d.environment) > (k.tenant, k.application, k.artifact, k.environment)
+             order by d.tenant, d.application, d.artifact, d.environment limit 1) n`;
+    // Each key's latest and last good deploy, looked up through its index (deploys_key): a few rows per key.
+    const perKey = `keys as (${keys}), latest as (
            select k.tenant, k.application, k.artifact, k.environment, l.id, l.status, l.envconfig from keys k
            cross join lateral (select d.id, d.status, d.envconfig from manent.deploys d
              where ${sameKey("d", "k")} and d.kind <> 'dry_run' order by d.created_at desc limit 1) l
@@ -175,30 +187,22 @@ export class PgDriftStore implements DriftStore {
            cross join lateral (select d.id, d.kind, d.version, d.request, d.envconfig from manent.deploys d
              where ${sameKey("d", "k")} and d.kind in ('deploy', 'rollback') and d.status = 'succeeded'
              order by d.finished_at desc limit 1) g
-         )`
-      : undefined;
-    const where = key
-      ? `and tenant = $${args.push(key.tenant)} and application = $${args.push(key.application)}
-         and artifact = $${args.push(key.artifact)} and environment = $${args.push(key.environment)}`
-      : "";
-    const everyKey = `latest as (
-         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, status, envconfig
-         from manent.deploys where kind <> 'dry_run' ${where}
-         order by tenant, application, artifact, environment, created_at desc
-       ), good as (
-         select distinct on (tenant, application, artifact, environment) tenant, application, artifact, environment, id, kind, version, request, envconfig
-         from manent.deploys where kind in ('deploy', 'rollback') and status = 'succeeded' ${where}
-         order by tenant, application, artifact, environment, finished_at desc
-       )`;
+         )`;
     const rows = await this.pool.query(
-      `with ${perKey ?? everyKey}
+      `with ${deployIds || key ? "" : "recursive "}${perKey}
        select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request, g.envconfig,
          l.id as latest_id, l.status as latest_status, l.envconfig as latest_envconfig,
-         (select s.output from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id
-           where ${sameKey("d", "g")}
-             and d.kind = 'deploy' and d.version = g.version and d.status = 'succeeded' and s.name = 'fetch' and s.status = 'succeeded'
-           order by d.finished_at desc limit 1) as fetched
-       from good g join latest l using (tenant, application, artifact, environment)`,
+         -- A good deploy of kind deploy is its key's last succeeded deploy, so its own fetch step is
+         -- the one wanted (one row by key); only a rollback's looks through the key's deploys.
+         coalesce(
+           (select s.output from manent.deploy_steps s
+             where g.kind = 'deploy' and s.deploy_id = g.id and s.name = 'fetch' and s.status = 'succeeded'),
+           (select s.output from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id
+             where ${sameKey("d", "g")}
+               and d.kind = 'deploy' and d.version = g.version and d.status = 'succeeded' and s.name = 'fetch' and s.status = 'succeeded'
+             order by d.finished_at desc limit 1)) as fetched
+       from good g join latest l using (tenant, application, artifact, environment)
+       order by g.tenant, g.application, g.artifact, g.environment`,
       args,
     );
     return rows.rows.map((r: Record<string, unknown>) => {

@@ -23,6 +23,8 @@ type Scope = "all" | "ended";
  * runs each check. A key whose deploy is queued or running is not checked (it is changing). After
  * deploys end, a look covers their keys only: a look at every key costs a read of every key's
  * records and envconfig, which at every second of a busy fleet grew with the keys, not the deploys.
+ * The server tells it of the deploys that it ran itself ({@link deployEnded}): in a fleet each
+ * deploy's key is looked at by one server, and the looks at every key cover a server that died first.
  */
 export class DriftScheduler {
   private timer: NodeJS.Timeout | undefined;
@@ -104,6 +106,8 @@ export class DriftScheduler {
     let next = maxTickMs;
     const due: { release: RecordedRelease; heal: boolean }[] = [];
     const releases = deployIds ? await this.store.recordedReleasesOf(deployIds) : await this.store.recordedReleases();
+    if (deployIds)
+      this.logger.debug("drift checks: looked at the keys of deploys that ended", { deploys: deployIds, keys: releases.length });
     for (const release of releases) {
       if (release.latest.status === "queued" || release.latest.status === "running") continue;
       let drift;

@@ -108,6 +108,8 @@ export interface WorkflowDeps {
   imageRegistry?: ImageRegistry;
   /** Overrides an admin gives a deploy already waiting for its window. */
   windowOverrides?: { store: WindowOverrideStore; watch: WindowOverrideWatch };
+  /** Told when a deploy run here has ended (its record written): see EngineOptions.onDeployEnded. */
+  onDeployEnded?: (deployId: string) => void;
 }
 
 /** User-facing order of the steps. */
@@ -706,6 +708,7 @@ export class DeployWorkflow {
     const e = error === undefined ? undefined : ManentError.from(error).toJSON();
     await this.deps.store.setStatus(id, status, { error: e ?? null });
     this.deps.metrics.deployFinished(kind, status, (Date.now() - startedAt) / 1000);
+    this.deps.onDeployEnded?.(id);
     this.deps.logger.info("deploy finished", { deploy: id, kind, status, ...(e && { error: e.message }) });
     return e ? { status, error: e } : { status };
   }

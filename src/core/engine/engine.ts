@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { ImageRegistry } from "../verification/image-signatures.js";
 import { settleOtherVersions } from "./version-upgrade.js";
 import type { ArtifactCache } from "../artifacts/artifact-cache.js";
@@ -50,6 +51,12 @@ export interface EngineOptions {
   clock?: () => number;
   /** Where overrides of deploys already waiting for their window are kept (none: such overrides are refused). */
   windowOverrides?: WindowOverrideStore;
+  /**
+   * Told in this process when a deploy this server ran (or cancelled while queued) ends, after its
+   * record says so: the server's drift checks look at its key then. Each server hears of its own
+   * deploys only, so a fleet does that look once per deploy, not once per server.
+   */
+  onDeployEnded?: (deployId: string) => void;
 }
 
 export const deployWorkflowName = "manent.deploy";
@@ -119,6 +126,18 @@ export class Engine {
     this.queues = new QueueWake(opts.logger);
   }
 
+  /**
+   * The engine's own async context. A deploy's end is told in it, not in the workflow's: what the
+   * listener starts later (a drift check's heal, a deploy of its own) would otherwise run in the
+   * ended workflow's DBOS context and be refused as a child of a workflow no longer running.
+   */
+  private readonly outsideWorkflows = AsyncLocalStorage.snapshot();
+
+  private deployEnded(id: string): void {
+    const listener = this.opts.onDeployEnded;
+    if (listener) this.outsideWorkflows(() => listener(id));
+  }
+
   /** The durable waits of this server's workflows, where a release counts its own (see durable-waits.ts). */
   get durableWaits(): DurableWaits {
     return this.opts.waits;
@@ -134,7 +153,7 @@ export class Engine {
       windows: new DeployWindows(opts.config.deploy_windows, opts.clock),
       ...(opts.windowOverrides && { overrides: { store: opts.windowOverrides, watch: new WindowOverrideWatch(opts.windowOverrides) } }),
     });
-    active = new DeployWorkflow({ ...engine.opts, windowOverrides: engine.opts.overrides });
+    active = new DeployWorkflow({ ...engine.opts, windowOverrides: engine.opts.overrides, onDeployEnded: (id) => engine.deployEnded(id) });
     DBOS.setConfig({
       name: "manent",
       systemDatabaseUrl: withIdleTransactionTimeout(opts.databaseUrl),
@@ -405,6 +424,7 @@ export class Engine {
       await DBOS.cancelWorkflow(id).catch((err: unknown) =>
         this.opts.logger.warn("cancel of a queued workflow", { deploy: id, error: String(err) }),
       );
+      this.deployEnded(id);
       return { outcome: "cancelled", message: "cancelled before it started: nothing ran" };
     }
     this.opts.cancels.notify(id);
