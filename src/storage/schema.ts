@@ -39,6 +39,11 @@ export const schemaStatements = [
    )`,
   `create index if not exists deploys_tenant_created on manent.deploys (tenant, created_at desc)`,
   `create index if not exists deploys_key on manent.deploys (tenant, application, artifact, environment, created_at desc)`,
+  // Each key's last good release (its last succeeded deploy or rollback) in one probe: the drift
+  // scheduler looks it up for the keys of the deploys that end, every second of a busy server, and
+  // for every key every few seconds; by deploys_key it read every deploy the key keeps.
+  `create index if not exists deploys_key_good on manent.deploys (tenant, application, artifact, environment, finished_at desc)
+     where kind in ('deploy', 'rollback') and status = 'succeeded'`,
   // The few deploys in progress among all ever kept, counted at each scrape (manent_deploys_in_progress).
   `create index if not exists deploys_in_progress on manent.deploys (status) where status in ('queued', 'running')`,
   `create table if not exists manent.deploy_steps (

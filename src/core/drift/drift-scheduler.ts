@@ -106,8 +106,6 @@ export class DriftScheduler {
     let next = maxTickMs;
     const due: { release: RecordedRelease; heal: boolean }[] = [];
     const releases = deployIds ? await this.store.recordedReleasesOf(deployIds) : await this.store.recordedReleases();
-    if (deployIds)
-      this.logger.debug("drift checks: looked at the keys of deploys that ended", { deploys: deployIds, keys: releases.length });
     for (const release of releases) {
       if (release.latest.status === "queued" || release.latest.status === "running") continue;
       let drift;
@@ -123,6 +121,13 @@ export class DriftScheduler {
       next = Math.min(next, Math.max(minTickMs, Math.floor(drift.interval / 4)));
       if (await this.store.claimCheck(release, drift.interval)) due.push({ release, heal: drift.heal });
     }
+    // Logged once the checks due are claimed (a test reads the claims after this line).
+    if (deployIds)
+      this.logger.debug("drift checks: looked at the keys of deploys that ended", {
+        deploys: deployIds,
+        keys: releases.length,
+        due: due.length,
+      });
     await Promise.all(
       due.map(({ release, heal }) =>
         this.checker.check(release, { heal }).catch((err: unknown) =>
