@@ -177,7 +177,7 @@ export class PgDriftStore implements DriftStore {
            cross join lateral (select d.tenant, d.application, d.artifact, d.environment from manent.deploys d
              where (d.tenant, d.application, d.artifact, d.environment) > (k.tenant, k.application, k.artifact, k.environment)
              order by d.tenant, d.application, d.artifact, d.environment limit 1) n`;
-    // Each key's latest and last good deploy, looked up through its index (deploys_key): a few rows per key.
+    // Each key's latest deploy (deploys_key) and last good one (deploys_key_good): one probe each.
     const perKey = `keys as (${keys}), latest as (
            select k.tenant, k.application, k.artifact, k.environment, l.id, l.status, l.envconfig from keys k
            cross join lateral (select d.id, d.status, d.envconfig from manent.deploys d
@@ -189,7 +189,7 @@ export class PgDriftStore implements DriftStore {
              order by d.finished_at desc limit 1) g
          )`;
     const rows = await this.pool.query(
-      `with ${deployIds || key ? "" : "recursive "}${perKey}
+      `with recursive ${perKey}
        select g.tenant, g.application, g.artifact, g.environment, g.id as deploy_id, g.kind, g.version, g.request, g.envconfig,
          l.id as latest_id, l.status as latest_status, l.envconfig as latest_envconfig,
          -- A good deploy of kind deploy is its key's last succeeded deploy, so its own fetch step is
