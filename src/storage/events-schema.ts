@@ -154,11 +154,7 @@ export const eventStatements = [
          || manent.jsonb_key_unless_null('error', new.error));
        return new;
      end if;
-     if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin then
-       perform manent.append_event(new.tenant, new.id, 'deploy.status', jsonb_strip_nulls(jsonb_build_object(
-         'status', new.status, 'plugin', new.plugin, 'started_at', new.started_at, 'finished_at', new.finished_at))
-         || manent.jsonb_key_unless_null('error', new.error));
-     end if;
+     -- deploy.status: the row's (deploy_status_event below).
      -- What a queued deploy waits for (a deploy window). A null column is read as JSON null, as the
      -- row's to_jsonb gave it before: the column is read directly, without converting the whole
      -- row (its request, and a rollout of thousands of hosts) on every update of the deploy.
@@ -193,58 +189,182 @@ export const eventStatements = [
      return new;
    end $$`,
   `create or replace trigger deploy_events after insert or update on manent.deploys for each row execute function manent.deploy_events()`,
-  // Steps: every attempt starts and ends with an event, so the history of attempts and their errors is kept.
-  // Without the step's seq, which its row keeps and never changes (event_data below reads it there).
-  `create or replace function manent.step_events() returns trigger language plpgsql as $$
+  // A deploy's last status change is its row's (status_event, read through manent.event_log) while
+  // the row shows it, as a step's events are the step's (below); the one before is stored in
+  // manent.events when the status changes again. Its time: when the deploy finished, else started
+  // (a status change between, a plugin learnt late, is given the start's).
+  `alter table manent.deploys add column if not exists status_event bigint`,
+  `create index if not exists deploys_status_event on manent.deploys (status_event) where status_event is not null`,
+  `create or replace function manent.deploy_status_data(d manent.deploys) returns jsonb language sql stable as $$
+     select jsonb_strip_nulls(jsonb_build_object('status', d.status, 'plugin', d.plugin, 'started_at', d.started_at, 'finished_at', d.finished_at))
+       || manent.jsonb_key_unless_null('error', d.error)
+   $$`,
+  `create or replace function manent.deploy_status_event() returns trigger language plpgsql as $$
    begin
-     if new.status = 'running' then
-       if tg_op = 'INSERT' or old.status <> 'running' or old.attempts <> new.attempts then
-         perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.started',
-           jsonb_strip_nulls(jsonb_build_object('name', new.name, 'attempt', new.attempts, 'started_at', new.started_at)));
+     if tg_op = 'INSERT' then
+       new.status_event := null;
+       return new;
+     end if;
+     new.status_event := old.status_event;
+     if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin
+        or new.started_at is distinct from old.started_at or new.finished_at is distinct from old.finished_at
+        or new.created_at is distinct from old.created_at or new.tenant <> old.tenant or new.id <> old.id then
+       if old.status_event is not null then
+         insert into manent.events (id, at, tenant, deploy_id, type, data)
+           values (old.status_event, coalesce(old.finished_at, old.started_at, old.created_at), old.tenant, old.id, 'deploy.status',
+             manent.deploy_status_data(old));
+         new.status_event := null;
        end if;
-     elsif tg_op = 'INSERT' or old.status is distinct from new.status or old.attempts <> new.attempts then
-       perform manent.append_event((select tenant from manent.deploys where id = new.deploy_id), new.deploy_id, 'step.' || new.status,
-         jsonb_strip_nulls(jsonb_build_object('name', new.name, 'attempt', new.attempts, 'duration_ms', new.duration_ms))
-           || manent.jsonb_key_unless_null('error', new.error));
+       if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin then
+         perform manent.event_claim();
+         new.status_event := nextval('manent.events_id_seq');
+       end if;
      end if;
      return new;
    end $$`,
-  `create or replace trigger step_events after insert or update on manent.deploy_steps for each row execute function manent.step_events()`,
-  // Targets: one event per target whose result changed, written per statement (a batch of results
-  // is one statement, see engine/target-recorder.ts): one claim and one insert for the whole batch
-  // instead of one each per row. Insert and update need their own trigger and function
-  // (a trigger with transition tables has one event; a function reads only the tables it has).
+  `create or replace trigger deploy_status_event before insert or update on manent.deploys for each row execute function manent.deploy_status_event()`,
+  `do $$ begin
+     if not exists (select 1 from pg_trigger where tgname = 'deploy_status_event_notify' and tgrelid = 'manent.deploys'::regclass) then
+       create constraint trigger deploy_status_event_notify after update on manent.deploys deferrable initially deferred
+         for each row when (new.status_event is distinct from old.status_event) execute function manent.events_notify();
+     end if;
+   end $$`,
+  // Steps: every attempt starts and ends with an event, so the history of attempts and their errors
+  // is kept. A step's row is its events while it shows them (issue 31, bytes per deploy): its first
+  // attempt's start (`started_event`) and its last attempt's end (`ended_event`) are ids drawn from
+  // the log's sequence, and readers get them from the row (manent.event_log, pg-event-hub.ts). An
+  // event the row will no longer show (an attempt's end when the step starts again, a retry's start)
+  // is stored in manent.events first, with its id, time and data, in the same statement: a reader
+  // finds each id once, in one place or the other. A retry's start is stored as it happens: the row
+  // keeps only its first attempt's start time.
+  `alter table manent.deploy_steps add column if not exists started_event bigint`,
+  `alter table manent.deploy_steps add column if not exists ended_event bigint`,
+  `create index if not exists deploy_steps_started_event on manent.deploy_steps (started_event) where started_event is not null`,
+  `create index if not exists deploy_steps_ended_event on manent.deploy_steps (ended_event) where ended_event is not null`,
+  // The step's events as its row gives them: stored without the seq (event_data reads it from the
+  // row), as the trigger before this stored them.
+  `create or replace function manent.step_started_data(s manent.deploy_steps) returns jsonb language sql stable as $$
+     select jsonb_strip_nulls(jsonb_build_object('name', s.name, 'attempt', s.attempts, 'started_at', s.started_at))
+   $$`,
+  `create or replace function manent.step_ended_data(s manent.deploy_steps) returns jsonb language sql stable as $$
+     select jsonb_strip_nulls(jsonb_build_object('name', s.name, 'attempt', s.attempts, 'duration_ms', s.duration_ms))
+       || manent.jsonb_key_unless_null('error', s.error)
+   $$`,
+  `create or replace function manent.step_event_ids() returns trigger language plpgsql as $$
+   declare
+     started_due boolean := false;
+     ended_due boolean := false;
+     tenant text;
+   begin
+     if new.status = 'running' then
+       started_due := tg_op = 'INSERT' or old.status <> 'running' or old.attempts <> new.attempts;
+     else
+       ended_due := tg_op = 'INSERT' or old.status is distinct from new.status or old.attempts <> new.attempts;
+     end if;
+     if tg_op = 'INSERT' then
+       new.started_event := null;
+       new.ended_event := null;
+     else
+       new.started_event := old.started_event;
+       new.ended_event := old.ended_event;
+       -- What the row showed and will no longer show, kept as rows of the log.
+       if old.started_event is not null and (started_due or old.name <> new.name or old.attempts <> new.attempts
+            or old.started_at is distinct from new.started_at) then
+         tenant := (select d.tenant from manent.deploys d where d.id = old.deploy_id);
+         insert into manent.events (id, at, tenant, deploy_id, type, data)
+           values (old.started_event, coalesce(old.started_at, clock_timestamp()), tenant, old.deploy_id, 'step.started', manent.step_started_data(old));
+         new.started_event := null;
+       end if;
+       if old.ended_event is not null and (started_due or ended_due or old.name <> new.name or old.attempts <> new.attempts
+            or old.status <> new.status or old.duration_ms is distinct from new.duration_ms or old.error is distinct from new.error
+            or old.finished_at is distinct from new.finished_at) then
+         tenant := coalesce(tenant, (select d.tenant from manent.deploys d where d.id = old.deploy_id));
+         insert into manent.events (id, at, tenant, deploy_id, type, data)
+           values (old.ended_event, coalesce(old.finished_at, old.started_at, clock_timestamp()), tenant, old.deploy_id,
+             'step.' || old.status, manent.step_ended_data(old));
+         new.ended_event := null;
+       end if;
+     end if;
+     if started_due then
+       new.ended_event := null;
+       if new.attempts = 1 and new.started_at is not null then
+         perform manent.event_claim();
+         new.started_event := nextval('manent.events_id_seq');
+       else
+         perform manent.append_event((select d.tenant from manent.deploys d where d.id = new.deploy_id), new.deploy_id, 'step.started',
+           manent.step_started_data(new));
+       end if;
+     elsif ended_due then
+       perform manent.event_claim();
+       new.ended_event := nextval('manent.events_id_seq');
+     end if;
+     return new;
+   end $$`,
+  `drop trigger if exists step_events on manent.deploy_steps`,
+  `drop function if exists manent.step_events()`,
+  `create or replace trigger step_event_ids before insert or update on manent.deploy_steps for each row execute function manent.step_event_ids()`,
+  // An event in a step's row wakes the hubs as an event row does (events_notify above).
+  `do $$ begin
+     if not exists (select 1 from pg_trigger where tgname = 'step_events_notify' and tgrelid = 'manent.deploy_steps'::regclass) then
+       create constraint trigger step_events_notify after insert on manent.deploy_steps deferrable initially deferred
+         for each row when (new.started_event is not null or new.ended_event is not null) execute function manent.events_notify();
+       create constraint trigger step_events_notify_update after update on manent.deploy_steps deferrable initially deferred
+         for each row when (new.started_event is distinct from old.started_event or new.ended_event is distinct from old.ended_event)
+         execute function manent.events_notify();
+     end if;
+   end $$`,
+  // Targets: one event per target whose result changed. As a step's, a target's row is its last
+  // event while it shows it (`event_id`, read through manent.event_log); the event it showed is
+  // stored in manent.events, with its id, time and data, when the row changes. A deploy of
+  // thousands of targets writes no event row for them (it wrote one per target, a third of a no-op
+  // deploy's bytes with its indexes).
   `drop trigger if exists target_events on manent.deploy_targets`,
   `drop function if exists manent.target_events()`,
-  ...(["insert", "update"] as const).map((op) => {
-    const changed = `from new_rows n join manent.deploys d on d.id = n.deploy_id
-       ${
-         op === "update"
-           ? `where not exists (select 1 from old_rows o where o.deploy_id = n.deploy_id and o.phase = n.phase and o.host = n.host
-           and o.status is not distinct from n.status and o.error is not distinct from n.error and o.details is not distinct from n.details)`
-           : ""
-       }`;
-    // A claim only when there is an event to write: a claim without one would hold the streams back
-    // until the commit with no NOTIFY to tell them it is over.
-    return `create or replace function manent.target_${op}_events() returns trigger language plpgsql as $$
+  ...(["insert", "update"] as const).flatMap((op) => [
+    `drop trigger if exists target_${op}_events on manent.deploy_targets`,
+    `drop function if exists manent.target_${op}_events()`,
+  ]),
+  `alter table manent.deploy_targets add column if not exists event_id bigint`,
+  `create index if not exists deploy_targets_event on manent.deploy_targets (event_id) where event_id is not null`,
+  `create or replace function manent.target_event_data(t manent.deploy_targets) returns jsonb language sql stable as $$
+     select jsonb_strip_nulls(jsonb_build_object('phase', t.phase, 'host', t.host, 'status', t.status,
+         'duration_ms', t.duration_ms, 'error', t.error)) || manent.jsonb_key_unless_null('details', t.details)
+   $$`,
+  `create or replace function manent.target_event_ids() returns trigger language plpgsql as $$
    begin
-     if not exists (select 1 ${changed}) then
-       return null;
+     if tg_op = 'INSERT' then
+       perform manent.event_claim();
+       new.event_id := nextval('manent.events_id_seq');
+       return new;
      end if;
-     perform manent.event_claim();
-     insert into manent.events (tenant, deploy_id, type, data)
-     select d.tenant, n.deploy_id, 'target.updated', jsonb_strip_nulls(jsonb_build_object('phase', n.phase, 'host', n.host, 'status', n.status,
-         'duration_ms', n.duration_ms, 'error', n.error)) || manent.jsonb_key_unless_null('details', n.details)
-     ${changed}
-     order by n.updated_at, n.host;
-     return null;
-   end $$`;
-  }),
-  ...(["insert", "update"] as const).map(
-    (op) => `create or replace trigger target_${op}_events after ${op} on manent.deploy_targets
-     referencing new table as new_rows${op === "update" ? " old table as old_rows" : ""}
-     for each statement execute function manent.target_${op}_events()`,
-  ),
+     new.event_id := old.event_id;
+     if old.status is distinct from new.status or old.error is distinct from new.error or old.details is distinct from new.details
+        or old.duration_ms is distinct from new.duration_ms or old.updated_at is distinct from new.updated_at
+        or old.phase <> new.phase or old.host <> new.host or old.deploy_id <> new.deploy_id then
+       if old.event_id is not null then
+         insert into manent.events (id, at, tenant, deploy_id, type, data)
+           values (old.event_id, old.updated_at, (select d.tenant from manent.deploys d where d.id = old.deploy_id), old.deploy_id,
+             'target.updated', manent.target_event_data(old));
+         new.event_id := null;
+       end if;
+       -- A new event when the result changed; the same result recorded again is none.
+       if old.status is distinct from new.status or old.error is distinct from new.error or old.details is distinct from new.details then
+         perform manent.event_claim();
+         new.event_id := nextval('manent.events_id_seq');
+       end if;
+     end if;
+     return new;
+   end $$`,
+  `create or replace trigger target_event_ids before insert or update on manent.deploy_targets
+     for each row execute function manent.target_event_ids()`,
+  `do $$ begin
+     if not exists (select 1 from pg_trigger where tgname = 'target_events_notify' and tgrelid = 'manent.deploy_targets'::regclass) then
+       create constraint trigger target_events_notify after insert on manent.deploy_targets deferrable initially deferred
+         for each row when (new.event_id is not null) execute function manent.events_notify();
+       create constraint trigger target_events_notify_update after update on manent.deploy_targets deferrable initially deferred
+         for each row when (new.event_id is distinct from old.event_id) execute function manent.events_notify();
+     end if;
+   end $$`,
   // Operator commands on a rollout (approve, promote, abort), when the table exists.
   `create or replace function manent.command_events() returns trigger language plpgsql as $$
    declare

@@ -292,12 +292,14 @@ export class PgDeployStore implements DeployStore, OverviewSource {
 
   async recordTargets(id: string, phase: string, results: TargetResult[]): Promise<void> {
     // One row per host: an upsert cannot touch the same row twice in one statement (the last result wins).
+    // In host order, the order of the targets' events (events-schema.ts, target_event_ids).
     const byHost = new Map(results.map((r) => [r.host, r]));
     if (byHost.size === 0) return;
     const rs = [...byHost.values()];
     const sql = `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, error, details, updated_at)
        select $1, $2, u.host, u.status, u.duration_ms, u.error, u.details::jsonb, now()
        from unnest($3::text[], $4::text[], $5::integer[], $6::text[], $7::text[]) as u(host, status, duration_ms, error, details)
+       order by u.host
        on conflict (deploy_id, phase, host) do update set status = excluded.status, duration_ms = excluded.duration_ms,
          error = excluded.error, details = excluded.details, updated_at = now()`;
     const params = [

@@ -47,6 +47,32 @@ interface Subscription {
  * Created after the release statements (it reads manent.releases).
  */
 export const eventHubStatements = [
+  // The whole log as every reader reads it: the rows of manent.events with their data restored
+  // (event_data), and the events the rows of deploys, steps and targets still show (events-schema.ts:
+  // deploy_status_event, step_event_ids, target_event_ids).
+  // Readers filter and order by id; each part has an index on it.
+  `create or replace view manent.event_log as
+     select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data) as data
+       from manent.events e
+     union all
+     select s.started_event, s.started_at, d.tenant, s.deploy_id, null::text, 'step.started',
+         jsonb_build_object('name', s.name, 'seq', s.seq, 'attempt', s.attempts, 'started_at', s.started_at)
+       from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id where s.started_event is not null
+     union all
+     select s.ended_event, coalesce(s.finished_at, s.started_at), d.tenant, s.deploy_id, null::text, 'step.' || s.status,
+         jsonb_build_object('name', s.name, 'seq', s.seq, 'attempt', s.attempts, 'duration_ms', s.duration_ms,
+           'error', coalesce(s.error, 'null'::jsonb))
+       from manent.deploy_steps s join manent.deploys d on d.id = s.deploy_id where s.ended_event is not null
+     union all
+     select t.event_id, t.updated_at, d.tenant, t.deploy_id, null::text, 'target.updated',
+         jsonb_build_object('phase', t.phase, 'host', t.host, 'status', t.status, 'duration_ms', t.duration_ms, 'error', t.error,
+           'details', coalesce(t.details, 'null'::jsonb))
+       from manent.deploy_targets t join manent.deploys d on d.id = t.deploy_id where t.event_id is not null
+     union all
+     select d.status_event, coalesce(d.finished_at, d.started_at, d.created_at), d.tenant, d.id, null::text, 'deploy.status',
+         jsonb_build_object('status', d.status, 'error', coalesce(d.error, 'null'::jsonb), 'plugin', d.plugin, 'started_at', d.started_at,
+           'finished_at', d.finished_at)
+       from manent.deploys d where d.status_event is not null`,
   // What the hub reads since it reads only what its subscribers want (issue 31): a condition on the
   // events' type and deploy, applied before the joins and event_data, so an event no subscriber
   // wants is neither restored nor sent. A function of its own name: an older server, during a
@@ -67,9 +93,9 @@ export const eventHubStatements = [
      h := manent.event_horizon();
      d := (select case when s.is_called then s.last_value else s.last_value - 1 end from manent.events_id_seq s);
      return query
-       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data), coalesce(dp.application, r.application),
+       select h, d, e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(dp.application, r.application),
          dp.environment, r.environments
-       from manent.events e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
+       from manent.event_log e left join manent.deploys dp on dp.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where e.id > p_after and e.id <= h
          and (p_all or e.type = any(p_types) or e.deploy_id = any(p_deploys) or (e.type = any(p_pair_types) and e.deploy_id = any(p_pair_deploys)))
        order by e.id limit p_limit;
@@ -340,9 +366,9 @@ export class PgEventHub {
       }
     }
     const rows = await this.pool.query(
-      `select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data) as data, coalesce(d.application, r.application) as application,
+      `select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, e.data, coalesce(d.application, r.application) as application,
          d.environment, r.environments
-       from manent.events e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
+       from manent.event_log e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
        where ${where.join(" and ")} order by e.id limit $${args.push(limit)}`,
       args,
     );

@@ -74,10 +74,10 @@ export class PgNotificationStore implements NotificationStore {
         return 0;
       }
       const rows = await client.query<Record<string, unknown>>(
-        `select e.id::text, to_char(e.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, e.tenant, e.type, manent.event_data(e.type, e.deploy_id, e.data) as data,
+        `select e.id::text, to_char(e.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, e.tenant, e.type, e.data,
            d.id as d_id, d.kind, d.application, d.artifact, d.environment, d.version,
            r.id as r_id, r.application as r_application, r.artifact as r_artifact, r.version as r_version, r.environments
-         from manent.events e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
+         from manent.event_log e left join manent.deploys d on d.id = e.deploy_id left join manent.releases r on r.id = e.release_id
          where e.id > $1 and e.id <= $2 and e.type = any($3::text[]) order by e.id limit $4`,
         [after, horizon, sourceTypes, limit],
       );

@@ -7,6 +7,7 @@ import { schemaStatements } from "../../src/storage/schema.js";
 import { driftEvent } from "../../src/storage/pg-drift-store.js";
 import { releaseStatements } from "../../src/storage/pg-release-store.js";
 import { notificationEvents } from "../../src/storage/pg-notification-store.js";
+import { eventHubStatements } from "../../src/storage/pg-event-hub.js";
 
 /**
  * The event types docs/reference/events.md lists (generated from `deployEventTypes`) are the ones
@@ -32,7 +33,8 @@ function objectKeys(sql: string, from: number): string[] {
   // Arguments alternate key, value: the keys are the quoted names followed by a comma; a jsonb
   // column is added after the object, to the end of its statement, as jsonb_key_unless_null('key', …).
   const keys = [...sql.slice(start, end).matchAll(/'([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!);
-  const rest = sql.slice(end, sql.indexOf(";", end));
+  // The rest of its statement, or of its SQL function's body (which has no semicolon).
+  const rest = sql.slice(end, Math.min(...[";", "$$"].map((x) => sql.indexOf(x, end)).filter((i) => i >= 0)));
   keys.push(...[...rest.matchAll(/jsonb_key_unless_null\('([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!));
   return [...new Set(keys)];
 }
@@ -52,13 +54,29 @@ describe("event types", () => {
     if (type.startsWith("manent.")) continue; // a table's name
     written.set(type, commandsFn.includes(`'${type}'`) ? commandColumns : objectKeys(sql, m.index));
   }
-  // A step's end is written as 'step.' || new.status; its keys as readers get them are event_data's
-  // for every step.* type but step.started (the trigger leaves out the null ones and the step's seq).
-  const stepEndTrigger = sql.indexOf("'step.' || new.status");
+  // A step's end is 'step.' || its status; its keys as readers get them are event_data's for every
+  // step.* type but step.started when stored as a row (the trigger leaves out the null ones and the
+  // step's seq), and the event log's when its step's row still shows it (pg-event-hub.ts).
   const stepEnd = sql.indexOf("when p_type like 'step.%'");
-  assert.ok(stepEndTrigger >= 0 && stepEnd >= 0 && allStepEnds);
+  const stepStart = sql.indexOf("when 'step.started' then");
+  assert.ok(stepEnd >= 0 && stepStart >= 0 && allStepEnds);
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
-  const storedStepEndKeys = objectKeys(sql, stepEndTrigger);
+  written.set("step.started", objectKeys(sql, stepStart));
+  // The events a row shows while it is its table's last (a deploy's status, a step's start and end,
+  // a target's result): stored by these functions when the row changes, read from the row through
+  // the event log (pg-event-hub.ts) until then.
+  const log = eventHubStatements.find((s) => s.includes("view manent.event_log"))!;
+  const shown = [
+    { type: "deploy.status", stored: "function manent.deploy_status_data", read: "'deploy.status'" },
+    { type: "step.started", stored: "function manent.step_started_data", read: "'step.started'" },
+    { type: "step.succeeded", stored: "function manent.step_ended_data", read: "'step.' || s.status" },
+    { type: "target.updated", stored: "function manent.target_event_data", read: "'target.updated'" },
+  ].map((r) => {
+    const stored = sql.indexOf(r.stored);
+    const read = log.indexOf(r.read);
+    assert.ok(stored >= 0 && read >= 0, r.type);
+    return { type: r.type, stored: objectKeys(sql, stored), read: objectKeys(log, read) };
+  });
   // Appended by the drift checks with their rows, not by a trigger.
   written.set(driftEvent.type, [...driftEvent.data]);
   // Appended by the notifications' outbox when a delivery ends.
@@ -68,10 +86,13 @@ describe("event types", () => {
     assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());
   });
 
-  it("step ends store no key that readers do not get", () => {
-    assert.ok(storedStepEndKeys.includes("error"), storedStepEndKeys.join());
-    for (const k of storedStepEndKeys) assert.ok(written.get("step.succeeded")!.includes(k), k);
-  });
+  for (const r of shown) {
+    it(`${r.type} as a row shows it: stored with no key readers do not get, read with every key`, () => {
+      if (r.type === "step.succeeded") assert.ok(r.stored.includes("error"), r.stored.join());
+      for (const k of r.stored) assert.ok(written.get(r.type)!.includes(k), k);
+      assert.deepEqual([...r.read].sort(), [...written.get(r.type)!].sort());
+    });
+  }
 
   for (const [type, keys] of written) {
     it(`${type}: documents the keys of data the trigger writes`, () => {

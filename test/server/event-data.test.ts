@@ -129,12 +129,28 @@ describe("event data: stored small, read whole", () => {
       record.targets.map((t) => [t.host, t.status, t.error ?? null, t.details ?? null]).sort(),
     );
 
-    // Stored small: no null key, and deploy.created without what its row says.
-    const stored = await pool.query<{ type: string; data: Record<string, unknown> }>(
-      "select type, data from manent.events where deploy_id = $1 order by id",
+    // Stored small: no null key, deploy.created without what its row says, and the events that the
+    // rows of the deploy, its steps and its targets still show only there, as ids of the log (each
+    // step ran once, each target was recorded once): of this deploy, the status before its last.
+    const stored = await pool.query<{ id: string; type: string; data: Record<string, unknown> }>(
+      "select id::text, type, data from manent.events where deploy_id = $1 order by id",
       [id],
     );
-    assert.equal(stored.rows.length, fromLive.length);
+    assert.deepEqual(
+      stored.rows.map((r) => r.type),
+      ["deploy.created", "deploy.status"],
+    );
+    const shown = await pool.query<{ id: string }>(
+      `select started_event::text as id from manent.deploy_steps where deploy_id = $1
+       union all select ended_event::text from manent.deploy_steps where deploy_id = $1
+       union all select event_id::text from manent.deploy_targets where deploy_id = $1
+       union all select status_event::text from manent.deploys where id = $1`,
+      [id],
+    );
+    assert.deepEqual(
+      [...stored.rows, ...shown.rows].map((r) => Number(r.id)).sort((a, b) => a - b),
+      fromLive.map((e) => e.id),
+    );
     for (const r of stored.rows) {
       assert.ok(!Object.values(r.data).includes(null), `${r.type} stores a null key`);
       if (r.type.startsWith("step.")) assert.ok(!("seq" in r.data), `${r.type} stores its step's seq`);
@@ -152,10 +168,59 @@ describe("event data: stored small, read whole", () => {
     assert.deepEqual(await streamed(first, id), fromLive);
   });
 
+  it("gives each attempt of a retried step its start and end once, in order, live and read from the database", async () => {
+    await ws.write("envconfig/team-a/retried/retried/test.yml", {
+      plugin: "noop",
+      targets: [{ host: "retried-1" }],
+      params: { fail_hosts: "retried-1", fail_mode: "transient", fail_times: "2" },
+      retry_interval: "10ms",
+    });
+    const s = servers[0]!;
+    const api = new ApiClient(s.url, token);
+    const live = collect(s.url, token, "/api/v1/events");
+    await live.opened;
+    const { id } = await api.submit({
+      descriptor: { ...descriptor("retried", "test", artifact, "1.0.0"), tenant: "team-a" },
+      descriptor_file: "retried.yml",
+    });
+    await live.waitFor((e) => e.deploy_id === id && isFinishEvent(e));
+    await live.stop();
+    const fromLive = live.events.filter((e) => e.deploy_id === id).map(({ receivedAt: _, ...e }) => e as DeployEvent);
+    assert.equal((await api.deploy(id)).status, "succeeded");
+    const deploySteps = fromLive.filter((e) => e.type.startsWith("step.") && e.data.name === "deploy");
+    assert.deepEqual(
+      deploySteps.map((e) => [e.type, e.data.attempt, (e.data.error as { message?: string } | null)?.message ?? null]),
+      [
+        ["step.started", 1, null],
+        ["step.failed", 1, "target retried-1: failing as configured (call 1)"],
+        ["step.started", 2, null],
+        ["step.failed", 2, "target retried-1: failing as configured (call 2)"],
+        ["step.started", 3, null],
+        ["step.succeeded", 3, null],
+      ],
+    );
+    const ids = fromLive.map((e) => e.id);
+    assert.deepEqual(
+      ids,
+      [...new Set(ids)].sort((a, b) => a - b),
+      "each id once, in order",
+    );
+    for (const e of fromLive) assert.deepEqual(Object.keys(e.data).sort(), [...documented[e.type]!.data].sort(), e.type);
+    // The attempts the row no longer shows are rows of the log; the last attempt's end and the
+    // first's start are the row's.
+    const stored = await pool.query<{ id: string }>("select id::text from manent.events where deploy_id = $1 and type like 'step.%'", [id]);
+    assert.deepEqual(
+      stored.rows.map((r) => Number(r.id)).sort((a, b) => a - b),
+      deploySteps.slice(0, 5).map((e) => e.id),
+    );
+    // Read from the database by a server that did not see them live: the same.
+    assert.deepEqual(await streamed(servers.at(-1)!, id), fromLive);
+  });
+
   it("reads a row stored whole by an earlier version as it was stored", async () => {
     const s = servers.at(-1)!;
     const id = (await new ApiClient(s.url, token).list({})).deploys[0]!.id;
-    const before = Number((await pool.query<{ id: string }>("select max(id)::text as id from manent.events")).rows[0]!.id);
+    const before = Number((await pool.query<{ id: string }>("select max(id)::text as id from manent.event_log")).rows[0]!.id);
     // Whole rows as the triggers wrote them before: every key, nulls included, with values that
     // differ from the deploy's row where one is there (what is stored is what is read).
     const old = await pool.query<{ id: string; type: string; data: Record<string, unknown> }>(
