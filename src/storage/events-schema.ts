@@ -148,6 +148,10 @@ export const eventStatements = [
      new_rollout jsonb;
    begin
      if tg_op = 'INSERT' then
+       -- A deploy created queued shows its deploy.created itself (created_event, deploy_event_ids below).
+       if new.created_event is not null then
+         return new;
+       end if;
        -- Only what the deploy's row will no longer say later; the rest is read from it (event_data below).
        perform manent.append_event(new.tenant, new.id, 'deploy.created', jsonb_strip_nulls(jsonb_build_object(
          'plugin', new.plugin, 'status', new.status, 'started_at', new.started_at, 'finished_at', new.finished_at))
@@ -189,44 +193,79 @@ export const eventStatements = [
      return new;
    end $$`,
   `create or replace trigger deploy_events after insert or update on manent.deploys for each row execute function manent.deploy_events()`,
-  // A deploy's last status change is its row's (status_event, read through manent.event_log) while
-  // the row shows it, as a step's events are the step's (below); the one before is stored in
-  // manent.events when the status changes again. Its time: when the deploy finished, else started
-  // (a status change between, a plugin learnt late, is given the start's).
+  // A deploy's row shows up to three of its events (read through manent.event_log, pg-event-hub.ts),
+  // as a step's row shows the step's (below): its deploy.created when it was created queued
+  // (`created_event`: the event says nothing else the row does not keep), the deploy.status that
+  // started it (`start_event`: running, with the row's plugin and started_at, while they stay), and
+  // its last deploy.status (`status_event`: the row's status, plugin, error and times, at its
+  // finish, else its start). An event the row would no longer show is stored in manent.events, with
+  // its id, time and data, by the statement that changes the row.
+  `alter table manent.deploys add column if not exists created_event bigint`,
+  `alter table manent.deploys add column if not exists start_event bigint`,
   `alter table manent.deploys add column if not exists status_event bigint`,
+  `create index if not exists deploys_created_event on manent.deploys (created_event) where created_event is not null`,
+  `create index if not exists deploys_start_event on manent.deploys (start_event) where start_event is not null`,
   `create index if not exists deploys_status_event on manent.deploys (status_event) where status_event is not null`,
   `create or replace function manent.deploy_status_data(d manent.deploys) returns jsonb language sql stable as $$
      select jsonb_strip_nulls(jsonb_build_object('status', d.status, 'plugin', d.plugin, 'started_at', d.started_at, 'finished_at', d.finished_at))
        || manent.jsonb_key_unless_null('error', d.error)
    $$`,
-  `create or replace function manent.deploy_status_event() returns trigger language plpgsql as $$
+  `drop trigger if exists deploy_status_event on manent.deploys`,
+  `drop function if exists manent.deploy_status_event()`,
+  `create or replace function manent.deploy_event_ids() returns trigger language plpgsql as $$
+   declare
+     status_due boolean;
    begin
      if tg_op = 'INSERT' then
+       new.start_event := null;
        new.status_event := null;
+       new.created_event := null;
+       if new.status = 'queued' and new.plugin is null and new.started_at is null and new.finished_at is null
+          and coalesce(new.error, 'null'::jsonb) = 'null'::jsonb then
+         perform manent.event_claim();
+         new.created_event := nextval('manent.events_id_seq');
+       end if;
        return new;
      end if;
+     new.created_event := old.created_event;
+     new.start_event := old.start_event;
      new.status_event := old.status_event;
-     if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin
-        or new.started_at is distinct from old.started_at or new.finished_at is distinct from old.finished_at
-        or new.created_at is distinct from old.created_at or new.tenant <> old.tenant or new.id <> old.id then
-       if old.status_event is not null then
-         insert into manent.events (id, at, tenant, deploy_id, type, data)
-           values (old.status_event, coalesce(old.finished_at, old.started_at, old.created_at), old.tenant, old.id, 'deploy.status',
-             manent.deploy_status_data(old));
-         new.status_event := null;
-       end if;
-       if new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin then
-         perform manent.event_claim();
+     status_due := new.status is distinct from old.status or new.error is distinct from old.error or new.plugin is distinct from old.plugin;
+     if old.start_event is not null and (new.plugin is distinct from old.plugin or new.started_at is distinct from old.started_at
+          or new.tenant <> old.tenant or new.id <> old.id) then
+       insert into manent.events (id, at, tenant, deploy_id, type, data)
+         values (old.start_event, old.started_at, old.tenant, old.id, 'deploy.status',
+           jsonb_strip_nulls(jsonb_build_object('status', 'running', 'plugin', old.plugin, 'started_at', old.started_at)));
+       new.start_event := null;
+     end if;
+     if old.status_event is not null and (status_due or new.started_at is distinct from old.started_at
+          or new.finished_at is distinct from old.finished_at or new.created_at is distinct from old.created_at
+          or new.tenant <> old.tenant or new.id <> old.id) then
+       insert into manent.events (id, at, tenant, deploy_id, type, data)
+         values (old.status_event, coalesce(old.finished_at, old.started_at, old.created_at), old.tenant, old.id, 'deploy.status',
+           manent.deploy_status_data(old));
+       new.status_event := null;
+     end if;
+     if status_due then
+       perform manent.event_claim();
+       if new.status = 'running' and new.start_event is null and new.started_at is not null and new.finished_at is null
+          and coalesce(new.error, 'null'::jsonb) = 'null'::jsonb then
+         new.start_event := nextval('manent.events_id_seq');
+       else
          new.status_event := nextval('manent.events_id_seq');
        end if;
      end if;
      return new;
    end $$`,
-  `create or replace trigger deploy_status_event before insert or update on manent.deploys for each row execute function manent.deploy_status_event()`,
+  `create or replace trigger deploy_event_ids before insert or update on manent.deploys for each row execute function manent.deploy_event_ids()`,
+  `drop trigger if exists deploy_status_event_notify on manent.deploys`,
   `do $$ begin
-     if not exists (select 1 from pg_trigger where tgname = 'deploy_status_event_notify' and tgrelid = 'manent.deploys'::regclass) then
-       create constraint trigger deploy_status_event_notify after update on manent.deploys deferrable initially deferred
-         for each row when (new.status_event is distinct from old.status_event) execute function manent.events_notify();
+     if not exists (select 1 from pg_trigger where tgname = 'deploy_events_notify' and tgrelid = 'manent.deploys'::regclass) then
+       create constraint trigger deploy_events_notify after insert on manent.deploys deferrable initially deferred
+         for each row when (new.created_event is not null) execute function manent.events_notify();
+       create constraint trigger deploy_events_notify_update after update on manent.deploys deferrable initially deferred
+         for each row when (new.start_event is distinct from old.start_event or new.status_event is distinct from old.status_event)
+         execute function manent.events_notify();
      end if;
    end $$`,
   // Steps: every attempt starts and ends with an event, so the history of attempts and their errors

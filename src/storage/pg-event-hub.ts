@@ -49,7 +49,7 @@ interface Subscription {
 export const eventHubStatements = [
   // The whole log as every reader reads it: the rows of manent.events with their data restored
   // (event_data), and the events the rows of deploys, steps and targets still show (events-schema.ts:
-  // deploy_status_event, step_event_ids, target_event_ids).
+  // deploy_event_ids, step_event_ids, target_event_ids).
   // Readers filter and order by id; each part has an index on it.
   `create or replace view manent.event_log as
      select e.id, e.at, e.tenant, e.deploy_id, e.release_id, e.type, manent.event_data(e.type, e.deploy_id, e.data) as data
@@ -68,6 +68,17 @@ export const eventHubStatements = [
          jsonb_build_object('phase', t.phase, 'host', t.host, 'status', t.status, 'duration_ms', t.duration_ms, 'error', t.error,
            'details', coalesce(t.details, 'null'::jsonb))
        from manent.deploy_targets t join manent.deploys d on d.id = t.deploy_id where t.event_id is not null
+     union all
+     select d.created_event, d.created_at, d.tenant, d.id, null::text, 'deploy.created',
+         jsonb_build_object('id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
+           'environment', d.environment, 'version', d.version, 'plugin', null, 'status', 'queued', 'error', null,
+           'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig,
+           'created_at', d.created_at, 'started_at', null, 'finished_at', null)
+       from manent.deploys d where d.created_event is not null
+     union all
+     select d.start_event, d.started_at, d.tenant, d.id, null::text, 'deploy.status',
+         jsonb_build_object('status', 'running', 'error', null, 'plugin', d.plugin, 'started_at', d.started_at, 'finished_at', null)
+       from manent.deploys d where d.start_event is not null
      union all
      select d.status_event, coalesce(d.finished_at, d.started_at, d.created_at), d.tenant, d.id, null::text, 'deploy.status',
          jsonb_build_object('status', d.status, 'error', coalesce(d.error, 'null'::jsonb), 'plugin', d.plugin, 'started_at', d.started_at,

@@ -30,9 +30,23 @@ function objectKeys(sql: string, from: number): string[] {
     if (sql[end] === "(") depth++;
     else if (sql[end] === ")" && --depth === 0) break;
   }
-  // Arguments alternate key, value: the keys are the quoted names followed by a comma; a jsonb
-  // column is added after the object, to the end of its statement, as jsonb_key_unless_null('key', …).
-  const keys = [...sql.slice(start, end).matchAll(/'([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!);
+  // Arguments alternate key, value (split at the commas outside parentheses); a jsonb column is
+  // added after the object, to the end of its statement, as jsonb_key_unless_null('key', …).
+  const args: string[] = [];
+  let arg = "";
+  depth = 0;
+  for (const c of sql.slice(start + "jsonb_build_object(".length, end)) {
+    if (c === "," && depth === 0) {
+      args.push(arg.trim());
+      arg = "";
+      continue;
+    }
+    if (c === "(") depth++;
+    else if (c === ")") depth--;
+    arg += c;
+  }
+  args.push(arg.trim());
+  const keys = args.filter((_, i) => i % 2 === 0).map((k) => /^'([a-z_][a-z0-9_]*)'$/.exec(k)?.[1] ?? assert.fail(`not a key: ${k}`));
   // The rest of its statement, or of its SQL function's body (which has no semicolon).
   const rest = sql.slice(end, Math.min(...[";", "$$"].map((x) => sql.indexOf(x, end)).filter((i) => i >= 0)));
   keys.push(...[...rest.matchAll(/jsonb_key_unless_null\('([a-z_][a-z0-9_]*)',/g)].map((m) => m[1]!));
@@ -62,20 +76,22 @@ describe("event types", () => {
   assert.ok(stepEnd >= 0 && stepStart >= 0 && allStepEnds);
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
   written.set("step.started", objectKeys(sql, stepStart));
-  // The events a row shows while it is its table's last (a deploy's status, a step's start and end,
-  // a target's result): stored by these functions when the row changes, read from the row through
-  // the event log (pg-event-hub.ts) until then.
+  // The events a row shows (a deploy's creation, start and last status, a step's start and end, a
+  // target's result): read from the row through the event log (pg-event-hub.ts) while it shows
+  // them, stored as these expressions give them when the row changes (a creation: never).
   const log = eventHubStatements.find((s) => s.includes("view manent.event_log"))!;
   const shown = [
-    { type: "deploy.status", stored: "function manent.deploy_status_data", read: "'deploy.status'" },
+    { type: "deploy.created", read: "select d.created_event," },
+    { type: "deploy.status", stored: "values (old.start_event,", read: "select d.start_event," },
+    { type: "deploy.status", stored: "function manent.deploy_status_data", read: "select d.status_event," },
     { type: "step.started", stored: "function manent.step_started_data", read: "'step.started'" },
     { type: "step.succeeded", stored: "function manent.step_ended_data", read: "'step.' || s.status" },
     { type: "target.updated", stored: "function manent.target_event_data", read: "'target.updated'" },
   ].map((r) => {
-    const stored = sql.indexOf(r.stored);
+    const stored = r.stored === undefined ? undefined : sql.indexOf(r.stored);
     const read = log.indexOf(r.read);
-    assert.ok(stored >= 0 && read >= 0, r.type);
-    return { type: r.type, stored: objectKeys(sql, stored), read: objectKeys(log, read) };
+    assert.ok(stored !== -1 && read >= 0, r.type);
+    return { type: r.type, about: r.read, stored: stored === undefined ? [] : objectKeys(sql, stored), read: objectKeys(log, read) };
   });
   // Appended by the drift checks with their rows, not by a trigger.
   written.set(driftEvent.type, [...driftEvent.data]);
@@ -87,7 +103,7 @@ describe("event types", () => {
   });
 
   for (const r of shown) {
-    it(`${r.type} as a row shows it: stored with no key readers do not get, read with every key`, () => {
+    it(`${r.type} as a row shows it (${r.about}): stored with no key readers do not get, read with every key`, () => {
       if (r.type === "step.succeeded") assert.ok(r.stored.includes("error"), r.stored.join());
       for (const k of r.stored) assert.ok(written.get(r.type)!.includes(k), k);
       assert.deepEqual([...r.read].sort(), [...written.get(r.type)!].sort());
