@@ -4,8 +4,8 @@ import { DBOSJSON } from "@dbos-inc/dbos-sdk/internal/serialization";
 import { checkpointSerializer } from "../../src/core/engine/checkpoint-serializer.js";
 
 /**
- * Checkpoints are written in DBOS's own format: plain JSON byte for byte as DBOS's serializer
- * writes it (without its walk), anything else by DBOS's serializer; read back as it would be.
+ * Checkpoints are written as their JSON text when they are plain JSON (without DBOS's envelope and
+ * its walk), anything else by DBOS's serializer; read back as DBOS's would read it.
  */
 describe("checkpoint serializer", () => {
   const plain = [
@@ -20,8 +20,20 @@ describe("checkpoint serializer", () => {
     { "": "empty key", __dbos_serializer: "a field of the value itself", json: { meta: 1 } },
   ];
 
-  it("writes plain JSON exactly as DBOS's serializer does, and reads it back equal", () => {
+  it("writes plain JSON as its JSON text, and reads it back equal", () => {
     for (const v of plain) {
+      const text = checkpointSerializer.stringify(v) as string;
+      assert.equal(text, JSON.stringify(v));
+      assert.deepEqual(checkpointSerializer.parse(text), v);
+    }
+  });
+
+  it("writes a plain object with the envelope's own marker in the envelope, and reads it back equal", () => {
+    for (const v of [
+      { __dbos_serializer: "superjson" },
+      { __dbos_serializer: "superjson", json: { a: 1 } },
+      { __dbos_serializer: "superjson", json: 1, meta: { values: ["undefined"] } },
+    ]) {
       const text = checkpointSerializer.stringify(v) as string;
       assert.equal(text, DBOSJSON.stringify(v));
       assert.deepEqual(checkpointSerializer.parse(text), v);
@@ -59,7 +71,8 @@ describe("checkpoint serializer", () => {
     );
   });
 
-  it("reads what older versions wrote with DBOS's serializer, and null", () => {
+  it("reads what older versions wrote (plain JSON in DBOS's envelope, other values by DBOS's serializer), and null", () => {
+    for (const v of plain) assert.deepEqual(checkpointSerializer.parse(DBOSJSON.stringify(v)), v);
     const older = DBOSJSON.stringify({ at: new Date(5), list: [1, "a"], u: undefined });
     assert.deepEqual(checkpointSerializer.parse(older), { at: new Date(5), list: [1, "a"], u: undefined });
     assert.deepEqual(checkpointSerializer.parse(DBOSJSON.stringify({ a: [1] })), { a: [1] });
