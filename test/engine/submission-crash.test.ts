@@ -61,14 +61,14 @@ describe("submissions cut by a crash", () => {
     }
   });
 
-  /** The input of the one queued deploy workflow, as DBOS keeps it (manent's serializer: DBOS's envelope around plain JSON). */
+  /** The input of the one queued deploy workflow, as DBOS keeps it (manent's serializer: plain JSON as its text). */
   const workflowInput = async (client: pg.Client) => {
     const { rows } = await client.query<{ workflow_uuid: string; inputs: string }>(
       `select i.workflow_uuid, i.inputs from dbos.workflow_input i join dbos.workflow_status s using (workflow_uuid) where s.name = 'manent.deploy'`,
     );
     assert.equal(rows.length, 1);
-    const envelope = JSON.parse(rows[0]!.inputs) as { json: [Record<string, any>] };
-    return { id: rows[0]!.workflow_uuid, envelope, input: envelope.json[0] };
+    const args = JSON.parse(rows[0]!.inputs) as [Record<string, any>];
+    return { id: rows[0]!.workflow_uuid, args, input: args[0] };
   };
 
   it("the record a workflow writes itself is rebuilt from its input, which carries the submission once; an older server's input with the whole record still runs", async () => {
@@ -82,7 +82,7 @@ describe("submissions cut by a crash", () => {
       assert.equal((await doomed.exited).signal, "SIGKILL");
       const client = new pg.Client(db);
       await client.connect();
-      const { id, envelope, input } = await workflowInput(client);
+      const { id, args, input } = await workflowInput(client);
       // The submission once, with its pinned settings; the record only what the submission does not say.
       assert.equal(input.submission.descriptorFile, "shape.yml");
       assert.equal(input.submission.resolved.plugin, "noop");
@@ -97,10 +97,14 @@ describe("submissions cut by a crash", () => {
         "version",
       ]);
       if (shape === "an older server's") {
-        // As servers before this change queued it: the record whole, the submission again as its request.
+        // As servers before this change queued it: the record whole, the submission again as its
+        // request, in DBOS's envelope.
         const { resolved, windowed: _windowed, ...request } = input.submission;
         input.record = { id, ...input.record, request, envconfig: resolved.envconfigOrigin };
-        await client.query(`update dbos.workflow_input set inputs = $2 where workflow_uuid = $1`, [id, JSON.stringify(envelope)]);
+        await client.query(`update dbos.workflow_input set inputs = $2 where workflow_uuid = $1`, [
+          id,
+          JSON.stringify({ json: args, __dbos_serializer: "superjson" }),
+        ]);
       }
       await client.end();
       const server = await startServer(config, { cwd: ws.dir });
