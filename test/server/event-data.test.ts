@@ -54,7 +54,7 @@ describe("event data: stored small, read whole", () => {
    */
   const kept = async (id: string) => {
     const rows = await pool.query<{ id: string; type: string; data: Record<string, unknown> }>(
-      "select id::text, type, data from manent.events where deploy_id = $1 order by id",
+      "select e.id::text as id, e.type, e.data from manent.events e where e.deploy_id = $1 order by e.id",
       [id],
     );
     for (const r of rows.rows) {
@@ -202,6 +202,11 @@ describe("event data: stored small, read whole", () => {
         ["step.succeeded", 3, null],
       ],
     );
+    // The target's result of each attempt: the first two stored when the next was recorded.
+    assert.deepEqual(
+      fromLive.filter((e) => e.type === "target.updated").map((e) => e.data.status),
+      ["failed", "failed", "deployed"],
+    );
     const ids = fromLive.map((e) => e.id);
     assert.deepEqual(
       ids,
@@ -218,11 +223,57 @@ describe("event data: stored small, read whole", () => {
       deploySteps.slice(0, 5).map((e) => e.id),
     );
     assert.deepEqual(
+      storedTypes.filter((t) => t === "target.updated"),
+      ["target.updated", "target.updated"],
+    );
+    assert.deepEqual(
       [...stored, ...shown].sort((a, b) => a - b),
       ids,
     );
     // Read from the database by a server that did not see them live: the same.
     assert.deepEqual(await streamed(servers.at(-1)!, id), fromLive);
+  });
+
+  it("reads each event a row showed as it was after the row changes, and the change as one event more", async () => {
+    const s = servers.at(-1)!;
+    const id = (await new ApiClient(s.url, token).list({})).deploys.at(-1)!.id;
+    const before = await streamed(s, id);
+    const shownBefore = (await kept(id)).shown;
+    // A change of the row under every event it shows: the deploy's plugin (a new deploy.status),
+    // its start and finish times; a target's and a step's times.
+    await pool.query(
+      `update manent.deploys set plugin = 'renamed', started_at = started_at - interval '1 second',
+         finished_at = finished_at + interval '1 second' where id = $1`,
+      [id],
+    );
+    await pool.query("update manent.deploy_steps set started_at = started_at - interval '1 second' where deploy_id = $1", [id]);
+    await pool.query("update manent.deploy_targets set updated_at = updated_at + interval '1 second' where deploy_id = $1", [id]);
+    const after = await pool.query<{ id: string; type: string; at: Date; data: Record<string, unknown> }>(
+      "select e.id::text, e.type, e.at, e.data from manent.event_log e where e.deploy_id = $1 order by e.id",
+      [id],
+    );
+    // What the rows showed and no longer would is stored now (the deploy's two statuses, the steps'
+    // starts, the targets' results); what they still show as it was (the creation, the steps' ends)
+    // stays theirs, with the new status.
+    const { stored, storedTypes, shown } = await kept(id);
+    assert.deepEqual([...storedTypes].sort(), [
+      "deploy.status",
+      "deploy.status",
+      ...Array(5).fill("step.started"),
+      "target.updated",
+      "target.updated",
+    ]);
+    assert.deepEqual(
+      [...stored, ...shown].sort((a, b) => a - b),
+      [...shownBefore, shown.at(-1)!],
+    );
+    assert.ok(shown.at(-1)! > shownBefore.at(-1)!);
+    const last = after.rows.at(-1)!;
+    assert.deepEqual([last.type, last.data.plugin, last.data.status], ["deploy.status", "renamed", before.at(-1)!.data.status]);
+    assert.deepEqual(
+      after.rows.slice(0, -1).map((r) => [Number(r.id), r.type, r.at.toISOString(), r.data]),
+      before.map((e) => [e.id, e.type, new Date(e.at).toISOString(), e.data]),
+    );
   });
 
   it("reads a row stored whole by an earlier version as it was stored", async () => {
