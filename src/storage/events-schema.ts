@@ -158,7 +158,7 @@ export const eventStatements = [
          || manent.jsonb_key_unless_null('error', new.error));
        return new;
      end if;
-     -- deploy.status: the row's (deploy_status_event below).
+     -- deploy.status: the row's (deploy_event_ids below).
      -- What a queued deploy waits for (a deploy window). A null column is read as JSON null, as the
      -- row's to_jsonb gave it before: the column is read directly, without converting the whole
      -- row (its request, and a rollout of thousands of hosts) on every update of the deploy.
@@ -210,8 +210,6 @@ export const eventStatements = [
      select jsonb_strip_nulls(jsonb_build_object('status', d.status, 'plugin', d.plugin, 'started_at', d.started_at, 'finished_at', d.finished_at))
        || manent.jsonb_key_unless_null('error', d.error)
    $$`,
-  `drop trigger if exists deploy_status_event on manent.deploys`,
-  `drop function if exists manent.deploy_status_event()`,
   `create or replace function manent.deploy_event_ids() returns trigger language plpgsql as $$
    declare
      status_due boolean;
@@ -258,7 +256,6 @@ export const eventStatements = [
      return new;
    end $$`,
   `create or replace trigger deploy_event_ids before insert or update on manent.deploys for each row execute function manent.deploy_event_ids()`,
-  `drop trigger if exists deploy_status_event_notify on manent.deploys`,
   `do $$ begin
      if not exists (select 1 from pg_trigger where tgname = 'deploy_events_notify' and tgrelid = 'manent.deploys'::regclass) then
        create constraint trigger deploy_events_notify after insert on manent.deploys deferrable initially deferred
@@ -314,8 +311,9 @@ export const eventStatements = [
            values (old.started_event, coalesce(old.started_at, clock_timestamp()), tenant, old.deploy_id, 'step.started', manent.step_started_data(old));
          new.started_event := null;
        end if;
-       if old.ended_event is not null and (started_due or ended_due or old.name <> new.name or old.attempts <> new.attempts
-            or old.status <> new.status or old.duration_ms is distinct from new.duration_ms or old.error is distinct from new.error
+       -- (A change of its status or attempt is a start or an end due.)
+       if old.ended_event is not null and (started_due or ended_due or old.name <> new.name
+            or old.duration_ms is distinct from new.duration_ms or old.error is distinct from new.error
             or old.finished_at is distinct from new.finished_at) then
          tenant := coalesce(tenant, (select d.tenant from manent.deploys d where d.id = old.deploy_id));
          insert into manent.events (id, at, tenant, deploy_id, type, data)
@@ -420,6 +418,16 @@ export const eventStatements = [
        create or replace trigger command_events after insert on manent.deploy_commands for each row execute function manent.command_events();
      end if;
    end $$`,
+  // A deploy.created as its deploy's row gives it: what the row keeps, and null for what it says
+  // only at the deploy's creation (its status, plugin, error and times then), which the stored
+  // event (event_data below) or the row's created_event (a deploy created queued) supplies.
+  `create or replace function manent.deploy_created_data(d manent.deploys) returns jsonb language sql stable as $$
+     select jsonb_build_object(
+       'id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
+       'environment', d.environment, 'version', d.version, 'plugin', null, 'status', null,
+       'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig,
+       'created_at', d.created_at, 'started_at', null, 'finished_at', null)
+   $$`,
   // What every reader of the log gets as an event's data (the hub's reads, pg-event-hub.ts, and the
   // notifications' outbox, pg-notification-store.ts): the data as stored, with what the triggers
   // above leave out put back. They store no null key (a reader gets it as null), and
@@ -433,11 +441,7 @@ export const eventStatements = [
      select case p_type
        when 'deploy.created' then
          case when p_data ? 'id' then p_data
-           else coalesce((select jsonb_build_object(
-             'id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
-             'environment', d.environment, 'version', d.version, 'plugin', null, 'status', null,
-             'error', null, 'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig, 'created_at', d.created_at,
-             'started_at', null, 'finished_at', null) from manent.deploys d where d.id = p_deploy_id), '{}'::jsonb) || p_data end
+           else coalesce((select manent.deploy_created_data(d) from manent.deploys d where d.id = p_deploy_id), '{}'::jsonb) || p_data end
        when 'deploy.status' then jsonb_build_object('status', null, 'error', null, 'plugin', null, 'started_at', null, 'finished_at', null) || p_data
        when 'step.started' then jsonb_build_object('name', null, 'seq', step.seq, 'attempt', null, 'started_at', null) || p_data
        when 'target.updated' then

@@ -78,10 +78,7 @@ export const eventHubStatements = [
        from manent.deploy_targets t
      union all
      select d.created_event, d.created_at, d.tenant, d.id, null::text, 'deploy.created',
-         jsonb_build_object('id', d.id, 'kind', d.kind, 'tenant', d.tenant, 'application', d.application, 'artifact', d.artifact,
-           'environment', d.environment, 'version', d.version, 'plugin', null, 'status', 'queued', 'error', null,
-           'submitted_by', d.submitted_by, 'submitted_by_id', d.submitted_by_id, 'retry_of', d.retry_of, 'envconfig', d.envconfig,
-           'created_at', d.created_at, 'started_at', null, 'finished_at', null)
+         manent.deploy_created_data(d) || '{"status": "queued"}'::jsonb
        from manent.deploys d
      union all
      select d.start_event, d.started_at, d.tenant, d.id, null::text, 'deploy.status',

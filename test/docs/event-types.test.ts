@@ -76,12 +76,16 @@ describe("event types", () => {
   assert.ok(stepEnd >= 0 && stepStart >= 0 && allStepEnds);
   for (const s of stepEnds) written.set(`step.${s}`, objectKeys(sql, stepEnd));
   written.set("step.started", objectKeys(sql, stepStart));
+  // A deploy.created's keys are those its deploy's row gives (deploy_created_data), read by event_data
+  // for a stored one and by the event log for one its row shows.
+  const createdData = sql.indexOf("function manent.deploy_created_data");
+  assert.ok(createdData >= 0);
+  written.set("deploy.created", objectKeys(sql, createdData));
   // The events a row shows (a deploy's creation, start and last status, a step's start and end, a
   // target's result): read from the row through the event log (pg-event-hub.ts) while it shows
   // them, stored as these expressions give them when the row changes (a creation: never).
   const log = eventHubStatements.find((s) => s.includes("view manent.event_log"))!;
   const shown = [
-    { type: "deploy.created", read: "select d.created_event," },
     { type: "deploy.status", stored: "values (old.start_event,", read: "select d.start_event," },
     { type: "deploy.status", stored: "function manent.deploy_status_data", read: "select d.status_event," },
     { type: "step.started", stored: "function manent.step_started_data", read: "'step.started'" },
@@ -100,6 +104,18 @@ describe("event types", () => {
 
   it("documents every type the triggers write, and no other", () => {
     assert.deepEqual(Object.keys(deployEventTypes).sort(), [...written.keys()].sort());
+  });
+
+  it("deploy.created: stored and as a row shows it, read as its row gives it", () => {
+    assert.match(
+      sql,
+      /when 'deploy\.created' then[^]*?\(select manent\.deploy_created_data\(d\) from manent\.deploys d where d\.id = p_deploy_id\)/,
+    );
+    const part = log.slice(log.indexOf("select d.created_event,"));
+    assert.match(
+      part.slice(0, part.indexOf("union all")),
+      /'deploy\.created',\s+manent\.deploy_created_data\(d\) \|\| '\{"status": "queued"\}'::jsonb/,
+    );
   });
 
   for (const r of shown) {
