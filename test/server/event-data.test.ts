@@ -47,6 +47,19 @@ describe("event data: stored small, read whole", () => {
     return c.events.map(({ receivedAt: _, ...e }) => e as DeployEvent);
   };
 
+  /** A deploy of `app` (tenant team-a) submitted to `s`, and its events as the live stream of all events gave them, to its end. */
+  const deployedLive = async (s: ServerProcess, app: string) => {
+    const live = collect(s.url, token, "/api/v1/events");
+    await live.opened;
+    const { id } = await new ApiClient(s.url, token).submit({
+      descriptor: { ...descriptor(app, "test", artifact, "1.0.0"), tenant: "team-a" },
+      descriptor_file: `${app}.yml`,
+    });
+    await live.waitFor((e) => e.deploy_id === id && isFinishEvent(e));
+    await live.stop();
+    return { id, fromLive: live.events.filter((e) => e.deploy_id === id).map(({ receivedAt: _, ...e }) => e as DeployEvent) };
+  };
+
   /**
    * A deploy's events as the database keeps them: the rows of manent.events (checked to be stored
    * small: no null key, a step's without its seq), and the ids the rows of the deploy, its steps
@@ -94,15 +107,7 @@ describe("event data: stored small, read whole", () => {
   it("gives a new deploy's events whole, live and read from the database, and stores them small", async () => {
     const first = await server("data-1");
     const api = new ApiClient(first.url, token);
-    const live = collect(first.url, token, "/api/v1/events");
-    await live.opened;
-    const { id } = await api.submit({
-      descriptor: { ...descriptor("shop", "test", artifact, "1.0.0"), tenant: "team-a" },
-      descriptor_file: "shop.yml",
-    });
-    await live.waitFor((e) => e.deploy_id === id && isFinishEvent(e));
-    await live.stop();
-    const fromLive = live.events.filter((e) => e.deploy_id === id).map(({ receivedAt: _, ...e }) => e as DeployEvent);
+    const { id, fromLive } = await deployedLive(first, "shop");
     const record = await api.deploy(id);
     assert.equal(record.status, "succeeded");
 
@@ -179,17 +184,8 @@ describe("event data: stored small, read whole", () => {
       retry_interval: "10ms",
     });
     const s = servers[0]!;
-    const api = new ApiClient(s.url, token);
-    const live = collect(s.url, token, "/api/v1/events");
-    await live.opened;
-    const { id } = await api.submit({
-      descriptor: { ...descriptor("retried", "test", artifact, "1.0.0"), tenant: "team-a" },
-      descriptor_file: "retried.yml",
-    });
-    await live.waitFor((e) => e.deploy_id === id && isFinishEvent(e));
-    await live.stop();
-    const fromLive = live.events.filter((e) => e.deploy_id === id).map(({ receivedAt: _, ...e }) => e as DeployEvent);
-    assert.equal((await api.deploy(id)).status, "succeeded");
+    const { id, fromLive } = await deployedLive(s, "retried");
+    assert.equal((await new ApiClient(s.url, token).deploy(id)).status, "succeeded");
     const deploySteps = fromLive.filter((e) => e.type.startsWith("step.") && e.data.name === "deploy");
     assert.deepEqual(
       deploySteps.map((e) => [e.type, e.data.attempt, (e.data.error as { message?: string } | null)?.message ?? null]),
