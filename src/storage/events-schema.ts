@@ -16,11 +16,19 @@
  * flush across the fleet), each transaction, before its first id, *claims* the sequence's position
  * p: a transaction-scoped shared advisory lock on the key `claimBase + p` (visible to all in
  * pg_locks, released by commit or rollback, and by a savepoint's rollback together with the ids it
- * drew), so every id it draws is above p. Claiming takes the key `claimGate` shared for an instant;
- * `manent.event_horizon()` takes it exclusive for an instant and returns the smallest of the
- * sequence's position and every claim held: every event up to it is committed (visible to any
- * later statement) or rolled back, and no later transaction draws an id at or below it. Readers
- * read only up to that horizon, in a statement after it. Writers never wait for each other.
+ * drew), so every id it draws is above p. `manent.event_horizon()` reads the sequence's position P,
+ * *then* the claims held, and returns the smallest of them: every event up to it is committed
+ * (visible to any later statement) or rolled back, and no later transaction draws an id at or
+ * below it. Readers read only up to that horizon, in a statement after it. Writers never wait for
+ * each other, nor for a reader.
+ *
+ * Why that order is enough: an id at or below P was drawn before P was read, by a transaction that
+ * had claimed before drawing it; so if that transaction is still open, the claims read after P
+ * include its own, which is below the id. (A claim read the other way round could miss a
+ * transaction that claims and draws in between.) A transaction that read its position but has not
+ * locked it yet when the horizon reads the claims draws its ids later, above P. Its claim, once
+ * taken, may then hold the next horizon below the last one; a reader never moves back (it keeps
+ * the larger of its cursor and the horizon), and what it read below stays final.
  *
  * Not chosen: a transaction id per row read up to `pg_snapshot_xmin(pg_current_snapshot())`. The
  * rows below the xmin are final, but not an id prefix (a later-committing transaction can hold a
@@ -29,8 +37,6 @@
  * notification when it moves on.
  */
 export const eventsChannel = "manent_events";
-/** Taken shared by a claim, exclusive by the horizon ("mn_evt"). */
-const claimGate = 0x6d6e5f657674;
 /** Held by the transaction that NOTIFYs, until its commit is over ("mn_ntf"). */
 const notifyGate = 0x6d6e5f6e7466;
 /** Claims are the keys claimBase + position: "me" in the top 16 bits, the position in the low 48. */
@@ -38,6 +44,12 @@ const claimTag = 0x6d65;
 const claimBase = `(${claimTag}::bigint << 48)`;
 /** The sequence's position: the last id drawn (0 before the first). */
 const drawn = `(select case when is_called then last_value else last_value - 1 end from manent.events_id_seq)`;
+/**
+ * The same for a claim, as an expression plpgsql evaluates without starting a query (a claim only
+ * needs a value not above the position): 0 while the sequence says nothing is drawn, also after a
+ * `setval(…, false)` that left it further on.
+ */
+const drawnForClaim = `coalesce(pg_sequence_last_value('manent.events_id_seq'::regclass), 0)`;
 
 export const eventStatements = [
   `create table if not exists manent.events (
@@ -50,26 +62,43 @@ export const eventStatements = [
    )`,
   `create index if not exists events_deploy on manent.events (deploy_id, id)`,
   `create index if not exists events_tenant on manent.events (tenant, id)`,
-  // A transaction's claim, before its first id (later calls: nothing). The gate is a session lock,
-  // released before the function returns, also when it fails (a cancel included).
+  // A transaction's claim, before its first id (later calls: nothing); returns its position. The
+  // triggers take about 11 claims a no-op deploy, so it is written for plpgsql's fast path: only
+  // expressions (a PERFORM, a subquery or an exception block would each start a query or a
+  // subtransaction). Nobody takes a claim's key exclusive, so the try-lock takes it.
+  `create or replace function manent.event_claim_at() returns bigint
+   language plpgsql as $$
+   declare
+     p bigint;
+     done text;
+   begin
+     p := nullif(current_setting('manent.event_claim', true), '')::bigint;
+     if p is not null then
+       return p;
+     end if;
+     p := ${drawnForClaim};
+     if not pg_try_advisory_xact_lock_shared(${claimBase} + p) then
+       perform pg_advisory_xact_lock_shared(${claimBase} + p);
+     end if;
+     done := set_config('manent.event_claim', p::text, true);
+     return p;
+   end $$`,
+  // An event's id, drawn after the transaction's claim.
+  `create or replace function manent.event_next_id() returns bigint
+   language plpgsql as $$
+   declare
+     p bigint;
+   begin
+     p := manent.event_claim_at();
+     return nextval('manent.events_id_seq');
+   end $$`,
+  // Kept for the triggers of an older server during a rolling upgrade.
   `create or replace function manent.event_claim() returns void
    language plpgsql as $$
    declare
      p bigint;
    begin
-     if coalesce(current_setting('manent.event_claim', true), '') <> '' then
-       return;
-     end if;
-     begin
-       perform pg_advisory_lock_shared(${claimGate});
-       p := ${drawn};
-       perform pg_advisory_xact_lock_shared(${claimBase} + p);
-       perform pg_advisory_unlock_shared(${claimGate});
-     exception when query_canceled or others then
-       perform pg_advisory_unlock_shared(${claimGate});
-       raise;
-     end;
-     perform set_config('manent.event_claim', p::text, true);
+     p := manent.event_claim_at();
    end $$`,
   // The id up to which every event is final (see above). Call it in a statement of its own, and
   // read the events in a later one (a snapshot taken before it may miss what committed meanwhile).
@@ -79,17 +108,11 @@ export const eventStatements = [
      p bigint;
      held bigint;
    begin
-     begin
-       perform pg_advisory_lock(${claimGate});
-       p := ${drawn};
-       select min(((l.classid::bigint << 32) | l.objid::bigint) - ${claimBase}) into held from pg_locks l
-         where l.locktype = 'advisory' and l.objsubid = 1 and (l.classid::bigint >> 16) = ${claimTag}
-           and l.database = (select oid from pg_database where datname = current_database());
-       perform pg_advisory_unlock(${claimGate});
-     exception when query_canceled or others then
-       perform pg_advisory_unlock(${claimGate});
-       raise;
-     end;
+     -- The position first, then the claims, in two statements (see the top of events-schema.ts).
+     p := ${drawn};
+     select min(((l.classid::bigint << 32) | l.objid::bigint) - ${claimBase}) into held from pg_locks l
+       where l.locktype = 'advisory' and l.objsubid = 1 and (l.classid::bigint >> 16) = ${claimTag}
+         and l.database = (select oid from pg_database where datname = current_database());
      return least(p, held);
    end $$`,
   `create or replace function manent.append_event(p_tenant text, p_deploy_id text, p_type text, p_data jsonb) returns bigint
@@ -97,9 +120,8 @@ export const eventStatements = [
    declare
      new_id bigint;
    begin
-     perform manent.event_claim();
-     insert into manent.events (tenant, deploy_id, type, data) values (p_tenant, p_deploy_id, p_type, coalesce(p_data, '{}'::jsonb))
-       returning id into new_id;
+     new_id := manent.event_next_id();
+     insert into manent.events (id, tenant, deploy_id, type, data) values (new_id, p_tenant, p_deploy_id, p_type, coalesce(p_data, '{}'::jsonb));
      return new_id;
    end $$`,
   // The NOTIFY that wakes the hubs, at commit (a deferred trigger), from one committing transaction
@@ -110,9 +132,11 @@ export const eventStatements = [
   // the hubs read after its notification, and while a transaction that skipped still holds the
   // horizon back, read again (pg-event-hub.ts).
   `create or replace function manent.events_notify() returns trigger language plpgsql as $$
+   declare
+     done text;
    begin
      if coalesce(current_setting('manent.events_notify', true), '') = '' then
-       perform set_config('manent.events_notify', 'done', true);
+       done := set_config('manent.events_notify', 'done', true);
        if pg_try_advisory_xact_lock(${notifyGate}) then
          perform pg_notify('${eventsChannel}', '');
        end if;
@@ -220,8 +244,7 @@ export const eventStatements = [
        new.created_event := null;
        if new.status = 'queued' and new.plugin is null and new.started_at is null and new.finished_at is null
           and coalesce(new.error, 'null'::jsonb) = 'null'::jsonb then
-         perform manent.event_claim();
-         new.created_event := nextval('manent.events_id_seq');
+         new.created_event := manent.event_next_id();
        end if;
        return new;
      end if;
@@ -245,12 +268,11 @@ export const eventStatements = [
        new.status_event := null;
      end if;
      if status_due then
-       perform manent.event_claim();
        if new.status = 'running' and new.start_event is null and new.started_at is not null and new.finished_at is null
           and coalesce(new.error, 'null'::jsonb) = 'null'::jsonb then
-         new.start_event := nextval('manent.events_id_seq');
+         new.start_event := manent.event_next_id();
        else
-         new.status_event := nextval('manent.events_id_seq');
+         new.status_event := manent.event_next_id();
        end if;
      end if;
      return new;
@@ -325,15 +347,13 @@ export const eventStatements = [
      if started_due then
        new.ended_event := null;
        if new.attempts = 1 and new.started_at is not null then
-         perform manent.event_claim();
-         new.started_event := nextval('manent.events_id_seq');
+         new.started_event := manent.event_next_id();
        else
          perform manent.append_event((select d.tenant from manent.deploys d where d.id = new.deploy_id), new.deploy_id, 'step.started',
            manent.step_started_data(new));
        end if;
      elsif ended_due then
-       perform manent.event_claim();
-       new.ended_event := nextval('manent.events_id_seq');
+       new.ended_event := manent.event_next_id();
      end if;
      return new;
    end $$`,
@@ -370,8 +390,7 @@ export const eventStatements = [
   `create or replace function manent.target_event_ids() returns trigger language plpgsql as $$
    begin
      if tg_op = 'INSERT' then
-       perform manent.event_claim();
-       new.event_id := nextval('manent.events_id_seq');
+       new.event_id := manent.event_next_id();
        return new;
      end if;
      new.event_id := old.event_id;
@@ -386,8 +405,7 @@ export const eventStatements = [
        end if;
        -- A new event when the result changed; the same result recorded again is none.
        if old.status is distinct from new.status or old.error is distinct from new.error or old.details is distinct from new.details then
-         perform manent.event_claim();
-         new.event_id := nextval('manent.events_id_seq');
+         new.event_id := manent.event_next_id();
        end if;
      end if;
      return new;

@@ -48,6 +48,24 @@ describe("event log: ids that commit out of order", () => {
       });
     });
   const readIds = async (hub: PgEventHub, afterId: number) => (await hub.read(afterId, {}, 1000)).map((e) => e.id);
+  /** Resolves once a read of a hub on `pool` that starts after this call has ended (its statement answered). */
+  const nextHubRead = (pool: pg.Pool): Promise<void> =>
+    new Promise((resolve) => {
+      const target = pool as unknown as { query: (...args: unknown[]) => Promise<unknown> };
+      const query = target.query.bind(pool);
+      target.query = (...args: unknown[]) => {
+        const result = query(...args);
+        const text = typeof args[0] === "string" ? args[0] : "";
+        if (text.includes("manent.read_events_matching")) {
+          target.query = query;
+          result.then(
+            () => resolve(),
+            () => resolve(),
+          );
+        }
+        return result;
+      };
+    });
 
   before(async () => {
     server = await TestPostgres.start();
@@ -118,6 +136,36 @@ describe("event log: ids that commit out of order", () => {
     for (const { ids, stop } of seen) {
       stop();
       assert.deepEqual(ids, [low, high]);
+    }
+  });
+
+  it("a claim below what the hubs have read holds them back without moving them back", async () => {
+    // The state a claim is in when it read the sequence's position, then a horizon was read, then
+    // it took its lock: its claim is below what the hubs have already delivered.
+    const seen = hubs.map(record);
+    const first = await append(pools[0]!, "test.first");
+    for (const hub of hubs) await reached(hub, first);
+    const late = await connect();
+    await late.query("begin");
+    // The claim's key as events-schema.ts makes it ("me" << 48, plus the position).
+    await late.query(
+      "select pg_advisory_xact_lock_shared((28005::bigint << 48) + $1::bigint), set_config('manent.event_claim', $1::text, true)",
+      [first - 1],
+    );
+    const low = await append(late, "test.low");
+    const read = pools.map(nextHubRead);
+    const high = await append(pools[1]!, "test.high"); // its NOTIFY makes each hub read while the claim holds it back
+    assert.ok(first < low && low < high);
+    await Promise.all(read);
+    for (const hub of hubs) {
+      assert.deepEqual(await readIds(hub, first), [], "nothing is given while the late claim is held");
+      assert.ok(hub.position >= first, `a hub moved back to ${hub.position}, below ${first} it delivered`);
+    }
+    await late.query("commit");
+    for (const hub of hubs) await reached(hub, high);
+    for (const { ids, stop } of seen) {
+      stop();
+      assert.deepEqual(ids, [first, low, high], "each id once, in order");
     }
   });
 
