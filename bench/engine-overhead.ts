@@ -2,7 +2,8 @@
  * Orchestration overhead of the engine, on a real manent-server with the embedded Postgres and the
  * noop plugin (which does no work, so what is measured is manent's):
  *  1. one deploy to one target, 20 times in a row: median and p90 of submit → finished (queue
- *     dispatch included) and of started → finished (the workflow's steps alone);
+ *     dispatch included), of started → finished (the workflow's steps alone), and of the client's
+ *     submit → its long poll answered with the end (what `manent deploy` waits);
  *  2. two deploys of one application submitted together, 10 times: from the first's end to the
  *     second's start (the handover of the partition);
  *  3. one deploy to 1,000 targets with `parallel: 50`: wall time.
@@ -98,6 +99,10 @@ try {
   }
   figures.deploy_submit_to_finished_ms_p50 = quantile(total, 0.5);
   figures.deploy_submit_to_finished_ms_p90 = quantile(total, 0.9);
+  // What a client waits (`manent deploy`): from its submit to the long poll's answer with the end.
+  const answered = windows.map(([from, to]) => to - from);
+  figures.deploy_submit_to_answer_ms_p50 = quantile(answered, 0.5);
+  figures.deploy_submit_to_answer_ms_p90 = quantile(answered, 0.9);
   figures.deploy_steps_ms_p50 = quantile(steps, 0.5);
   figures.deploy_steps_ms_p90 = quantile(steps, 0.9);
   console.log(`one deploy, 1 no-op target, ${runs} runs:`);
@@ -105,6 +110,9 @@ try {
     `  submit -> finished   median ${figures.deploy_submit_to_finished_ms_p50} ms   p90 ${figures.deploy_submit_to_finished_ms_p90} ms`,
   );
   console.log(`  workflow steps only  median ${figures.deploy_steps_ms_p50} ms   p90 ${figures.deploy_steps_ms_p90} ms`);
+  console.log(
+    `  the client's submit -> its wait answered   median ${figures.deploy_submit_to_answer_ms_p50} ms   p90 ${figures.deploy_submit_to_answer_ms_p90} ms`,
+  );
   if (flags.queries) {
     // The log lines and the statistics arrive a little after the statements: let them drain.
     await new Promise((r) => setTimeout(r, 1500));

@@ -25,6 +25,7 @@ import { EmbeddedDatabase } from "../storage/embedded-postgres.js";
 import { PgAuditLog } from "../storage/pg-audit-log.js";
 import { PgDeployStore } from "../storage/pg-deploy-store.js";
 import { PgEventHub } from "../storage/pg-event-hub.js";
+import { EventsNotifier } from "../storage/events-notifier.js";
 import { PgNotificationStore } from "../storage/pg-notification-store.js";
 import { Notifier } from "../core/notifications/notifier.js";
 import { notificationSender } from "../net/notification-sender.js";
@@ -140,6 +141,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
   let plugins: PluginRegistry | undefined;
   let embedded: EmbeddedDatabase | undefined;
   let pool: pg.Pool | undefined;
+  let eventsNotifier: EventsNotifier | undefined;
   let engine: Engine | undefined;
   let events: PgEventHub | undefined;
   let health: DatabaseHealth | undefined;
@@ -161,6 +163,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await closeHttp();
     await engine?.shutdown(0).catch(() => undefined);
     await plugins?.close();
+    await eventsNotifier?.close(); // what the last deploys wrote, for the other servers' streams
     await pool?.end().catch(() => undefined);
     await embedded?.stop();
   };
@@ -169,10 +172,16 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     await prepareWorkdir(config.workdirPath);
     embedded = externalDatabaseUrl ? undefined : await EmbeddedDatabase.start(config.workdirPath, logger);
     const databaseUrl = externalDatabaseUrl ?? embedded!.url;
+    // The pool's sessions leave the event log's NOTIFYs to the server, one per window (events-notifier.ts).
+    const notifyEvents = new EventsNotifier((sql) => db.query(sql), logger);
+    eventsNotifier = notifyEvents;
     // A connection that cannot be made in 5 s is an unavailable database, not a request left hanging.
-    pool = databasePool({ connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 });
+    const db = databasePool(
+      { connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 },
+      { onConnect: (client) => notifyEvents.attach(client) },
+    );
+    pool = db;
     pool.on("error", (err) => logger.warn("database connection error", { error: err.message }));
-    const db = pool;
     // The API's reads fail fast while the database is away (503); the deploys' own writes wait for it.
     const store = new PgDeployStore(db);
     const workflowStore = new PgDeployStore(retryingQueries(db, logger), {
@@ -240,6 +249,8 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
       logger,
     }).catch((err: unknown) => logger.warn("cannot list the work of newer manent versions", { error: ManentError.from(err).message }));
     events = await PgEventHub.start(db, databaseUrl, logger);
+    const hub = events;
+    notifyEvents.alsoTell(() => hub.written());
     const started = engine;
     fleet = new FleetHeartbeats(db, logger, {
       executorId: config.dbos.executor_id ?? "local",

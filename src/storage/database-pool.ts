@@ -123,12 +123,14 @@ function trackClient(client: pg.PoolClient, names: StatementNames): pg.PoolClien
 
 /**
  * A pg pool whose errors (of `query`, `connect`, and the queries of the clients it lends) are
- * known to come from the database connection: see {@link raisedByDatabasePool}.
+ * known to come from the database connection: see {@link raisedByDatabasePool}. `onConnect` is
+ * given each new connection before anything runs on it.
  */
-export function databasePool(config: pg.PoolConfig): pg.Pool {
+export function databasePool(config: pg.PoolConfig, opts: { onConnect?: (client: pg.PoolClient) => void } = {}): pg.Pool {
   // Pipelining changes nothing for a query awaited before the next is sent; it lets
   // pipelinedTransaction send its statements at once.
   const pool = new pg.Pool({ pipeline: true, ...config });
+  if (opts.onConnect) pool.on("connect", opts.onConnect);
   // pg listens for a client's errors only while it sits idle in the pool (and reports them as the
   // pool's 'error'). One lent out between two queries (a transaction's code running, a release on
   // its way) whose connection drops emits an 'error' nobody handles, an uncaught exception. Each

@@ -37,6 +37,10 @@
  * notification when it moves on.
  */
 export const eventsChannel = "manent_events";
+/** The SQLSTATE of the notice an event-writing commit of a server's own session sends it (events_notify). */
+export const eventsWrittenCode = "MN001";
+/** What a server's pool sets on each of its connections so that their commits leave the NOTIFY to it. */
+export const notifyByServer = "set manent.notify_by = 'server'";
 /** Held by the transaction that NOTIFYs, until its commit is over ("mn_ntf"). */
 const notifyGate = 0x6d6e5f6e7466;
 /** Claims are the keys claimBase + position: "me" in the top 16 bits, the position in the low 48. */
@@ -131,13 +135,23 @@ export const eventStatements = [
   // another one notifying (the try-lock, held until that one's commit is over) leaves it to it:
   // the hubs read after its notification, and while a transaction that skipped still holds the
   // horizon back, read again (pg-event-hub.ts).
+  //
+  // A server's own sessions (`manent.notify_by` = 'server', set by its pool) do not NOTIFY: each
+  // NOTIFY wakes every LISTENing backend of the database and every server's hub, so at saturation
+  // a fleet of three spent more on those wakes than on its deploys. They tell their server with a
+  // notice instead (sent to that session's client only), and the server NOTIFYs once for all its
+  // commits of a moment (events-notifier.ts).
   `create or replace function manent.events_notify() returns trigger language plpgsql as $$
    declare
      done text;
    begin
      if coalesce(current_setting('manent.events_notify', true), '') = '' then
        done := set_config('manent.events_notify', 'done', true);
-       if pg_try_advisory_xact_lock(${notifyGate}) then
+       -- (A session whose notices would not reach its client NOTIFYs itself.)
+       if current_setting('manent.notify_by', true) = 'server'
+          and current_setting('client_min_messages') in ('debug5', 'debug4', 'debug3', 'debug2', 'debug1', 'log', 'notice') then
+         raise notice using message = 'manent: events written', errcode = '${eventsWrittenCode}';
+       elsif pg_try_advisory_xact_lock(${notifyGate}) then
          perform pg_notify('${eventsChannel}', '');
        end if;
      end if;

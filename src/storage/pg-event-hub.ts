@@ -444,6 +444,14 @@ export class PgEventHub {
     await this.client?.end().catch(() => undefined);
   }
 
+  /**
+   * This server committed events (events-notifier.ts): read as for a notification, without waiting
+   * for the NOTIFY the server sends the others at the end of its window.
+   */
+  written(): void {
+    this.gather();
+  }
+
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl });
     client.on("notification", () => this.gather());
