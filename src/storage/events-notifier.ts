@@ -26,7 +26,7 @@ export const notifyWindowMs = 25;
 export class EventsNotifier {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
-  private readonly local = new Set<() => void>();
+  private tellLocal: (() => void) | undefined;
   private readonly onNotice = (notice: { code?: string | undefined }): void => {
     if (notice.code === eventsWrittenCode) this.written();
   };
@@ -51,16 +51,15 @@ export class EventsNotifier {
 
   /**
    * Tells `fn` (the server's own hub) of each commit of the server that wrote events at once: its
-   * readers need not wait for the window's NOTIFY. Returns a function that stops it.
+   * readers need not wait for the window's NOTIFY.
    */
-  alsoTell(fn: () => void): () => void {
-    this.local.add(fn);
-    return () => this.local.delete(fn);
+  alsoTell(fn: () => void): void {
+    this.tellLocal = fn;
   }
 
   /** A commit of this server's wrote events: a NOTIFY at the end of the window, one for all of them. */
   written(): void {
-    for (const fn of this.local) fn();
+    this.tellLocal?.();
     if (this.closed || this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
