@@ -8,10 +8,10 @@
  *  - seconds to write them, and the bytes kept per deploy by the deploy's tables and the log
  *    (relation sizes, indexes included, after a VACUUM);
  *  - `--one-by-one` more deploys written as the engine writes one: a statement per change, each
- *    committed on its own (a step's end with the next step's start), one deploy after another on
- *    one connection; the CPU that connection's backend took per deploy (/proc; the log's claims and
- *    triggers run once per transaction here, not once per statement over all deploys), and the
- *    time per deploy;
+ *    committed on its own (a step's end with the next step's start) through the server's pool
+ *    (named statements, a transaction in one write), one deploy after another on one connection;
+ *    the CPU that connection's backend took per deploy (/proc; the log's claims and triggers run
+ *    once per transaction here, not once per statement over all deploys), and the time per deploy;
  *  - milliseconds per read (`--reads` of each, after as many to warm up): the hubs' read of one
  *    deploy's status events (`?wait=`) and of 16 deploys' two types, a hub's read of every event
  *    near the head, a page of 500 of every event from the first, a stream of one deploy's events, a
@@ -25,6 +25,7 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { serverBin, startServer } from "../test/support/server-process.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { databasePool, pipelinedTransaction, type Statement } from "../src/storage/database-pool.js";
 import { cpuSeconds } from "./support/process-cpu.js";
 
 const { values: opts } = parseArgs({
@@ -95,7 +96,7 @@ async function measure(bin: string): Promise<Record<string, string>> {
     out["bytes per deploy: the log and the deploy's tables"] = (
       Number(await bytes(["manent.events", "manent.deploys", "manent.deploy_steps", "manent.deploy_targets"])) / deploys
     ).toFixed(0);
-    Object.assign(out, await writeOneByOne(db));
+    Object.assign(out, await writeOneByOne(url));
 
     const log = (await db.query("select to_regclass('manent.event_log') is not null as v")).rows[0].v
       ? { from: "manent.event_log e", data: "e.data" }
@@ -135,53 +136,53 @@ async function measure(bin: string): Promise<Record<string, string>> {
  * transactions that write events), one after another. The reads below run over these too: a
  * little more log (an eighth of the default's deploys), the same for both sides.
  */
-async function writeOneByOne(db: pg.Client): Promise<Record<string, string>> {
+async function writeOneByOne(url: string): Promise<Record<string, string>> {
   if (oneByOne <= 0) return {};
-  const pid = (await db.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
+  // The server's own pool and transactions (database-pool.ts): statements named, each transaction
+  // one write. One connection, so that its backend's CPU is the deploys'.
+  const pool = databasePool({ connectionString: url, max: 1 });
+  try {
+    return await timeOneByOne(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function timeOneByOne(pool: pg.Pool): Promise<Record<string, string>> {
+  const pid = (await pool.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
   const steps = ["resolve", "fetch", "validate", "checkpoint", "deploy"];
-  const names = new Map<string, string>();
-  const statementName = (sql: string) => names.get(sql) ?? (names.set(sql, `one_by_one_${names.size}`), `one_by_one_${names.size - 1}`);
-  const tx = async (statements: [string, unknown[]][]) => {
-    await db.query("begin");
-    // Named, as the server's pool sends its statements (database-pool.ts): parsed once, plans kept.
-    for (const [sql, args] of statements) await db.query({ name: statementName(sql), text: sql, values: args });
-    await db.query("commit");
-  };
-  const start = (id: string, seq: number) =>
-    [
-      `insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at) values ($1, $2, $3, 'running', 1, now())`,
-      [id, seq + 1, steps[seq]],
-    ] as [string, unknown[]];
-  const end = (id: string, seq: number) =>
-    [
-      `update manent.deploy_steps set status = 'succeeded', finished_at = now(), duration_ms = 1, outcome = 'succeeded',
+  const tx = (statements: Statement[]) => pipelinedTransaction(pool, statements);
+  const start = (id: string, seq: number): Statement => ({
+    sql: `insert into manent.deploy_steps (deploy_id, seq, name, status, attempts, started_at) values ($1, $2, $3, 'running', 1, now())`,
+    params: [id, seq + 1, steps[seq]],
+  });
+  const end = (id: string, seq: number): Statement => ({
+    sql: `update manent.deploy_steps set status = 'succeeded', finished_at = now(), duration_ms = 1, outcome = 'succeeded',
          output = '{"result": "{}"}' where deploy_id = $1 and name = $2`,
-      [id, steps[seq]],
-    ] as [string, unknown[]];
+    params: [id, steps[seq]],
+  });
   const write = async (i: number) => {
     const id = `one-${i}`;
+    const one = (sql: string, ...params: unknown[]): Statement => ({ sql, params: [id, ...params] });
     await tx([
-      [
+      one(
         `insert into manent.deploys (id, kind, tenant, application, artifact, environment, version, status, request)
          values ($1, 'deploy', 'tenant-' || ($2::int % 50), 'one-' || ($2::int % 500), 'one-' || ($2::int % 500), 'prod', '1.0.' || $2, 'queued', '{}')`,
-        [id, i],
-      ],
+        i,
+      ),
     ]);
-    await tx([[`update manent.deploys set status = 'running', plugin = 'noop', started_at = now() where id = $1`, [id]]]);
+    await tx([one(`update manent.deploys set status = 'running', plugin = 'noop', started_at = now() where id = $1`)]);
     await tx([start(id, 0)]);
     for (let seq = 0; seq < steps.length; seq++) {
-      const next: [string, unknown[]][] = seq + 1 < steps.length ? [start(id, seq + 1)] : [];
+      const next = seq + 1 < steps.length ? [start(id, seq + 1)] : [];
       if (steps[seq] === "deploy")
         await tx([
-          [
-            `insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, details, updated_at)
-             values ($1, 'deploy', 'host-1', 'deployed', 0, '{"version": "1.0.1"}', now())`,
-            [id],
-          ],
+          one(`insert into manent.deploy_targets (deploy_id, phase, host, status, duration_ms, details, updated_at)
+             values ($1, 'deploy', 'host-1', 'deployed', 0, '{"version": "1.0.1"}', now())`),
         ]);
       await tx([end(id, seq), ...next]);
     }
-    await tx([[`update manent.deploys set status = 'succeeded', finished_at = now() where id = $1`, [id]]]);
+    await tx([one(`update manent.deploys set status = 'succeeded', finished_at = now() where id = $1`)]);
   };
   for (let i = 0; i < Math.min(200, oneByOne); i++) await write(-1 - i); // warm-up: plans cached, the backend's caches filled
   const cpu0 = cpuSeconds(pid);
