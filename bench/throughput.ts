@@ -22,9 +22,13 @@
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 30]
- *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally]
+ *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally] [--async-commit]
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
+ * `--async-commit`: each fleet's database with `synchronous_commit = off`, so no commit waits for the
+ * disk's flush of the WAL. With durable commits (the default, as the product runs) a slow disk makes
+ * the flush what bounds the deploys/s, and more connections (a fleet's) flush more commits at once;
+ * without, the CPU bounds them, and a fleet's cost in CPU shows whatever the disk does that day.
  * `--tally`: the servers run unbundled with bench/support/statement-tally.cjs, and the bench prints
  * the statements the fleet sent per deploy in the window (as bench/deploy-commits.ts does for one server).
  */
@@ -39,7 +43,7 @@ import { serverBin, startServer, type ServerProcess } from "../test/support/serv
 import { checkoutRef } from "./support/ref-checkout.js";
 import { databaseCounters } from "./support/database-counters.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
-import { contextSwitchWindow, cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
+import { contextSwitchWindow, cpuWindow, machineCpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { eventsChannel } from "../src/storage/events-schema.js";
@@ -55,6 +59,7 @@ const { values: opts } = parseArgs({
     "cpu-prof": { type: "string" },
     pin: { type: "boolean", default: false },
     tally: { type: "boolean", default: false },
+    "async-commit": { type: "boolean", default: false },
   },
 });
 // Both work through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
@@ -106,6 +111,14 @@ interface FleetFigures {
   queued_ms_p50: number;
   running_ms_p50: number;
   load_average: number;
+  /** The whole machine's CPUs in the window, percent of their time: busy (anything), idle, idle waiting for I/O, stolen by the hypervisor. */
+  machine_cpu_pct: { busy: number; idle: number; iowait: number; steal: number };
+  /**
+   * The machine's busy share that the servers, Postgres and the bench do not account for (the
+   * kernel's own threads, and any other program): more than a few percent, and the figures are
+   * another program's too.
+   */
+  others_cpu_pct: number;
   /** CPU time per deploy finished in the window: the servers' processes, and Postgres's (postmaster and backends). */
   server_cpu_ms_per_deploy: number;
   postgres_cpu_ms_per_deploy: number;
@@ -130,6 +143,9 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
   const servers: ServerProcess[] = [];
   const admin = new pg.Client(databaseUrl);
   await admin.connect();
+  // Commits that do not wait for the WAL's flush: what a deploy costs in CPU, whatever the disk's
+  // flush takes that day (set before the servers connect: a session reads it at its start).
+  if (opts["async-commit"]) await admin.query(`alter database "${new URL(databaseUrl).pathname.slice(1)}" set synchronous_commit = off`);
   try {
     for (let i = 0; i < n; i++) {
       const config = await ws.write(
@@ -192,6 +208,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const postgresSwitches = contextSwitchWindow(() => postgresProcesses(port));
     const benchCpu = cpuWindow(() => [process.pid]);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
+    const machineCpu = machineCpuWindow();
     if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
     // The event log's NOTIFYs (events-schema.ts): each wakes every LISTENing backend of the database,
     // two per server (its event hub's and DBOS's) and this one, whatever their channels.
@@ -236,6 +253,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const pgSwitches = postgresSwitches.stop();
     const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
+    const machine = machineCpu.stop();
     const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
@@ -265,6 +283,9 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       queued_ms_p50: median(queued),
       running_ms_p50: median(running),
       load_average: loadavg()[0]!,
+      machine_cpu_pct: machine,
+      others_cpu_pct:
+        Math.round((machine.busy - ((serverSeconds + postgresSeconds + benchSeconds) * 100) / (elapsed * cpuList().length)) * 10) / 10,
       server_cpu_ms_per_deploy: Math.round((serverSeconds * 10000) / Math.max(1, finished)) / 10,
       postgres_cpu_ms_per_deploy: Math.round((postgresSeconds * 10000) / Math.max(1, finished)) / 10,
       bench_cpu_ms_per_deploy: Math.round((benchSeconds * 10000) / Math.max(1, finished)) / 10,
@@ -285,12 +306,17 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         `${figures.server_voluntary_switches_per_deploy} / ${figures.server_involuntary_switches_per_deploy}, Postgres ` +
         `${figures.postgres_voluntary_switches_per_deploy} / ${figures.postgres_involuntary_switches_per_deploy}; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
+        `the machine's CPUs ${machine.busy}% busy, ${machine.idle}% idle, ${machine.iowait}% waiting for I/O, ${machine.steal}% stolen, ${figures.others_cpu_pct}% not by the servers, Postgres or the bench; ` +
         `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; ` +
         `${figures.backends_mean} backends (${figures.sessions_opened} connections opened), active ones by wait: ` +
         (Object.entries(figures.active_backends_by_wait)
           .map(([k, v]) => `${k} ${v}`)
           .join(", ") || "none"),
     );
+    if (figures.others_cpu_pct > 5)
+      console.log(
+        `  warning: ${figures.others_cpu_pct}% of the CPUs went to other processes in the window: these figures are not this fleet's alone`,
+      );
     if (statements) {
       const per = (count: number) => (count / Math.max(1, finished)).toFixed(2).padStart(7);
       console.log(`  the servers' statements per deploy (commits ${per(statements.commits).trim()}; a transaction as TX[…]):`);

@@ -136,3 +136,37 @@ export function mainThreadWakeWindow(pids: () => number[]): { stop: () => number
     }
   });
 }
+
+/** The machine's CPU time by state since boot, in ticks (/proc/stat's first line). */
+function machineTicks(): { busy: number; idle: number; iowait: number; steal: number } {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8")
+    .split("\n", 1)[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1, 9)
+    .map(Number) as [number, number, number, number, number, number, number, number];
+  return { busy: user + nice + system + irq + softirq, idle, iowait, steal };
+}
+
+/**
+ * What the whole machine's CPUs did from now until `stop`, as shares of their time (percent): busy
+ * (any process, the kernel's interrupts), idle, waiting for I/O with nothing to run, and stolen by
+ * the hypervisor. Says whether a run was bound by the CPUs or by something they waited for.
+ */
+export function machineCpuWindow(): { stop: () => { busy: number; idle: number; iowait: number; steal: number } } {
+  const start = machineTicks();
+  return {
+    stop: () => {
+      const end = machineTicks();
+      const d = {
+        busy: end.busy - start.busy,
+        idle: end.idle - start.idle,
+        iowait: end.iowait - start.iowait,
+        steal: end.steal - start.steal,
+      };
+      const total = Math.max(1, d.busy + d.idle + d.iowait + d.steal);
+      const pct = (x: number) => Math.round((x * 1000) / total) / 10;
+      return { busy: pct(d.busy), idle: pct(d.idle), iowait: pct(d.iowait), steal: pct(d.steal) };
+    },
+  };
+}
