@@ -26,9 +26,8 @@
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
  * `--async-commit`: each fleet's database with `synchronous_commit = off`, so no commit waits for the
- * disk's flush of the WAL. With durable commits (the default, as the product runs) a slow disk makes
- * the flush what bounds the deploys/s, and more connections (a fleet's) flush more commits at once;
- * without, the CPU bounds them, and a fleet's cost in CPU shows whatever the disk does that day.
+ * disk's flush of the WAL (the default, durable commits, is how the product runs): what a deploy
+ * costs in CPU bounds the deploys/s, whatever the disk does that day.
  * `--tally`: the servers run unbundled with bench/support/statement-tally.cjs, and the bench prints
  * the statements the fleet sent per deploy in the window (as bench/deploy-commits.ts does for one server).
  */
