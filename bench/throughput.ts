@@ -22,12 +22,13 @@
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 30]
- *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally] [--async-commit]
+ *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally] [--async-commit] [--connections N]
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
  * `--async-commit`: each fleet's database with `synchronous_commit = off`, so no commit waits for the
  * disk's flush of the WAL (the default, durable commits, is how the product runs): what a deploy
  * costs in CPU bounds the deploys/s, whatever the disk does that day.
+ * `--connections N`: each server's `dbos.connections` (a --ref older than the setting refuses it).
  * `--tally`: the servers run unbundled with bench/support/statement-tally.cjs, and the bench prints
  * the statements the fleet sent per deploy in the window (as bench/deploy-commits.ts does for one server).
  */
@@ -59,6 +60,7 @@ const { values: opts } = parseArgs({
     pin: { type: "boolean", default: false },
     tally: { type: "boolean", default: false },
     "async-commit": { type: "boolean", default: false },
+    connections: { type: "string" },
   },
 });
 // Both work through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
@@ -150,7 +152,11 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       const config = await ws.write(
         `server-${tag}-${i}.yml`,
         manentYml(undefined, {
-          dbos: { database_url: databaseUrl, executor_id: `bench-${i}` },
+          dbos: {
+            database_url: databaseUrl,
+            executor_id: `bench-${i}`,
+            ...(opts.connections !== undefined && { connections: Number(opts.connections) }),
+          },
           workdir: `./work-${tag}-${i}`,
           concurrency: apps,
         }),

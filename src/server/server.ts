@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import type pg from "pg";
 import type { Registry } from "prom-client";
 import type { Logger } from "../core/contract/index.js";
-import { findEnvconfig, loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
+import { connectionShares, findEnvconfig, loadManentConfig, resolveDatabaseUrl, type LoadedConfig } from "../core/config/index.js";
 import { prepareWorkdir } from "../core/artifacts/workdir-modes.js";
 import { ArtifactCache } from "../core/artifacts/artifact-cache.js";
 import { UploadRetention } from "../storage/upload-retention.js";
@@ -177,7 +177,7 @@ export async function serve(configFile: string, opts: ServeOptions): Promise<Run
     eventsNotifier = notifyEvents;
     // A connection that cannot be made in 5 s is an unavailable database, not a request left hanging.
     const db = databasePool(
-      { connectionString: databaseUrl, max: 20, connectionTimeoutMillis: 5000 },
+      { connectionString: databaseUrl, max: connectionShares(config.dbos.connections).records, connectionTimeoutMillis: 5000 },
       { onConnect: (client) => notifyEvents.attach(client) },
     );
     pool = db;

@@ -12,6 +12,7 @@ export * from "./artifacts-config.js";
 export * from "./safe-text.js";
 export * from "./auth-config.js";
 export * from "./database-url.js";
+export * from "./database-connections.js";
 export * from "./oidc-config.js";
 export * from "./tls-config.js";
 export * from "./uploads-config.js";

@@ -11,6 +11,7 @@ import { verificationConfigSchema } from "./verification-config.js";
 import { deployWindowsConfigSchema } from "./deploy-windows-config.js";
 import { notificationsConfigSchema } from "./notifications-config.js";
 import { secretStoresConfigSchema } from "./secret-stores-config.js";
+import { defaultConnections, minConnections } from "./database-connections.js";
 
 export const externalSchema = z.strictObject({
   command: z
@@ -104,6 +105,15 @@ export const manentConfigSchema = z.strictObject({
             description: 'Identifies this server among several sharing one database; recovery resumes its own workflows (default "local")',
             examples: ["worker-1"],
           }),
+        connections: z
+          .number()
+          .int()
+          .min(minConnections)
+          .max(1000)
+          .default(defaultConnections)
+          .describe(
+            "The most connections this server opens to Postgres for its work, besides its two that listen for notifications: a third for the workflow engine, the rest for deploy records and the API. Several servers share Postgres's CPUs: fewer each there (docs/operations/several-servers.md)",
+          ),
         heartbeat_interval: durationMs
           .default(5_000)
           .describe("How often this server records that it is alive in Postgres, so the others of its fleet notice when it dies"),
@@ -113,7 +123,7 @@ export const manentConfigSchema = z.strictObject({
             "A server of the fleet whose last heartbeat is older than this is dead: one live server takes over its pending deploys",
           ),
       })
-      .default({ heartbeat_interval: 5_000, dead_after: 30_000 })
+      .default({ connections: defaultConnections, heartbeat_interval: 5_000, dead_after: 30_000 })
       .describe("The durable workflow engine (DBOS Transact); absent or empty: the embedded Postgres"),
   ),
   workdir: z

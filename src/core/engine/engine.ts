@@ -9,7 +9,7 @@ import { DBOS } from "@dbos-inc/dbos-sdk";
 import { getExecutor } from "@dbos-inc/dbos-sdk/internal/dbos";
 import type { Logger } from "../contract/index.js";
 import type { NewAuditEntry } from "../identity/index.js";
-import type { LoadedConfig } from "../config/index.js";
+import { connectionShares, type LoadedConfig } from "../config/index.js";
 import { Code, ManentError, type ErrorJSON } from "../errors.js";
 import { terminalStatuses, type DeployKey, type DeployStatus, type DeployStore, type NewDeploy } from "./deploy-store.js";
 import { noMetrics, type EngineMetrics } from "./engine-metrics.js";
@@ -162,6 +162,7 @@ export class Engine {
       logger: dbosLogger(opts.logger),
       serializer: checkpointSerializer,
       notificationCoalesceMs,
+      systemDatabasePoolSize: connectionShares(opts.config.dbos.connections).engine,
     });
     slowDbosIdleLoops();
     try {
