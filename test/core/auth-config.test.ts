@@ -1,20 +1,12 @@
 import assert from "node:assert/strict";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { loadManentConfig } from "../../src/core/config/index.js";
 import { can } from "../../src/core/identity/index.js";
 import { grantsForUser } from "../../src/server/identity/index.js";
-import { createWorkspace } from "../support/workspace.js";
+import { loadManentYml } from "../support/load-manent-yml.js";
 
 /** manent.yml's auth section: roles on tokens and grants, checked with errors naming the field; a person's grants from it. */
 describe("auth configuration", () => {
-  const load = async (auth: unknown) => {
-    const ws = await createWorkspace();
-    const file = join(ws.dir, "manent.yml");
-    await writeFile(file, JSON.stringify({ auth }));
-    return loadManentConfig(file, ws.dir);
-  };
+  const load = (auth: unknown) => loadManentYml({ auth });
 
   it("gives a token without a role the admin role everywhere it names, as before roles existed", async () => {
     const config = await load({ tokens: [{ name: "ci", tenant: "team-a", token: "env:X" }] });

@@ -1,18 +1,11 @@
 import assert from "node:assert/strict";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { connectionShares, loadManentConfig } from "../../src/core/config/index.js";
-import { createWorkspace } from "../support/workspace.js";
+import { connectionShares } from "../../src/core/config/index.js";
+import { loadManentYml } from "../support/load-manent-yml.js";
 
 /** manent.yml's dbos.connections: how many connections a server opens to Postgres, and how its two pools share them. */
 describe("dbos.connections", () => {
-  const load = async (settings: Record<string, unknown>) => {
-    const ws = await createWorkspace();
-    const file = join(ws.dir, "manent.yml");
-    await writeFile(file, JSON.stringify(settings));
-    return loadManentConfig(file, ws.dir);
-  };
+  const load = loadManentYml;
 
   it("is 30 by default, with or without a dbos section: 20 for the records and API, 10 for the workflow engine", async () => {
     for (const settings of [{}, { dbos: null }, { dbos: { executor_id: "worker-1" } }]) {

@@ -1,18 +1,11 @@
 import assert from "node:assert/strict";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { formatBytes, loadManentConfig, uploadQuota } from "../../src/core/config/index.js";
-import { createWorkspace } from "../support/workspace.js";
+import { formatBytes, uploadQuota } from "../../src/core/config/index.js";
+import { loadManentYml } from "../support/load-manent-yml.js";
 
 /** manent.yml's uploads section and artifacts.cache_size: defaults, quotas per tenant, errors naming file and field. */
 describe("uploads configuration", () => {
-  const load = async (settings: Record<string, unknown>) => {
-    const ws = await createWorkspace();
-    const file = join(ws.dir, "manent.yml");
-    await writeFile(file, JSON.stringify(settings));
-    return loadManentConfig(file, ws.dir);
-  };
+  const load = loadManentYml;
 
   it("has no quota, keeps the last 3 releases and sweeps hourly by default; the cache is 10 GiB", async () => {
     const config = await load({});

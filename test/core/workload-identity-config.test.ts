@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { loadManentConfig, pinsOwner } from "../../src/core/config/index.js";
+import { pinsOwner } from "../../src/core/config/index.js";
 import { matchWorkload } from "../../src/server/workload-identity/index.js";
-import { createWorkspace } from "../support/workspace.js";
+import { loadManentYml } from "../support/load-manent-yml.js";
 
 const github = "https://token.actions.githubusercontent.com";
 const entry = (over: Record<string, unknown> = {}) => ({
@@ -19,12 +17,7 @@ const entry = (over: Record<string, unknown> = {}) => ({
 
 /** manent.yml's auth.workload_identities: unsafe, ambiguous and malformed entries refused naming the field; how claims match. */
 describe("workload identity configuration", () => {
-  const load = async (auth: unknown) => {
-    const ws = await createWorkspace();
-    const file = join(ws.dir, "manent.yml");
-    await writeFile(file, JSON.stringify({ auth }));
-    return loadManentConfig(file, ws.dir);
-  };
+  const load = (auth: unknown) => loadManentYml({ auth });
 
   it("takes an entry with defaults: any application and environment of its tenant", async () => {
     const config = await load({ workload_identities: [entry()] });
