@@ -112,7 +112,7 @@ export const manentConfigSchema = z.strictObject({
           .max(1000)
           .default(defaultConnections)
           .describe(
-            "The most connections this server opens to Postgres for its work, besides its two that listen for notifications: a third for the workflow engine, the rest for deploy records and the API. A fleet's servers together stay under Postgres's max_connections (docs/operations/several-servers.md)",
+            "The most connections this server opens to Postgres for its work, and one more for its event hub's listener: a third for the workflow engine (its own listener among them), the rest for deploy records and the API. A fleet's servers together stay under Postgres's max_connections (docs/operations/several-servers.md)",
           ),
         heartbeat_interval: durationMs
           .default(5_000)
