@@ -22,13 +22,16 @@
  * whose event appends took one advisory lock for the whole database (3acb6f9), to see what it cost.
  *
  * Run: node --import tsx bench/throughput.ts [--apps 100] [--servers 1,2,3] [--seconds 20] [--warmup 30]
- *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally] [--async-commit] [--connections N]
+ *        [--ref <commit>] [--json] [--cpu-prof DIR] [--pin] [--tally] [--async-commit] [--connections N] [--perf DIR]
  * `--cpu-prof DIR`: each server writes a V8 CPU profile of its run into DIR/<n>-servers/ (ref-<n>-servers/ for --ref's).
  * `--pin`: the servers on one CPU, Postgres and the bench on the others (see pinCpus).
  * `--async-commit`: each fleet's database with `synchronous_commit = off`, so no commit waits for the
  * disk's flush of the WAL (the default, durable commits, is how the product runs): what a deploy
  * costs in CPU bounds the deploys/s, whatever the disk does that day.
  * `--connections N`: each server's `dbos.connections` (a --ref older than the setting refuses it).
+ * `--perf DIR`: the whole machine's CPU samples of each fleet's window (`perf record -a`) into
+ * DIR/<n>-servers.data, the servers with --perf-basic-prof; the bench prints the CPU per deploy by
+ * program and kind of code (bench/support/perf-breakdown.ts). perf's own cost lowers the deploys/s.
  * `--tally`: the servers run unbundled with bench/support/statement-tally.cjs, and the bench prints
  * the statements the fleet sent per deploy in the window (as bench/deploy-commits.ts does for one server).
  */
@@ -43,6 +46,7 @@ import { serverBin, startServer, type ServerProcess } from "../test/support/serv
 import { checkoutRef } from "./support/ref-checkout.js";
 import { databaseCounters } from "./support/database-counters.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
+import { perfBreakdown, perfRecord } from "./support/perf-breakdown.js";
 import { contextSwitchWindow, cpuWindow, machineCpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
@@ -61,10 +65,12 @@ const { values: opts } = parseArgs({
     tally: { type: "boolean", default: false },
     "async-commit": { type: "boolean", default: false },
     connections: { type: "string" },
+    perf: { type: "string" },
   },
 });
-// Both work through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
-if (opts["cpu-prof"] && opts.tally) throw new Error("--cpu-prof and --tally cannot be combined: run them separately");
+// Each works through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
+if ([opts["cpu-prof"], opts.tally, opts.perf].filter(Boolean).length > 1)
+  throw new Error("--cpu-prof, --tally and --perf cannot be combined: run them separately");
 const apps = Number(opts.apps);
 const fleets = opts.servers.split(",").map(Number);
 const seconds = Number(opts.seconds);
@@ -136,6 +142,8 @@ interface FleetFigures {
   server_involuntary_switches_per_deploy: number;
   postgres_voluntary_switches_per_deploy: number;
   postgres_involuntary_switches_per_deploy: number;
+  /** With --perf: the machine's CPU in the window per deploy (ms), by program and kind of code (perf-breakdown.ts). */
+  perf_ms_per_deploy?: Record<string, number>;
 }
 
 async function runFleet(n: number, ref?: { name: string; bin: string }): Promise<FleetFigures> {
@@ -161,7 +169,11 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
           concurrency: apps,
         }),
       );
-      const profile = opts["cpu-prof"] ? await cpuProfileEnv(join(opts["cpu-prof"], `${ref ? "ref-" : ""}${n}-servers`)) : {};
+      const profile = opts["cpu-prof"]
+        ? await cpuProfileEnv(join(opts["cpu-prof"], `${ref ? "ref-" : ""}${n}-servers`))
+        : opts.perf
+          ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --perf-basic-prof`.trim() }
+          : {};
       const bin = ref?.bin ?? serverBin;
       const counted = opts.tally ? tallied(bin) : { bin, env: {} };
       servers.push(
@@ -224,6 +236,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     await admin.query(`listen ${eventsChannel}`);
     measuring = true;
     const t0 = performance.now();
+    const perfFile = opts.perf && join(opts.perf, `${ref ? "ref-" : ""}${n}-servers.data`);
+    const perf = perfFile ? perfRecord(perfFile, seconds) : undefined;
     let samples = 0;
     let advisory = 0;
     let anyLock = 0;
@@ -259,6 +273,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
     const machine = machineCpu.stop();
+    await perf;
     const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
     await sampler;
     await sleep(1000); // statistics are flushed by each backend within a second
@@ -302,6 +317,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       server_involuntary_switches_per_deploy: Math.round((switches.involuntary * 10) / Math.max(1, finished)) / 10,
       postgres_voluntary_switches_per_deploy: Math.round((pgSwitches.voluntary * 10) / Math.max(1, finished)) / 10,
       postgres_involuntary_switches_per_deploy: Math.round((pgSwitches.involuntary * 10) / Math.max(1, finished)) / 10,
+      ...(perfFile && { perf_ms_per_deploy: await perfBreakdown(perfFile, finished) }),
     };
     console.log(
       `${n} server(s)${ref ? ` of ${ref.name}` : ""}: ${figures.deploys_per_s} deploys/s (${finished} in ${elapsed.toFixed(1)} s, ${failed} failed), ` +
@@ -322,6 +338,10 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       console.log(
         `  warning: ${figures.others_cpu_pct}% of the CPUs went to other processes in the window: these figures are not this fleet's alone`,
       );
+    if (figures.perf_ms_per_deploy) {
+      console.log(`  the machine's CPU per deploy (ms; perf report -i ${perfFile}):`);
+      for (const [kind, ms] of Object.entries(figures.perf_ms_per_deploy)) console.log(`  ${ms.toFixed(2).padStart(7)} ${kind}`);
+    }
     if (statements) {
       const per = (count: number) => (count / Math.max(1, finished)).toFixed(2).padStart(7);
       console.log(`  the servers' statements per deploy (commits ${per(statements.commits).trim()}; a transaction as TX[…]):`);
