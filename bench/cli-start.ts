@@ -17,6 +17,7 @@ import { createServer } from "node:net";
 import { performance } from "node:perf_hooks";
 import { cliBin, repoRoot, serverBin } from "../test/support/server-process.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const json = process.argv.includes("--json");
 const runs = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 15);
@@ -136,6 +137,7 @@ for (const [key, name, args] of commands) {
 }
 
 const ws = await createWorkspace("manent-bench-start-");
+const machine = watchMachine();
 try {
   const config = await ws.write("manent.yml", manentYml(process.env.TEST_DATABASE_URL));
   await timeServerStart(config, ws.dir); // the first start creates the embedded Postgres (initdb)
@@ -154,4 +156,5 @@ try {
 } finally {
   await rm(ws.dir, { recursive: true, force: true });
 }
-if (json) console.log(JSON.stringify({ bench: "cli-start", unit: "ms", runs, server_runs: serverRuns, ...results }));
+const share = machine.report();
+if (json) console.log(JSON.stringify({ ...share, bench: "cli-start", unit: "ms", runs, server_runs: serverRuns, ...results }));

@@ -36,6 +36,7 @@ import { createWorkspace, descriptor, manentYml } from "../test/support/workspac
 import { checkoutRef } from "./support/ref-checkout.js";
 import { databaseCounters } from "./support/database-counters.js";
 import { readTally, resetTally, tallied, type Tally } from "./support/statement-tally.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts, positionals } = parseArgs({
   options: {
@@ -71,6 +72,7 @@ interface Figures {
 const ref = opts.ref ? await checkoutRef(opts.ref) : undefined;
 const pgs = await TestPostgres.start();
 const results: Record<string, Figures> = {};
+const machine = watchMachine();
 try {
   const bins: Record<string, string> = { ...(ref && { [opts.ref!]: ref.bin }), this: serverBin };
   for (const [label, bin] of Object.entries(bins)) results[label] = await measure(bin);
@@ -111,7 +113,8 @@ for (const label of labels) {
   console.log(`\n${label}: statements of the idle server in ${idleSeconds} s`);
   for (const [count, text] of results[label]!.idleStatements.slice(0, 15)) console.log(`${String(count).padStart(6)} ${text}`);
 }
-if (opts.json) console.log(JSON.stringify({ n, idleSeconds, results }));
+const share = machine.report();
+if (opts.json) console.log(JSON.stringify({ ...share, n, idleSeconds, results }));
 
 async function measure(bin: string): Promise<Figures> {
   const ws = await createWorkspace("manent-count-");

@@ -15,6 +15,7 @@ import { promisify } from "node:util";
 import { bundlePlugin } from "../examples/ts-plugin/bundle.js";
 import { ExternalPlugin, PluginHost } from "../src/external/host/index.js";
 import type { Request } from "../src/plugin.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const json = process.argv.includes("--json");
@@ -126,6 +127,7 @@ async function bench(label: string, key: string, command: string, tmp: string): 
 }
 
 const tmp = await mkdtemp(path.join(os.tmpdir(), "manent-bench-ext-"));
+const machine = watchMachine();
 try {
   console.log(`node ${process.version}, ${os.cpus().length} cpus (${os.cpus()[0]?.model ?? "?"})`);
   await bench(
@@ -150,4 +152,5 @@ try {
 } finally {
   await rm(tmp, { recursive: true, force: true });
 }
-if (json) console.log(JSON.stringify({ bench: "external-ts", starts, deploys, ...figures }));
+const share = machine.report();
+if (json) console.log(JSON.stringify({ ...share, bench: "external-ts", starts, deploys, ...figures }));

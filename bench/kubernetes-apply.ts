@@ -17,6 +17,7 @@ import { promisify } from "node:util";
 import { KubernetesDeployer } from "../src/plugins/kubernetes/index.js";
 import { KubeControlPlane, type AuditedRequest } from "../test/support/kube/control-plane.js";
 import { makeRequest, memoryLogger } from "../test/plugins/kubernetes/helpers.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const run = promisify(execFile);
 const kubectl = resolve(import.meta.dirname, "../.tools/bin/kubectl");
@@ -109,6 +110,7 @@ const d = new KubernetesDeployer(memoryLogger());
 const figures: Record<string, unknown> = { bench: "kubernetes-apply", objects: 200, rounds };
 const manentUpdates: number[] = [];
 const kubectlUpdates: number[] = [];
+const machine = watchMachine();
 try {
   const dryReq = makeRequest({ clusters: [cp], access: [access], application: "bench", version: "0.0.0", artifactPath: path });
   let t = performance.now();
@@ -187,4 +189,5 @@ try {
   await cp.stop();
   await rm(dir, { recursive: true, force: true });
 }
-if (json) console.log(JSON.stringify(figures));
+const share = machine.report();
+if (json) console.log(JSON.stringify({ ...figures, ...share }));

@@ -27,6 +27,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 // The in-process figure needs a GC on demand: run again with --expose-gc.
 if (typeof globalThis.gc !== "function") {
@@ -112,6 +113,7 @@ interface Run {
 }
 const results: Run[] = [];
 let repeated: Run | undefined;
+const machine = watchMachine();
 try {
   // Warm the plugin, the pools and the artifact cache on a one-target deploy.
   const warm = await server.api.submit({ descriptor: descriptor("small", "bench", artifact, "0.0.0"), descriptor_file: "bench" });
@@ -178,4 +180,5 @@ console.log(
     `RSS peak +${figures.answer_rss_peak_delta_mb_p50} MB until answered, +${figures.rss_peak_delta_mb_p50} MB until finished; ` +
     `the cached repeat: answered ${figures.repeat_submit_ms} ms, RSS peak +${figures.repeat_answer_rss_peak_delta_mb} MB until answered`,
 );
-if (opts.json) console.log(JSON.stringify(figures));
+const share = machine.report();
+if (opts.json) console.log(JSON.stringify({ ...figures, ...share }));

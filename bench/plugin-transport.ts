@@ -48,6 +48,7 @@ import { parseHandshake, type Handshake } from "../src/external/protocol/handsha
 import { MAX_PLUGIN_MESSAGE_BYTES, H2Channel } from "../src/external/protocol/h2-channel.js";
 import { derToPem, generateIdentity, type Identity } from "../src/external/protocol/mtls.js";
 import type { Request } from "../src/plugin.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const json = process.argv.includes("--json");
@@ -406,6 +407,7 @@ async function oneRound(plugin: string, gohost: string, base: string, tmp: strin
 const median = (xs: number[]): number => quantile(xs, 0.5);
 
 async function main(): Promise<void> {
+  const machine = watchMachine();
   const tmp = await mkdtemp(path.join(os.tmpdir(), "manent-bench-transport-"));
   const figures: Record<string, unknown> = { bench: "plugin-transport", starts, deploys, rounds };
   try {
@@ -466,7 +468,8 @@ async function main(): Promise<void> {
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
-  if (json) console.log(JSON.stringify(figures));
+  const share = machine.report();
+  if (json) console.log(JSON.stringify({ ...figures, ...share }));
 }
 
 await main();

@@ -11,6 +11,7 @@ import { remoteCopyFactory } from "../src/plugins/remote-copy/index.js";
 import { makeFile, RecordingLogger, request } from "../test/plugins/remote-copy/helpers.js";
 import { sshAccess, sshTargets } from "../test/plugins/remote-copy/ssh-fixture.js";
 import { startSshHosts } from "../test/support/sshd/index.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const run = promisify(execFile);
 const MB = 1024 * 1024;
@@ -18,6 +19,7 @@ const size = 50 * MB;
 const hostCount = 4;
 
 const hosts = await startSshHosts(hostCount);
+const machine = watchMachine();
 try {
   const artifact = await makeFile(hosts.dir, "app.bin", "1", size);
   const keyPath = join(hosts.dir, "user_key");
@@ -83,3 +85,5 @@ try {
 } finally {
   await hosts.close();
 }
+
+machine.report();

@@ -19,6 +19,7 @@ import { startServer, serverBin, cliBin } from "../test/support/server-process.j
 import { TestPostgres } from "../test/support/postgres.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts, positionals } = parseArgs({
   options: { ref: { type: "string" }, json: { type: "boolean", default: false } },
@@ -55,6 +56,7 @@ const load = (): string =>
 console.log(`load average at start: ${load()}`);
 const ref = opts.ref ? await checkoutRef(opts.ref) : undefined;
 const pg = await TestPostgres.start();
+const machine = watchMachine();
 try {
   const ws = await createWorkspace();
   const config = await ws.write("manent.yml", manentYml(await pg.createDatabase({ empty: true })));
@@ -93,7 +95,8 @@ try {
     console.log(`${"".padEnd(12)} manent history CPU: median ${f.cliHistory!.median} ms, min ${f.cliHistory!.min} ms`);
   }
   console.log(`load average at end: ${load()}`);
-  if (opts.json) console.log(JSON.stringify({ runs, figures }));
+  const share = machine.report();
+  if (opts.json) console.log(JSON.stringify({ ...share, runs, figures }));
 } finally {
   await pg.stop();
   await ref?.remove();

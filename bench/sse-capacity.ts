@@ -22,6 +22,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -122,6 +123,7 @@ const deployer = (async () => {
 })();
 
 const figures: Record<string, number> = {};
+const machine = watchMachine();
 try {
   await sleep(2000);
   const rssBefore = await rss();
@@ -209,4 +211,5 @@ try {
   await deployer.catch(() => undefined);
   await server.stop();
 }
-if (opts.json) console.log(JSON.stringify({ bench: "sse-capacity", ...figures }));
+const share = machine.report();
+if (opts.json) console.log(JSON.stringify({ ...share, bench: "sse-capacity", ...figures }));

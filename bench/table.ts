@@ -356,5 +356,15 @@ console.log("| what | now (measured) | aim | met? |");
 console.log("|---|---|---|---|");
 for (const r of table)
   console.log(`| ${cell(r.what)} | ${cell(r.now)} | ${cell(r.aim)} | ${r.met === undefined ? "—" : r.met ? "yes" : "no"} |`);
+// Each bench says what share of the CPUs went to other programs while it ran (support/machine-share.ts).
+const shared = [...results].flatMap(([name, r]) =>
+  typeof r === "object" && typeof r.others_cpu_pct === "number" && r.others_cpu_pct > 5
+    ? [`${benches[name].file} (${r.others_cpu_pct}%)`]
+    : [],
+);
+if (shared.length)
+  console.log(
+    `\nwarning: other programs took a share of the CPUs while these ran, so their figures are not their own: ${shared.join(", ")}`,
+  );
 if (opts.json) console.log(JSON.stringify({ bench: "table", quick, rows: table, figures: Object.fromEntries(results) }));
 process.exitCode = [...results.values()].some((r) => typeof r === "string") ? 1 : 0;

@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { EmbeddedDatabase } from "../src/storage/embedded-postgres.js";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: flags, positionals } = parseArgs({ allowPositionals: true, options: { json: { type: "boolean" } } });
 const requests = Number(positionals[0] ?? 2000);
@@ -33,6 +34,7 @@ const server = await startServer(await ws.write("manent.yml", config), {
   env: { MANENT_LOG_LEVEL: "warn" },
   token: staticToken,
 });
+const machine = watchMachine();
 try {
   const managed = (await server.api.createToken({ name: "bench-managed", role: "viewer", tenant: "*", expires_in: "1d" })).token;
   const measure = async (token: string) => {
@@ -61,13 +63,14 @@ try {
     managed_p50_ms: Math.min(m1.p50, m2.p50),
     managed_p99_ms: Math.min(m1.p99, m2.p99),
   };
-  if (flags.json) console.log(JSON.stringify(figures));
-  else
+  if (!flags.json)
     console.log(
       `GET /api/v1/whoami, ${requests} requests in sequence:\n` +
         `  manent.yml token: p50 ${figures.static_p50_ms} ms, p99 ${figures.static_p99_ms} ms\n` +
         `  managed token:    p50 ${figures.managed_p50_ms} ms, p99 ${figures.managed_p99_ms} ms (one indexed read per request)`,
     );
+  const share = machine.report();
+  if (flags.json) console.log(JSON.stringify({ ...figures, ...share }));
 } finally {
   await server.stop();
   await db.stop();

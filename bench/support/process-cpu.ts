@@ -138,7 +138,7 @@ export function mainThreadWakeWindow(pids: () => number[]): { stop: () => number
 }
 
 /** The machine's CPU time by state since boot, in ticks (/proc/stat's first line). */
-function machineTicks(): { busy: number; idle: number; iowait: number; steal: number } {
+export function machineTicks(): { busy: number; idle: number; iowait: number; steal: number } {
   const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8")
     .split("\n", 1)[0]!
     .trim()
