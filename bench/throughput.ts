@@ -71,6 +71,13 @@ const { values: opts } = parseArgs({
 // Each works through the servers' NODE_OPTIONS, and a profile of tallied servers would time the tally's hooks too.
 if ([opts["cpu-prof"], opts.tally, opts.perf].filter(Boolean).length > 1)
   throw new Error("--cpu-prof, --tally and --perf cannot be combined: run them separately");
+if (opts.perf) {
+  try {
+    execFileSync("perf", ["--version"], { stdio: "ignore" });
+  } catch {
+    throw new Error("--perf needs perf (Debian's linux-perf) on the PATH");
+  }
+}
 const apps = Number(opts.apps);
 const fleets = opts.servers.split(",").map(Number);
 const seconds = Number(opts.seconds);
@@ -238,6 +245,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const t0 = performance.now();
     const perfFile = opts.perf && join(opts.perf, `${ref ? "ref-" : ""}${n}-servers.data`);
     const perf = perfFile ? perfRecord(perfFile, seconds) : undefined;
+    perf?.catch(() => undefined); // awaited (and thrown) after the window
     let samples = 0;
     let advisory = 0;
     let anyLock = 0;

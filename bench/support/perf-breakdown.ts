@@ -23,9 +23,9 @@ export async function perfRecord(file: string, seconds: number): Promise<void> {
 
 /**
  * Where a recording's CPU went, in ms of CPU per unit of work: per program (node, postgres, the
- * bench's own process, the idle CPUs, the rest) and, in node and postgres, by kind of code. The kinds tell apart work that
- * a second process repeats (V8's compiler warming its own copy of the code, its GC) from the
- * work itself.
+ * bench's own process, the idle CPUs, the rest) and, in node and postgres, by kind of code. The
+ * kinds tell apart work that a second process repeats (V8's compiler warming its own copy of the
+ * code, its GC) from the work itself.
  */
 export async function perfBreakdown(file: string, units: number, benchPid = process.pid): Promise<Record<string, number>> {
   const { stdout } = await promisify(execFile)(
