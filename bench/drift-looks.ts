@@ -13,6 +13,7 @@ import pg from "pg";
 import { PgDriftStore } from "../src/storage/pg-drift-store.js";
 import { migrate } from "../src/storage/schema.js";
 import { TestPostgres } from "../test/support/postgres.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -26,6 +27,7 @@ const deploys = Number(opts.deploys);
 
 const postgres = await TestPostgres.start();
 const pool = new pg.Pool({ connectionString: await postgres.createDatabase({ empty: true }) });
+const machine = watchMachine();
 try {
   await migrate(pool);
   await pool.query(
@@ -56,3 +58,4 @@ try {
   await pool.end();
   await postgres.stop();
 }
+machine.report();

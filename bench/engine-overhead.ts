@@ -23,6 +23,7 @@ import type { DeployRecord } from "../src/core/engine/deploy-store.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: flags, positionals } = parseArgs({
   allowPositionals: true,
@@ -77,6 +78,7 @@ async function finished(server: ServerProcess, id: string, seconds: number): Pro
 
 const server = await startServer(config, { cwd: ws.dir, env });
 const figures: Record<string, number> = {};
+const machine = watchMachine();
 try {
   // A first deploy warms the plugin, the connection pools and the artifact cache.
   await finished(
@@ -155,7 +157,8 @@ try {
   await db?.stop();
   if (pgDir) await rm(pgDir, { recursive: true, force: true });
 }
-if (flags.json) console.log(JSON.stringify({ bench: "engine-overhead", runs, ...figures }));
+const share = machine.report();
+if (flags.json) console.log(JSON.stringify({ ...share, bench: "engine-overhead", runs, ...figures }));
 
 /** Postgres's counters of WAL fsyncs and committed transactions (every database). */
 async function walStats(): Promise<{ wal_sync: number; xact_commit: number }> {

@@ -20,6 +20,9 @@ import { finishEventTypes } from "../src/core/engine/deploy-events.js";
 import { PgEventHub } from "../src/storage/pg-event-hub.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { cpuWindow, postgresProcesses } from "./support/process-cpu.js";
+import { watchMachine } from "./support/machine-share.js";
+
+const machine = watchMachine();
 
 const { values: opts } = parseArgs({
   options: {
@@ -130,3 +133,4 @@ for (const h of hubs) await h.close();
 for (const p of hubPools) await p.end();
 await writePool.end();
 await server.stop();
+machine.report();

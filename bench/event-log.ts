@@ -27,6 +27,7 @@ import { createWorkspace, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
 import { databasePool, pipelinedTransaction, type Statement } from "../src/storage/database-pool.js";
 import { cpuSeconds } from "./support/process-cpu.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -42,6 +43,7 @@ const oneByOne = Number(opts["one-by-one"]);
 
 const postgres = await TestPostgres.start();
 const results: Record<string, Record<string, string>> = {};
+const machine = watchMachine();
 try {
   if (opts.ref) {
     const ref = await checkoutRef(opts.ref);
@@ -195,3 +197,4 @@ async function timeOneByOne(pool: pg.Pool): Promise<Record<string, string>> {
     [`one by one (${oneByOne}): ms per deploy`]: (ms / oneByOne).toFixed(2),
   };
 }
+machine.report();

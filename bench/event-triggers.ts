@@ -16,6 +16,7 @@
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { TestPostgres } from "../test/support/postgres.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -39,6 +40,7 @@ const cases: Record<string, string> = {
 const server = await TestPostgres.start();
 const db = new pg.Client({ connectionString: await server.createDatabase() });
 await db.connect();
+const machine = watchMachine();
 try {
   await db.query(`set synchronous_commit = off`);
   // A deploy and a step as a no-op deploy writes them (its request and settings of that size).
@@ -70,7 +72,8 @@ try {
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const figures = Object.fromEntries(Object.entries(perTransactionUs).map(([k, v]) => [k, Math.round(median(v) * 10) / 10]));
-  if (opts.json) console.log(JSON.stringify({ bench: "event-triggers", transactions, rounds, us_per_transaction: figures }));
+  const share = machine.report();
+  if (opts.json) console.log(JSON.stringify({ ...share, bench: "event-triggers", transactions, rounds, us_per_transaction: figures }));
   else {
     console.log(`Postgres's time per transaction (median of ${rounds} rounds of ${transactions}), µs:`);
     for (const [k, v] of Object.entries(figures)) console.log(`  ${k.padEnd(30)} ${v}`);

@@ -14,6 +14,9 @@ import type { DeployRecord } from "../src/core/engine/deploy-store.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
+
+const machine = watchMachine();
 
 const { values: opts } = parseArgs({
   options: {
@@ -107,7 +110,8 @@ const figures = {
   waiting_at_submission: waitingAtSubmission,
   after_backlog: afterBacklog,
 };
-if (opts.json) process.stdout.write(`${JSON.stringify(figures)}\n`);
+const share = machine.report();
+if (opts.json) process.stdout.write(`${JSON.stringify({ ...figures, ...share })}\n`);
 else {
   process.stdout.write(
     `${canaries} canaries paused (concurrency ${figures.concurrency}): team-b's deploy started ${afterCanaries.start_ms} ms after its submission, ended ${afterCanaries.end_ms} ms (${afterCanaries.status})\n`,

@@ -20,6 +20,7 @@ import { createWorkspace, manentYml } from "../test/support/workspace.js";
 import { cpuWindow, mainThreadWakeWindow, postgresProcesses } from "./support/process-cpu.js";
 import { checkoutRef } from "./support/ref-checkout.js";
 import { databaseCounters } from "./support/database-counters.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -99,6 +100,7 @@ async function measure(label: string, bin: string): Promise<IdleFigures> {
 
 const results: Record<string, IdleFigures> = {};
 const reference = opts.ref === undefined ? undefined : await checkoutRef(opts.ref);
+const machine = watchMachine();
 try {
   if (reference) results[opts.ref!] = await measure(opts.ref!, reference.bin);
   results.this = await measure("this checkout", serverBin);
@@ -106,4 +108,5 @@ try {
   await pgServer.stop();
   await reference?.remove();
 }
-if (opts.json) console.log(JSON.stringify({ bench: "idle-server", servers: count, seconds, results }));
+const share = machine.report();
+if (opts.json) console.log(JSON.stringify({ ...share, bench: "idle-server", servers: count, seconds, results }));

@@ -6,8 +6,10 @@
  * Usage: node --import tsx bench/kube-control-plane.ts [rounds]
  */
 import { KubeControlPlane } from "../test/support/kube/control-plane.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const rounds = Number(process.argv[2] ?? 3);
+const machine = watchMachine();
 for (let r = 1; r <= rounds; r++) {
   const cp = await KubeControlPlane.start({ pullableImages: ["registry.example/app:1"] });
   try {
@@ -42,3 +44,4 @@ for (let r = 1; r <= rounds; r++) {
     console.log(`round ${r}: stopped in ${(performance.now() - t).toFixed(0)} ms`);
   }
 }
+machine.report();

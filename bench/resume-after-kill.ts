@@ -16,6 +16,7 @@ import { startServer, type ServerProcess } from "../test/support/server-process.
 import { readJournal } from "../test/support/journal.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const json = process.argv.includes("--json");
 const count = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 50);
@@ -41,6 +42,7 @@ db.on("error", (err) => console.error(`bench database client: ${err.message}`));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let server: ServerProcess | undefined;
+const machine = watchMachine();
 try {
   server = await startServer(config, { cwd: ws.dir, env: { MANENT_LOG_LEVEL: "warn" } });
   const ids = await Promise.all(
@@ -106,7 +108,8 @@ try {
   console.log(`  ready -> a deploy's next step           median ${figures.next_step_ms_p50} ms, max ${figures.all_resumed_ms} ms`);
   console.log(`  ready -> every deploy finished          ${figures.all_finished_ms} ms`);
   console.log(`  targets done before the kill: ${doneBefore.size}, sent to the plugin again: ${sentAgain}`);
-  if (json) console.log(JSON.stringify(figures));
+  const share = machine.report();
+  if (json) console.log(JSON.stringify({ ...figures, ...share }));
 } finally {
   await server?.stop();
   await db.end();

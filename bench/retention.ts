@@ -19,6 +19,9 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { checkoutRef } from "./support/ref-checkout.js";
+import { watchMachine } from "./support/machine-share.js";
+
+const machine = watchMachine();
 
 const { values: opts } = parseArgs({
   options: {
@@ -136,8 +139,11 @@ const flat = await withServer({ retention: { sweep_interval: 0, deploys: { keep_
 });
 await pgServer.stop();
 
+const share = machine.report();
 if (opts.json) {
-  process.stdout.write(`${JSON.stringify({ apps, deploys: perRound, keep, ref: opts.ref, growth_ref: growthRef, growth, flat })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ...share, apps, deploys: perRound, keep, ref: opts.ref, growth_ref: growthRef, growth, flat })}\n`,
+  );
 } else {
   const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
   const print = (what: string, g: typeof growth) => {

@@ -17,6 +17,7 @@ import { EmbeddedDatabase } from "../src/storage/embedded-postgres.js";
 import type { DeployRecord } from "../src/core/engine/deploy-store.js";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: flags, positionals } = parseArgs({ allowPositionals: true, options: { json: { type: "boolean" } } });
 const runs = Number(positionals[0] ?? 10);
@@ -87,6 +88,7 @@ async function once(
 }
 
 const figures: Record<string, number> = {};
+const machine = watchMachine();
 try {
   await once("paused", "promote", "0.0.0");
   const promote: number[] = [];
@@ -128,4 +130,5 @@ try {
   await db.stop();
   await rm(pgDir, { recursive: true, force: true });
 }
-if (flags.json) console.log(JSON.stringify({ bench: "rollout-commands", runs, ...figures }));
+const share = machine.report();
+if (flags.json) console.log(JSON.stringify({ ...share, bench: "rollout-commands", runs, ...figures }));

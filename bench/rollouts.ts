@@ -10,6 +10,7 @@
  */
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const json = process.argv.includes("--json");
 const runs = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 5);
@@ -46,6 +47,7 @@ const run = async (app: string, version: string) => {
   if (d.status !== "succeeded") throw new Error(`${app} ${id} ${d.status}: ${d.error?.message}`);
   return d;
 };
+const machine = watchMachine();
 try {
   // Warm the plugin, the pools and the artifact cache.
   await run("plain", "0.0.0");
@@ -71,8 +73,10 @@ try {
   console.log(`  canary workflow      median ${median(canary)} ms`);
   console.log(`  plain deploy         median ${median(plain)} ms`);
   console.log(`  canary overhead      median ${median(canary.map((c, i) => c - plain[i]!))} ms`);
+  const share = machine.report();
   if (json) {
     const figures = {
+      ...share,
       bench: "rollouts",
       runs,
       waves_10000_ms: ms(fleet.created_at, fleet.finished_at),

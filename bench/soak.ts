@@ -28,6 +28,7 @@ import { TestPostgres } from "../test/support/postgres.js";
 import { startServer, type ServerProcess } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { Inspector, inspectorUrl, withWebSocket } from "./support/inspector.js";
+import { watchMachine } from "./support/machine-share.js";
 
 await withWebSocket();
 
@@ -253,6 +254,7 @@ console.log(`soak: ${minutes} min, a sample every ${sampleSeconds} s, ${sseClien
 await sample();
 let endGc: { rss_mb: number; heap_live_mb: number } | undefined;
 const sampler = setInterval(() => void sample().catch((err: unknown) => failures.push(`sample: ${String(err)}`)), sampleSeconds * 1000);
+const machine = watchMachine();
 try {
   await Promise.all([deployer(), reader(), cutter(), ...Array.from({ length: sseClients }, (_, i) => sseClient(i))]);
   clearInterval(sampler);
@@ -307,5 +309,6 @@ console.log(
     `team-a ${summary.team_a_requests} requests, ${summary.team_a_failed} failed; ${summary.deploys} deploys, ${summary.rollbacks} rollbacks, ` +
     `${summary.uploads} uploads, ${summary.cut_uploads} cut uploads, ${summary.sse_connects} SSE connections`,
 );
-if (opts.json) console.log(JSON.stringify(summary));
+const share = machine.report();
+if (opts.json) console.log(JSON.stringify({ ...summary, ...share }));
 process.exitCode = failures.length === 0 ? 0 : 1;

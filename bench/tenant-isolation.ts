@@ -17,6 +17,9 @@ import { ApiClient } from "../src/cli/api-client.js";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
+
+const machine = watchMachine();
 
 const { values: opts } = parseArgs({
   options: {
@@ -71,8 +74,9 @@ await server.stop();
 await pgServer.stop();
 
 const ratio = Math.round((abused.p95! / baseline.p95!) * 100) / 100;
+const share = machine.report();
 if (opts.json) {
-  process.stdout.write(`${JSON.stringify({ baseline, abused, abuse, p95_ratio: ratio })}\n`);
+  process.stdout.write(`${JSON.stringify({ ...share, baseline, abused, abuse, p95_ratio: ratio })}\n`);
 } else {
   const line = (name: string, r: Record<string, number>) =>
     `${name.padEnd(22)} ${String(r.requests).padStart(6)} reads, ${r.failed} failed, p50 ${r.p50} ms, p95 ${r.p95} ms, p99 ${r.p99} ms, max ${r.max} ms\n`;

@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { TestPostgres } from "../test/support/postgres.js";
 import { startServer } from "../test/support/server-process.js";
 import { createWorkspace, manentYml } from "../test/support/workspace.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts, positionals } = parseArgs({
   options: { json: { type: "boolean", default: false } },
@@ -27,6 +28,7 @@ const load = (): string =>
 
 console.log(`load average at start: ${load()}`);
 const pg = await TestPostgres.start();
+const machine = watchMachine();
 try {
   const ws = await createWorkspace();
   // Makes the template (once per server) and warms the file cache: not counted.
@@ -62,7 +64,8 @@ try {
     `saved per fresh database (medians): ${figures.empty.create.median + figures.empty.start.median - figures.template.create.median - figures.template.start.median} ms`,
   );
   console.log(`load average at end: ${load()}`);
-  if (opts.json) console.log(JSON.stringify({ runs, figures }));
+  const share = machine.report();
+  if (opts.json) console.log(JSON.stringify({ ...share, runs, figures }));
 } finally {
   await pg.stop();
 }

@@ -14,6 +14,7 @@ import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { endedChildrenCpuSeconds } from "./support/process-cpu.js";
 import { repoRoot } from "../test/support/server-process.js";
+import { watchMachine } from "./support/machine-share.js";
 
 const { values: opts } = parseArgs({
   options: {
@@ -46,6 +47,7 @@ const ways = {
   compiled: () => run("node", ["--enable-source-maps", ...common, ...compiled]),
 };
 const results: Record<keyof typeof ways, { wall: number; cpu: number }[]> = { tsx: [], compiled: [] };
+const machine = watchMachine();
 for (let i = 0; i < Number(opts.runs); i++) {
   for (const way of Object.keys(ways) as (keyof typeof ways)[]) results[way].push(await ways[way]());
 }
@@ -58,9 +60,10 @@ const summary = Object.fromEntries(
   ]),
 ) as Record<keyof typeof ways, { wall_s: number; cpu_s: number; runs: { wall: number; cpu: number }[] }>;
 const savedPerFile = (summary.tsx.cpu_s - summary.compiled.cpu_s) / files.length;
+const share = machine.report();
 if (opts.json) {
   process.stdout.write(
-    `${JSON.stringify({ filter: opts.filter, files: files.length, ...summary, cpu_saved_per_file_s: savedPerFile }, null, 2)}\n`,
+    `${JSON.stringify({ ...share, filter: opts.filter, files: files.length, ...summary, cpu_saved_per_file_s: savedPerFile }, null, 2)}\n`,
   );
 } else {
   process.stdout.write(`${files.length} test files under ${opts.filter}, ${opts.runs} runs each way (medians):\n`);
