@@ -47,7 +47,8 @@ import { checkoutRef } from "./support/ref-checkout.js";
 import { databaseCounters } from "./support/database-counters.js";
 import { cpuProfileEnv } from "./support/cpu-profile-env.js";
 import { perfBreakdown, perfRecord } from "./support/perf-breakdown.js";
-import { contextSwitchWindow, cpuWindow, machineCpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
+import { contextSwitchWindow, cpuWindow, postgresProcesses, syscallWindow } from "./support/process-cpu.js";
+import { machineShareWindow, othersWarnPct } from "./support/machine-share.js";
 import { readTally, resetTally, sumTallies, tallied } from "./support/statement-tally.js";
 import { createWorkspace, descriptor, manentYml } from "../test/support/workspace.js";
 import { eventsChannel } from "../src/storage/events-schema.js";
@@ -128,9 +129,9 @@ interface FleetFigures {
   /** The whole machine's CPUs in the window, percent of their time: busy (anything), idle, idle waiting for I/O, stolen by the hypervisor. */
   machine_cpu_pct: { busy: number; idle: number; iowait: number; steal: number };
   /**
-   * The machine's busy share that the servers, Postgres and the bench do not account for (the
-   * kernel's own threads, and any other program): more than a few percent, and the figures are
-   * another program's too.
+   * The machine's busy share outside the bench and every process it started (its servers, Postgres,
+   * perf): the kernel's own threads and any other program (machine-share.ts). More than a few
+   * percent, and the figures are another program's too.
    */
   others_cpu_pct: number;
   /** CPU time per deploy finished in the window: the servers' processes, and Postgres's (postmaster and backends). */
@@ -232,7 +233,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const postgresSwitches = contextSwitchWindow(() => postgresProcesses(port));
     const benchCpu = cpuWindow(() => [process.pid]);
     const postgresCpu = cpuWindow(() => postgresProcesses(port));
-    const machineCpu = machineCpuWindow();
+    const machineShare = machineShareWindow();
     if (opts.tally) for (const s of servers) resetTally(s.child.pid!);
     // The event log's NOTIFYs (events-schema.ts): each wakes every LISTENing backend of the database,
     // two per server (its event hub's and DBOS's) and this one, whatever their channels.
@@ -280,7 +281,7 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
     const pgSwitches = postgresSwitches.stop();
     const benchSeconds = benchCpu.stop();
     const postgresSeconds = postgresCpu.stop();
-    const machine = machineCpu.stop();
+    const { machine, others_cpu_pct } = machineShare.stop();
     await perf;
     const statements = opts.tally ? sumTallies(await Promise.all(servers.map((s) => readTally(s.child.pid!)))) : undefined;
     await sampler;
@@ -311,9 +312,8 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
       queued_ms_p50: median(queued),
       running_ms_p50: median(running),
       load_average: loadavg()[0]!,
-      machine_cpu_pct: machine,
-      others_cpu_pct:
-        Math.round((machine.busy - ((serverSeconds + postgresSeconds + benchSeconds) * 100) / (elapsed * cpuList().length)) * 10) / 10,
+      machine_cpu_pct: { busy: machine.busy, idle: machine.idle, iowait: machine.iowait, steal: machine.steal },
+      others_cpu_pct,
       server_cpu_ms_per_deploy: Math.round((serverSeconds * 10000) / Math.max(1, finished)) / 10,
       postgres_cpu_ms_per_deploy: Math.round((postgresSeconds * 10000) / Math.max(1, finished)) / 10,
       bench_cpu_ms_per_deploy: Math.round((benchSeconds * 10000) / Math.max(1, finished)) / 10,
@@ -335,14 +335,14 @@ async function runFleet(n: number, ref?: { name: string; bin: string }): Promise
         `${figures.server_voluntary_switches_per_deploy} / ${figures.server_involuntary_switches_per_deploy}, Postgres ` +
         `${figures.postgres_voluntary_switches_per_deploy} / ${figures.postgres_involuntary_switches_per_deploy}; backends waiting on an advisory lock: ${figures.advisory_lock_waiters_mean} on average ` +
         `(${figures.samples_with_advisory_waiter_pct}% of samples), on any lock ${figures.lock_waiters_mean} (load ${figures.load_average.toFixed(1)}); ` +
-        `the machine's CPUs ${machine.busy}% busy, ${machine.idle}% idle, ${machine.iowait}% waiting for I/O, ${machine.steal}% stolen, ${figures.others_cpu_pct}% not by the servers, Postgres or the bench; ` +
+        `the machine's CPUs ${machine.busy}% busy, ${machine.idle}% idle, ${machine.iowait}% waiting for I/O, ${machine.steal}% stolen, ${figures.others_cpu_pct}% in processes outside this bench; ` +
         `median per deploy: ${figures.queued_ms_p50} ms queued, ${figures.running_ms_p50} ms running; ` +
         `${figures.backends_mean} backends (${figures.sessions_opened} connections opened), active ones by wait: ` +
         (Object.entries(figures.active_backends_by_wait)
           .map(([k, v]) => `${k} ${v}`)
           .join(", ") || "none"),
     );
-    if (figures.others_cpu_pct > 5)
+    if (figures.others_cpu_pct > othersWarnPct)
       console.log(
         `  warning: ${figures.others_cpu_pct}% of the CPUs went to other processes in the window: these figures are not this fleet's alone`,
       );

@@ -29,22 +29,53 @@ export function endedChildrenCpuSeconds(): number {
   return (Number(fields[13]) + Number(fields[14])) / ticksPerSecond;
 }
 
-/** The Postgres listening on `port` (its postmaster, found by its command line) and every process it started. */
-export function postgresProcesses(port: number): number[] {
-  const stats = new Map<number, { ppid: number; cmdline: string }>();
+/** Every process now, by pid: its /proc/PID/stat fields (see {@link statFields}); one that ends meanwhile is left out. */
+function processTable(): Map<number, string[]> {
+  const table = new Map<number, string[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      stats.set(Number(entry), { ppid, cmdline: readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ") });
+      table.set(Number(entry), statFields(Number(entry)));
     } catch {
       // gone meanwhile
     }
   }
-  const postmaster = [...stats].find(([, s]) => / -D /.test(s.cmdline) && s.cmdline.includes(` -p ${port} `) && /postgres/.test(s.cmdline));
-  if (!postmaster) return [];
-  return [postmaster[0], ...[...stats].filter(([, s]) => s.ppid === postmaster[0]).map(([pid]) => pid)];
+  return table;
+}
+
+/** The Postgres listening on `port` (its postmaster, found by its command line) and every process it started. */
+export function postgresProcesses(port: number): number[] {
+  const table = processTable();
+  const cmdline = (pid: number): string => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+    } catch {
+      return ""; // gone meanwhile
+    }
+  };
+  const postmaster = [...table.keys()].find((pid) => {
+    const line = cmdline(pid);
+    return / -D /.test(line) && line.includes(` -p ${port} `) && /postgres/.test(line);
+  });
+  if (postmaster === undefined) return [];
+  return [postmaster, ...[...table].filter(([, fields]) => Number(fields[1]) === postmaster).map(([pid]) => pid)];
+}
+
+/**
+ * The CPU seconds of this process and every live process under it, each with its ended children's
+ * (so a process that ended counts through its parent once waited for).
+ */
+export function treeCpuSeconds(root = process.pid): number {
+  const table = processTable();
+  let ticks = 0;
+  for (const [pid, fields] of table) {
+    for (let p: number | undefined = pid; p !== undefined && p > 1; p = table.has(p) ? Number(table.get(p)![1]) : undefined) {
+      if (p !== root) continue;
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+      break;
+    }
+  }
+  return ticks / ticksPerSecond;
 }
 
 /**
@@ -138,7 +169,7 @@ export function mainThreadWakeWindow(pids: () => number[]): { stop: () => number
 }
 
 /** The machine's CPU time by state since boot, in ticks (/proc/stat's first line). */
-export function machineTicks(): { busy: number; idle: number; iowait: number; steal: number } {
+function machineTicks(): { busy: number; idle: number; iowait: number; steal: number } {
   const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8")
     .split("\n", 1)[0]!
     .trim()
@@ -148,12 +179,21 @@ export function machineTicks(): { busy: number; idle: number; iowait: number; st
   return { busy: user + nice + system + irq + softirq, idle, iowait, steal };
 }
 
+/** The machine's CPUs over a window: each state's share of their time (percent), and that time in CPU seconds. */
+export interface MachineCpu {
+  busy: number;
+  idle: number;
+  iowait: number;
+  steal: number;
+  seconds: number;
+}
+
 /**
  * What the whole machine's CPUs did from now until `stop`, as shares of their time (percent): busy
  * (any process, the kernel's interrupts), idle, waiting for I/O with nothing to run, and stolen by
  * the hypervisor. Says whether a run was bound by the CPUs or by something they waited for.
  */
-export function machineCpuWindow(): { stop: () => { busy: number; idle: number; iowait: number; steal: number } } {
+export function machineCpuWindow(): { stop: () => MachineCpu } {
   const start = machineTicks();
   return {
     stop: () => {
@@ -166,7 +206,7 @@ export function machineCpuWindow(): { stop: () => { busy: number; idle: number; 
       };
       const total = Math.max(1, d.busy + d.idle + d.iowait + d.steal);
       const pct = (x: number) => Math.round((x * 1000) / total) / 10;
-      return { busy: pct(d.busy), idle: pct(d.idle), iowait: pct(d.iowait), steal: pct(d.steal) };
+      return { busy: pct(d.busy), idle: pct(d.idle), iowait: pct(d.iowait), steal: pct(d.steal), seconds: total / ticksPerSecond };
     },
   };
 }
