@@ -137,9 +137,22 @@ export function databasePool(config: pg.PoolConfig, opts: { onConnect?: (client:
   // client gets a listener for its life: the query in flight fails with the error anyway, and the
   // next one on that client fails too, where its caller handles it.
   pool.on("connect", (client) => client.on("error", ignoreConnectionError));
+  // pg's end() resolves once it has told each client to end, not once their connections closed;
+  // until then pg still reports what the database sends them (a shutdown's termination) as the
+  // pool's 'error'. `end()` here waits for every connection to close.
+  const open = new Set<pg.PoolClient>();
+  pool.on("connect", (client) => {
+    open.add(client);
+    client.once("end", () => open.delete(client));
+  });
+  const endClosed = async (): Promise<void> => {
+    await pool.end();
+    await Promise.all([...open].map((client) => new Promise((resolve) => client.once("end", resolve))));
+  };
   const names = new StatementNames();
   return new Proxy(pool, {
     get(target, prop) {
+      if (prop === "end") return (...args: unknown[]) => (args.length === 0 ? endClosed() : (target.end as Fn).apply(target, args));
       if (prop === "query")
         return (...args: unknown[]) => marking((...a: unknown[]) => namedQuery(target.query as Fn, target, a, names, false), target, args);
       if (prop === "connect")
