@@ -18,6 +18,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { othersWarnPct } from "./support/machine-share.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values: opts } = parseArgs({
@@ -358,7 +359,7 @@ for (const r of table)
   console.log(`| ${cell(r.what)} | ${cell(r.now)} | ${cell(r.aim)} | ${r.met === undefined ? "—" : r.met ? "yes" : "no"} |`);
 // Each bench says what share of the CPUs went to other programs while it ran (support/machine-share.ts).
 const shared = [...results].flatMap(([name, r]) =>
-  typeof r === "object" && typeof r.others_cpu_pct === "number" && r.others_cpu_pct > 5
+  typeof r === "object" && typeof r.others_cpu_pct === "number" && r.others_cpu_pct > othersWarnPct
     ? [`${benches[name].file} (${r.others_cpu_pct}%)`]
     : [],
 );

@@ -136,12 +136,12 @@ export function databasePool(config: pg.PoolConfig, opts: { onConnect?: (client:
   // its way) whose connection drops emits an 'error' nobody handles, an uncaught exception. Each
   // client gets a listener for its life: the query in flight fails with the error anyway, and the
   // next one on that client fails too, where its caller handles it.
-  pool.on("connect", (client) => client.on("error", ignoreConnectionError));
   // pg's end() resolves once it has told each client to end, not once their connections closed;
   // until then pg still reports what the database sends them (a shutdown's termination) as the
   // pool's 'error'. `end()` here waits for every connection to close.
   const open = new Set<pg.PoolClient>();
   pool.on("connect", (client) => {
+    client.on("error", ignoreConnectionError);
     open.add(client);
     client.once("end", () => open.delete(client));
   });
